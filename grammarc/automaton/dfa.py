@@ -1,0 +1,449 @@
+"""Byte-level DFA: subset construction over byte classes, Hopcroft minimisation, canonical form.
+
+`ByteDFA` is what the rest of grammarc consumes. Its table is `trans[state, byte_class]`, with
+the grammarc state convention: state 0 is the dead state (every transition of it loops to 0),
+state 1 is the start, the remaining states are numbered in breadth-first order from the start,
+visiting byte classes in byte order. Every state except 0 can reach an accepting state, and
+equal languages give identical `ByteDFA`s (the minimal DFA in canonical numbering).
+
+The hot loops (subset construction, minimisation) are numba kernels, compiled once and cached
+on disk; they are compile-side only and never imported by the runtime.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numba
+import numpy as np
+
+from ..errors import GrammarError, TooManyStatesError
+from .nfa import Fragment
+
+_NO_LIMIT = np.iinfo(np.int32).max
+
+
+@dataclass(frozen=True)
+class ByteDFA:
+    """A minimal, trimmed, canonically numbered DFA over bytes (dead = 0, start = 1)."""
+
+    trans: np.ndarray       # int32 [num_states, num_classes]
+    byte_class: np.ndarray  # int32 [256]: the class of each byte value
+    accepting: np.ndarray   # bool [num_states]
+
+    @property
+    def num_states(self) -> int:
+        return int(self.trans.shape[0])
+
+    @property
+    def num_classes(self) -> int:
+        return int(self.trans.shape[1])
+
+    def byte_table(self) -> np.ndarray:
+        """The full table `next = table[state, byte]` (int32 [num_states, 256])."""
+        return np.ascontiguousarray(self.trans[:, self.byte_class])
+
+    def walk(self, data: bytes, state: int = 1) -> int:
+        """The state reached from `state` after reading `data` (0 once it dies)."""
+        for b in data:
+            state = int(self.trans[state, self.byte_class[b]])
+            if state == 0:
+                break
+        return state
+
+    def accepts(self, data: bytes) -> bool:
+        return bool(self.accepting[self.walk(data)])
+
+
+def determinize(frag: Fragment, max_states: int = _NO_LIMIT) -> ByteDFA:
+    """The canonical minimal DFA of an NFA fragment (entry 0, accepting exit 1)."""
+    edges = frag.edges
+    byte_class = _byte_classes(edges[:, 1], edges[:, 2])
+    num_classes = int(byte_class[-1]) + 1
+    eps_ptr, eps_dst = _csr(frag.num_states, frag.eps[:, 0], frag.eps[:, 1:2])
+    edge_ptr, edge_cols = _csr(frag.num_states, edges[:, 0],
+                               np.stack([byte_class[edges[:, 1]], byte_class[edges[:, 2]],
+                                         edges[:, 3]], axis=1))
+    trans, accepting, status = _subset_construction(
+        frag.num_states, eps_ptr, eps_dst[:, 0], edge_ptr,
+        np.ascontiguousarray(edge_cols[:, 0]), np.ascontiguousarray(edge_cols[:, 1]),
+        np.ascontiguousarray(edge_cols[:, 2]), num_classes, max_states)
+    if status:
+        raise TooManyStatesError(
+            f"the automaton needs more than {max_states:,} DFA states (raise --max-states)")
+    return minimize(trans, byte_class, accepting)
+
+
+def minimize(trans: np.ndarray, byte_class: np.ndarray, accepting: np.ndarray) -> ByteDFA:
+    """Minimise a complete DFA whose state 0 is dead and state 1 the start; canonical result.
+
+    States that cannot reach acceptance fall into the dead state's block, so the result is
+    trimmed as well. An empty language raises `GrammarError`.
+    """
+    trans = np.ascontiguousarray(trans, dtype=np.int32)
+    accepting = np.ascontiguousarray(accepting, dtype=np.bool_)
+    block, num_blocks = _hopcroft(trans, accepting)
+    dead, start = block[0], block[1]
+    if dead == start:
+        raise GrammarError("the grammar matches no string at all (its language is empty)")
+    rep = np.empty(num_blocks, np.int64)
+    rep[block] = np.arange(len(block))
+    block_trans = block[trans[rep]]
+    order = _bfs_order(block_trans, dead, start)  # reachable block ids in new numbering order
+    new_id = np.full(num_blocks, -1, np.int32)
+    new_id[order] = np.arange(len(order), dtype=np.int32)
+    canon = new_id[block_trans[order]]
+    canon_accepting = accepting[rep[order]]
+    return _merge_byte_classes(canon, byte_class, canon_accepting)
+
+
+def _merge_byte_classes(trans: np.ndarray, byte_class: np.ndarray,
+                        accepting: np.ndarray) -> ByteDFA:
+    """Merge classes with identical columns; number classes by their first byte."""
+    columns = trans[:, byte_class].T  # [256, states]
+    _, first, inverse = np.unique(columns, axis=0, return_index=True, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    order = np.argsort(first, kind="stable")  # groups in order of their first byte
+    rank = np.empty(len(order), np.int32)
+    rank[order] = np.arange(len(order), dtype=np.int32)
+    new_class = rank[inverse].astype(np.int32)
+    merged = np.ascontiguousarray(columns[first[order]].T, dtype=np.int32)
+    return ByteDFA(merged, new_class, accepting.astype(np.bool_))
+
+
+def _byte_classes(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """Split 0..255 into the coarsest intervals no edge range cuts."""
+    cuts = np.zeros(257, np.bool_)
+    cuts[0] = True
+    cuts[lo] = True
+    cuts[hi + 1] = True
+    return (np.cumsum(cuts[:256]) - 1).astype(np.int32)
+
+
+def _csr(n: int, src: np.ndarray, cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    order = np.argsort(src, kind="stable")
+    ptr = np.zeros(n + 1, np.int64)
+    np.cumsum(np.bincount(src, minlength=n), out=ptr[1:])
+    return ptr, np.ascontiguousarray(cols[order], dtype=np.int32)
+
+
+@numba.njit(cache=True)
+def _hash_set(data, lo, hi):
+    h = np.uint64(1469598103934665603)
+    for i in range(lo, hi):
+        h = (h ^ np.uint64(data[i])) * np.uint64(1099511628211)
+        h ^= h >> np.uint64(29)
+    return h
+
+
+@numba.njit(cache=True)
+def _subset_construction(n_nfa, eps_ptr, eps_dst, edge_ptr, edge_clo, edge_chi, edge_dst,
+                         n_classes, max_states):
+    """Subset construction; DFA state 0 is the empty set, 1 the start closure.
+
+    Returns (trans, accepting, status); status 1 means max_states was exceeded.
+    """
+    cap = 256
+    trans = np.zeros((cap, n_classes), np.int32)
+    accepting = np.zeros(cap, np.bool_)
+    set_off = np.zeros(cap + 1, np.int64)
+    set_data = np.empty(1024, np.int32)
+    set_hash = np.zeros(cap, np.uint64)
+    table_size = 1024
+    table = np.full(table_size, -1, np.int32)
+    n_dfa = 0
+
+    mark = np.zeros(n_nfa, np.int64)
+    stamp = 0
+    stack = np.empty(n_nfa, np.int32)
+    buf = np.empty(n_nfa, np.int32)
+    head = np.full(n_classes, -1, np.int64)
+    touched = np.empty(n_classes, np.int32)
+    item_val = np.empty(1024, np.int32)
+    item_next = np.empty(1024, np.int64)
+
+    # seed 0: the empty set; seed 1: closure of the NFA entry
+    for seed in range(2):
+        k = 0
+        if seed == 1:
+            stamp += 1
+            sp = 0
+            mark[0] = stamp
+            stack[sp] = 0
+            sp += 1
+            while sp > 0:
+                sp -= 1
+                u = stack[sp]
+                buf[k] = u
+                k += 1
+                for j in range(eps_ptr[u], eps_ptr[u + 1]):
+                    v = eps_dst[j]
+                    if mark[v] != stamp:
+                        mark[v] = stamp
+                        stack[sp] = v
+                        sp += 1
+            buf[:k].sort()
+        h = _hash_set(buf, 0, k)
+        slot = np.int64(h & np.uint64(table_size - 1))
+        while table[slot] != -1:
+            slot = (slot + 1) & (table_size - 1)
+        table[slot] = n_dfa
+        set_hash[n_dfa] = h
+        set_data[set_off[n_dfa]:set_off[n_dfa] + k] = buf[:k]
+        set_off[n_dfa + 1] = set_off[n_dfa] + k
+        for i in range(k):
+            if buf[i] == 1:
+                accepting[n_dfa] = True
+        n_dfa += 1
+
+    d = 1
+    while d < n_dfa:
+        lo = set_off[d]
+        hi = set_off[d + 1]
+        need = 0
+        for idx in range(lo, hi):
+            u = set_data[idx]
+            for e in range(edge_ptr[u], edge_ptr[u + 1]):
+                need += edge_chi[e] - edge_clo[e] + 1
+        if need > len(item_val):
+            item_val = np.empty(2 * need, np.int32)
+            item_next = np.empty(2 * need, np.int64)
+        n_items = 0
+        n_touched = 0
+        for idx in range(lo, hi):
+            u = set_data[idx]
+            for e in range(edge_ptr[u], edge_ptr[u + 1]):
+                for c in range(edge_clo[e], edge_chi[e] + 1):
+                    if head[c] == -1:
+                        touched[n_touched] = c
+                        n_touched += 1
+                    item_val[n_items] = edge_dst[e]
+                    item_next[n_items] = head[c]
+                    head[c] = n_items
+                    n_items += 1
+        touched[:n_touched].sort()
+        for ti in range(n_touched):
+            c = touched[ti]
+            stamp += 1
+            sp = 0
+            it = head[c]
+            while it != -1:
+                v = item_val[it]
+                if mark[v] != stamp:
+                    mark[v] = stamp
+                    stack[sp] = v
+                    sp += 1
+                it = item_next[it]
+            head[c] = -1
+            k = 0
+            while sp > 0:
+                sp -= 1
+                u = stack[sp]
+                buf[k] = u
+                k += 1
+                for j in range(eps_ptr[u], eps_ptr[u + 1]):
+                    v = eps_dst[j]
+                    if mark[v] != stamp:
+                        mark[v] = stamp
+                        stack[sp] = v
+                        sp += 1
+            buf[:k].sort()
+            h = _hash_set(buf, 0, k)
+            slot = np.int64(h & np.uint64(table_size - 1))
+            found = -1
+            while table[slot] != -1:
+                cand = table[slot]
+                if set_hash[cand] == h and set_off[cand + 1] - set_off[cand] == k:
+                    same = True
+                    base = set_off[cand]
+                    for i in range(k):
+                        if set_data[base + i] != buf[i]:
+                            same = False
+                            break
+                    if same:
+                        found = cand
+                        break
+                slot = (slot + 1) & (table_size - 1)
+            if found == -1:
+                if n_dfa >= max_states:
+                    return trans[:n_dfa], accepting[:n_dfa], 1
+                if n_dfa == cap:
+                    cap *= 2
+                    new_trans = np.zeros((cap, n_classes), np.int32)
+                    new_trans[:n_dfa] = trans
+                    trans = new_trans
+                    new_acc = np.zeros(cap, np.bool_)
+                    new_acc[:n_dfa] = accepting
+                    accepting = new_acc
+                    new_off = np.zeros(cap + 1, np.int64)
+                    new_off[:n_dfa + 1] = set_off[:n_dfa + 1]
+                    set_off = new_off
+                    new_hash = np.zeros(cap, np.uint64)
+                    new_hash[:n_dfa] = set_hash[:n_dfa]
+                    set_hash = new_hash
+                end = set_off[n_dfa] + k
+                if end > len(set_data):
+                    new_data = np.empty(max(2 * len(set_data), end), np.int32)
+                    new_data[:set_off[n_dfa]] = set_data[:set_off[n_dfa]]
+                    set_data = new_data
+                set_data[set_off[n_dfa]:end] = buf[:k]
+                set_off[n_dfa + 1] = end
+                set_hash[n_dfa] = h
+                for i in range(k):
+                    if buf[i] == 1:
+                        accepting[n_dfa] = True
+                table[slot] = n_dfa
+                found = n_dfa
+                n_dfa += 1
+                if 2 * n_dfa > table_size:
+                    table_size *= 2
+                    table = np.full(table_size, -1, np.int32)
+                    for s in range(n_dfa):
+                        sl = np.int64(set_hash[s] & np.uint64(table_size - 1))
+                        while table[sl] != -1:
+                            sl = (sl + 1) & (table_size - 1)
+                        table[sl] = s
+            trans[d, c] = found
+        d += 1
+    return trans[:n_dfa].copy(), accepting[:n_dfa].copy(), 0
+
+
+@numba.njit(cache=True)
+def _hopcroft(trans, accepting):
+    """Hopcroft's partition refinement; returns (block of each state, number of blocks)."""
+    n, k = trans.shape
+    inv_ptr = np.zeros(n * k + 1, np.int64)
+    for s in range(n):
+        for a in range(k):
+            inv_ptr[trans[s, a] * k + a + 1] += 1
+    for i in range(n * k):
+        inv_ptr[i + 1] += inv_ptr[i]
+    fill = inv_ptr[:-1].copy()
+    inv_src = np.empty(n * k, np.int32)
+    for s in range(n):
+        for a in range(k):
+            key = trans[s, a] * k + a
+            inv_src[fill[key]] = s
+            fill[key] += 1
+
+    elems = np.empty(n, np.int32)
+    pos = np.empty(n, np.int64)
+    block = np.empty(n, np.int32)
+    bstart = np.zeros(n + 1, np.int64)
+    bend = np.zeros(n + 1, np.int64)
+    nmark = np.zeros(n + 1, np.int64)
+    n_acc = 0
+    for s in range(n):
+        if accepting[s]:
+            n_acc += 1
+    i_acc = 0
+    i_rej = n_acc
+    for s in range(n):
+        if accepting[s]:
+            elems[i_acc] = s
+            pos[s] = i_acc
+            i_acc += 1
+        else:
+            elems[i_rej] = s
+            pos[s] = i_rej
+            i_rej += 1
+    n_blocks = 0
+    if n_acc > 0:
+        bstart[n_blocks] = 0
+        bend[n_blocks] = n_acc
+        n_blocks += 1
+    if n_acc < n:
+        bstart[n_blocks] = n_acc
+        bend[n_blocks] = n
+        n_blocks += 1
+    for b in range(n_blocks):
+        for i in range(bstart[b], bend[b]):
+            block[elems[i]] = b
+
+    in_work = np.zeros(n * k, np.bool_)
+    work = np.empty(n * k, np.int64)
+    n_work = 0
+    if n_blocks == 2:
+        smaller = 0 if bend[0] - bstart[0] <= bend[1] - bstart[1] else 1
+        for a in range(k):
+            work[n_work] = smaller * k + a
+            in_work[smaller * k + a] = True
+            n_work += 1
+
+    splitter = np.empty(n, np.int32)
+    touched = np.empty(n, np.int32)
+    while n_work > 0:
+        n_work -= 1
+        item = work[n_work]
+        in_work[item] = False
+        bb = item // k
+        a = item % k
+        m = 0
+        for i in range(bstart[bb], bend[bb]):
+            splitter[m] = elems[i]
+            m += 1
+        n_touched = 0
+        for i in range(m):
+            key = splitter[i] * k + a
+            for j in range(inv_ptr[key], inv_ptr[key + 1]):
+                s = inv_src[j]
+                b = block[s]
+                p = pos[s]
+                q = bstart[b] + nmark[b]
+                if p < q:
+                    continue
+                if nmark[b] == 0:
+                    touched[n_touched] = b
+                    n_touched += 1
+                other = elems[q]
+                elems[q] = s
+                pos[s] = q
+                elems[p] = other
+                pos[other] = p
+                nmark[b] += 1
+        for ti in range(n_touched):
+            b = touched[ti]
+            if nmark[b] < bend[b] - bstart[b]:
+                nb = n_blocks
+                n_blocks += 1
+                bstart[nb] = bstart[b]
+                bend[nb] = bstart[b] + nmark[b]
+                bstart[b] = bend[nb]
+                for i in range(bstart[nb], bend[nb]):
+                    block[elems[i]] = nb
+                small = nb if bend[nb] - bstart[nb] <= bend[b] - bstart[b] else b
+                for c in range(k):
+                    if in_work[b * k + c]:
+                        target = nb * k + c
+                    else:
+                        target = small * k + c
+                    if not in_work[target]:
+                        in_work[target] = True
+                        work[n_work] = target
+                        n_work += 1
+            nmark[b] = 0
+    return block, n_blocks
+
+
+@numba.njit(cache=True)
+def _bfs_order(trans, dead, start):
+    """Blocks in canonical order: the dead block, then breadth-first from the start."""
+    n, k = trans.shape
+    order = np.empty(n, np.int32)
+    seen = np.zeros(n, np.bool_)
+    order[0] = dead
+    seen[dead] = True
+    order[1] = start
+    seen[start] = True
+    count = 2
+    head = 1
+    while head < count:
+        s = order[head]
+        head += 1
+        for a in range(k):
+            t = trans[s, a]
+            if not seen[t]:
+                seen[t] = True
+                order[count] = t
+                count += 1
+    return order[:count]

@@ -1,0 +1,136 @@
+"""The expression tree every front end produces: sets of characters, concatenation, union and
+bounded or unbounded repetition.
+
+It is the one currency between front ends and the automaton builder, so a front end never
+builds automata itself and never goes through a regex string. Characters are Unicode code
+points; surrogates (U+D800..U+DFFF) cannot appear in UTF-8 text and are left out of every set.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, Union
+
+MAX_CODE_POINT = 0x10FFFF
+SURROGATES = (0xD800, 0xDFFF)
+
+
+@dataclass(frozen=True)
+class CharSet:
+    """One character out of a set, stored as sorted, disjoint, non-adjacent inclusive ranges."""
+
+    ranges: tuple[tuple[int, int], ...]
+
+
+@dataclass(frozen=True)
+class Concat:
+    """The parts one after the other. `Concat(())` is the empty string."""
+
+    parts: tuple["Expr", ...]
+
+
+@dataclass(frozen=True)
+class Alt:
+    """Any one of the options."""
+
+    options: tuple["Expr", ...]
+
+
+@dataclass(frozen=True)
+class Repeat:
+    """`item` repeated from `min` to `max` times; `max=None` means without bound."""
+
+    item: "Expr"
+    min: int
+    max: int | None
+
+
+Expr = Union[CharSet, Concat, Alt, Repeat]
+
+EMPTY = Concat(())
+NOTHING = CharSet(())
+
+
+def normalize_ranges(ranges: Iterable[tuple[int, int]]) -> tuple[tuple[int, int], ...]:
+    """Sort and merge code point ranges, dropping surrogates and empty ranges."""
+    items = sorted((lo, hi) for lo, hi in ranges if lo <= hi)
+    merged: list[list[int]] = []
+    for lo, hi in items:
+        if merged and lo <= merged[-1][1] + 1:
+            merged[-1][1] = max(merged[-1][1], hi)
+        else:
+            merged.append([lo, hi])
+    out: list[tuple[int, int]] = []
+    s_lo, s_hi = SURROGATES
+    for lo, hi in merged:
+        lo, hi = max(lo, 0), min(hi, MAX_CODE_POINT)
+        if hi < s_lo or lo > s_hi:
+            out.append((lo, hi))
+            continue
+        if lo < s_lo:
+            out.append((lo, s_lo - 1))
+        if hi > s_hi:
+            out.append((s_hi + 1, hi))
+    return tuple(out)
+
+
+def charset(ranges: Iterable[tuple[int, int]]) -> CharSet:
+    """A character set from possibly overlapping ranges."""
+    return CharSet(normalize_ranges(ranges))
+
+
+def complement_ranges(ranges: tuple[tuple[int, int], ...]) -> tuple[tuple[int, int], ...]:
+    """Every code point (surrogates excluded) not in the normalised `ranges`."""
+    out = []
+    nxt = 0
+    for lo, hi in ranges:
+        if lo > nxt:
+            out.append((nxt, lo - 1))
+        nxt = hi + 1
+    if nxt <= MAX_CODE_POINT:
+        out.append((nxt, MAX_CODE_POINT))
+    return normalize_ranges(out)
+
+
+def literal(text: str) -> Expr:
+    """The exact string `text`."""
+    return concat(*(CharSet(((ord(c), ord(c)),)) for c in text))
+
+
+def concat(*parts: Expr) -> Expr:
+    """Concatenation, flattened; the empty language absorbs everything."""
+    flat: list[Expr] = []
+    for part in parts:
+        if part == NOTHING:
+            return NOTHING
+        if isinstance(part, Concat):
+            flat.extend(part.parts)
+        else:
+            flat.append(part)
+    return flat[0] if len(flat) == 1 else Concat(tuple(flat))
+
+
+def alt(*options: Expr) -> Expr:
+    """Union, flattened, without empty-language options or repeats."""
+    flat: list[Expr] = []
+    for option in options:
+        items = option.options if isinstance(option, Alt) else (option,)
+        for item in items:
+            if item != NOTHING and item not in flat:
+                flat.append(item)
+    if not flat:
+        return NOTHING
+    return flat[0] if len(flat) == 1 else Alt(tuple(flat))
+
+
+def repeat(item: Expr, lo: int, hi: int | None) -> Expr:
+    """`item{lo,hi}` with the trivial cases folded."""
+    if hi is not None and hi < lo:
+        return NOTHING
+    if hi == 0 or item == EMPTY:
+        return EMPTY
+    if item == NOTHING:
+        return EMPTY if lo == 0 else NOTHING
+    if lo == 1 and hi == 1:
+        return item
+    return Repeat(item, lo, hi)

@@ -1,0 +1,164 @@
+"""Expression tree to byte-level NFA (Thompson construction, built from numpy fragments).
+
+A fragment is a small NFA with local state 0 as its entry and local state 1 as its exit. The
+construction keeps two invariants: no edge enters the entry and no edge leaves the exit. Under
+them, fragments can be glued by sharing states instead of adding epsilon edges (concatenation
+merges one exit with the next entry; alternation shares entry and exit), and a repeated item is
+stamped out many times with one vectorised offset instead of being rebuilt per copy.
+
+Edges are byte ranges `(src, lo, hi, dst)`; epsilon edges are `(src, dst)`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import TooManyStatesError
+from .expr import Alt, CharSet, Concat, Expr, Repeat
+from .utf8 import utf8_sequences
+
+_EMPTY_EPS = np.zeros((0, 2), np.int32)
+_EMPTY_EDGES = np.zeros((0, 4), np.int32)
+
+
+@dataclass(frozen=True)
+class Fragment:
+    """An NFA with entry state 0 and exit state 1."""
+
+    num_states: int
+    eps: np.ndarray    # int32 (k, 2): src, dst
+    edges: np.ndarray  # int32 (k, 4): src, byte lo, byte hi, dst
+
+
+class _Stamper:
+    """Accumulates copies of fragments into one global NFA numbering."""
+
+    def __init__(self, first_free: int) -> None:
+        self.next_free = first_free
+        self.eps: list[np.ndarray] = []
+        self.edges: list[np.ndarray] = []
+
+    def new_states(self, count: int) -> np.ndarray:
+        ids = np.arange(self.next_free, self.next_free + count, dtype=np.int32)
+        self.next_free += count
+        return ids
+
+    def place(self, frag: Fragment, entries: np.ndarray, exits: np.ndarray) -> None:
+        """Place len(entries) copies of `frag`, copy i between entries[i] and exits[i]."""
+        copies = len(entries)
+        inner = frag.num_states - 2
+        base = self.new_states(copies * inner).reshape(copies, inner) if inner else None
+        mapping = np.empty((copies, frag.num_states), np.int32)
+        mapping[:, 0] = entries
+        mapping[:, 1] = exits
+        if inner:
+            mapping[:, 2:] = base
+        if len(frag.eps):
+            self.eps.append(np.stack([mapping[:, frag.eps[:, 0]], mapping[:, frag.eps[:, 1]]],
+                                     axis=-1).reshape(-1, 2))
+        if len(frag.edges):
+            e = frag.edges
+            block = np.empty((copies, len(e), 4), np.int32)
+            block[:, :, 0] = mapping[:, e[:, 0]]
+            block[:, :, 1] = e[:, 1]
+            block[:, :, 2] = e[:, 2]
+            block[:, :, 3] = mapping[:, e[:, 3]]
+            self.edges.append(block.reshape(-1, 4))
+
+    def add_eps(self, src: np.ndarray, dst: np.ndarray) -> None:
+        self.eps.append(np.stack([src, dst], axis=-1).astype(np.int32).reshape(-1, 2))
+
+    def fragment(self) -> Fragment:
+        eps = np.concatenate(self.eps) if self.eps else _EMPTY_EPS
+        edges = np.concatenate(self.edges) if self.edges else _EMPTY_EDGES
+        return Fragment(self.next_free, eps, edges)
+
+
+class NFABuilder:
+    """Builds fragments for expression trees, reusing the fragment of a repeated subtree."""
+
+    def __init__(self, max_states: int) -> None:
+        self.max_states = max_states
+        self._memo: dict[int, tuple[Expr, Fragment]] = {}
+
+    def build(self, expr: Expr) -> Fragment:
+        key = id(expr)
+        hit = self._memo.get(key)
+        if hit is not None and hit[0] is expr:
+            return hit[1]
+        if isinstance(expr, CharSet):
+            frag = _charset_fragment(expr.ranges)
+        elif isinstance(expr, Concat):
+            frag = self._concat(expr)
+        elif isinstance(expr, Alt):
+            frag = self._alt(expr)
+        elif isinstance(expr, Repeat):
+            frag = self._repeat(expr)
+        else:
+            raise TypeError(f"not an expression: {expr!r}")
+        self._check_size(frag.num_states)
+        self._memo[key] = (expr, frag)
+        return frag
+
+    def _check_size(self, num_states: int) -> None:
+        if num_states > self.max_states:
+            raise TooManyStatesError(
+                f"the automaton needs more than {self.max_states:,} NFA states "
+                "(raise --max-states, or bound the repetitions)")
+
+    def _concat(self, expr: Concat) -> Fragment:
+        if not expr.parts:
+            return Fragment(2, np.array([[0, 1]], np.int32), _EMPTY_EDGES)
+        stamper = _Stamper(2)
+        joints = np.concatenate([[0], stamper.new_states(len(expr.parts) - 1), [1]]).astype(np.int32)
+        for i, part in enumerate(expr.parts):
+            stamper.place(self.build(part), joints[i:i + 1], joints[i + 1:i + 2])
+        return stamper.fragment()
+
+    def _alt(self, expr: Alt) -> Fragment:
+        stamper = _Stamper(2)
+        zero, one = np.zeros(1, np.int32), np.ones(1, np.int32)
+        for option in expr.options:
+            stamper.place(self.build(option), zero, one)
+        return stamper.fragment()
+
+    def _repeat(self, expr: Repeat) -> Fragment:
+        item = self.build(expr.item)
+        lo, hi = expr.min, expr.max
+        optional = 0 if hi is None else hi - lo
+        stamper = _Stamper(2)
+        chain_len = lo + optional  # number of item copies laid in a chain
+        self._check_size(2 + (chain_len + 1) * item.num_states)
+        joints = np.concatenate([[0], stamper.new_states(chain_len)]).astype(np.int32)
+        if chain_len:
+            stamper.place(item, joints[:-1], joints[1:])
+        if hi is None:
+            # after the mandatory copies: a loop through fresh states, then the exit
+            loop_in, loop_out = stamper.new_states(2)
+            stamper.place(item, np.array([loop_in]), np.array([loop_out]))
+            stamper.add_eps(np.array([joints[-1], loop_out, loop_in]),
+                            np.array([loop_in, loop_in, 1]))
+        else:
+            # every joint from the last mandatory one on may leave for the exit
+            stamper.add_eps(joints[lo:], np.ones(optional + 1, np.int32))
+        return stamper.fragment()
+
+
+def _charset_fragment(ranges: tuple[tuple[int, int], ...]) -> Fragment:
+    """One character of the set, as UTF-8 byte-range chains from entry to exit."""
+    edges: list[tuple[int, int, int, int]] = []
+    next_state = 2
+    for seq in utf8_sequences(ranges):
+        src = 0
+        for i, (lo, hi) in enumerate(seq):
+            if i == len(seq) - 1:
+                dst = 1
+            else:
+                dst = next_state
+                next_state += 1
+            edges.append((src, lo, hi, dst))
+            src = dst
+    arr = np.array(edges, np.int32).reshape(-1, 4) if edges else _EMPTY_EDGES
+    return Fragment(next_state, _EMPTY_EPS, arr)

@@ -1,0 +1,172 @@
+"""Regex front end and byte-DFA construction, checked against Python's `re` (re.ASCII, fullmatch)."""
+
+from __future__ import annotations
+
+import itertools
+import random
+import re
+
+import numpy as np
+import pytest
+from helpers import moore_classes, mutate, sample_dfa_strings
+
+from grammarc.automaton import build_dfa
+from grammarc.errors import GrammarError, TooManyStatesError
+from grammarc.frontends.regex import parse_regex
+
+PATTERNS = [
+    r"\d{4}-\d{2}-\d{2}",
+    r"[a-z0-9._%+-]+@[a-z0-9.-]+\.[a-z]{2,}",
+    r"[^eE]+",
+    r"[^eE]{1,30}",
+    r"[ぁ-ゟ]+",
+    r"(?:cat|dog|bird)(?:, (?:cat|dog|bird)){0,3}",
+    r"(?i)hello|world!?",
+    r"-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?",
+    r"\w+\s\W?",
+    r"(?s).{2,5}",
+    r".*x.*",
+    r"(a|b)*a(a|b){3}",
+    r"[\u00e0-\u00ff\u0400-\u04ff]{1,3}z",
+    r"\u00e9+|\x41\N{GREEK SMALL LETTER ALPHA}?",
+    r"^(?:yes|no)$",
+    r"(?:ab)+?c??",
+    r"[^\W\d]+",
+    r'"(?:[^"\\\x00-\x1f]|\\["\\/bfnrt])*"',
+]
+
+ALPHABET = "abcxyzE e-.,@!?0129\n\t\"\\/éàжぁゟ😀Ab_HWOLDhelowrd"
+
+
+@pytest.mark.parametrize("pattern", PATTERNS)
+def test_dfa_agrees_with_re(pattern: str) -> None:
+    rng = random.Random(pattern)
+    dfa = build_dfa(parse_regex(pattern))
+    compiled = re.compile(pattern, re.ASCII)
+    accepted = sample_dfa_strings(dfa, rng, 200)
+    assert accepted or dfa.accepting[1], "sampling found no accepted string"
+    candidates = []
+    for data in accepted:
+        text = data.decode("utf-8")  # every accepted byte string must be valid UTF-8
+        assert compiled.fullmatch(text), f"DFA accepts {text!r}, re does not"
+        candidates.extend(mutate(text, rng, ALPHABET) for _ in range(5))
+    candidates.extend("".join(rng.choice(ALPHABET) for _ in range(rng.randint(0, 8)))
+                      for _ in range(500))
+    for text in candidates:
+        assert dfa.accepts(text.encode()) == bool(compiled.fullmatch(text)), text
+
+
+@pytest.mark.parametrize("pattern,alphabet,length", [
+    (r"(?i)ab|cd*", "abcdABCD", 4),
+    (r"(a|b)*a(a|b){2}", "ab", 8),
+    (r"[ab]{2,4}c?|c+", "abc", 6),
+    (r"(?:a?){3}b", "ab", 6),
+    (r"(?:x|xy|yx)*", "xy", 9),
+])
+def test_exhaustive_small_alphabet(pattern: str, alphabet: str, length: int) -> None:
+    dfa = build_dfa(parse_regex(pattern))
+    compiled = re.compile(pattern, re.ASCII)
+    for n in range(length + 1):
+        for chars in itertools.product(alphabet, repeat=n):
+            text = "".join(chars)
+            assert dfa.accepts(text.encode()) == bool(compiled.fullmatch(text)), text
+
+
+BOUNDARY_CODE_POINTS = [0, 0x7F, 0x80, 0x7FF, 0x800, 0xFFF, 0x1000, 0xD7FF, 0xE000, 0xFFFD,
+                        0xFFFF, 0x10000, 0x3FFFF, 0x40000, 0xFFFFF, 0x100000, 0x10FFFF]
+
+
+@pytest.mark.parametrize("pattern", [
+    r"(?s).", r".", r"[^a]", r"[\x7f-\u0800]", r"[\u07ff-\U00010000]", r"[\ud7ff-\ue000]",
+    r"[\U0003ffff-\U00100000]", r"[^\x80-\U0010fffe]",
+])
+def test_utf8_class_boundaries_are_exact(pattern: str) -> None:
+    dfa = build_dfa(parse_regex(pattern))
+    compiled = re.compile(pattern, re.ASCII)
+    rng = random.Random(0)
+    points = BOUNDARY_CODE_POINTS + [rng.randint(0, 0x10FFFF) for _ in range(2000)]
+    for cp in points:
+        if 0xD800 <= cp <= 0xDFFF:
+            continue
+        text = chr(cp)
+        assert dfa.accepts(text.encode()) == bool(compiled.fullmatch(text)), hex(cp)
+
+
+@pytest.mark.parametrize("data", [
+    b"\xc0\x80", b"\xc1\xbf", b"\xe0\x80\x80", b"\xed\xa0\x80", b"\xf0\x80\x80\x80",
+    b"\xf4\x90\x80\x80", b"\xf5\x80\x80\x80", b"\x80", b"\xc3", b"\xff",
+])
+def test_invalid_utf8_is_never_accepted(data: bytes) -> None:
+    dfa = build_dfa(parse_regex(r"(?s).*"))
+    assert not dfa.accepts(data)
+    assert dfa.accepts("aé€😀".encode())
+
+
+@pytest.mark.parametrize("pattern", PATTERNS)
+def test_dfa_is_minimal_and_trimmed(pattern: str) -> None:
+    dfa = build_dfa(parse_regex(pattern))
+    assert moore_classes(dfa.trans, dfa.accepting) == dfa.num_states
+    assert (dfa.trans[0] == 0).all() and not dfa.accepting[0]
+    # every state but the dead one can reach acceptance
+    reach = dfa.accepting.copy()
+    for _ in range(dfa.num_states):
+        reach[1:] |= reach[dfa.trans[1:]].any(axis=1)
+    assert reach[1:].all()
+
+
+@pytest.mark.parametrize("left,right", [
+    (r"a|b", r"[ab]"), (r"(ab)*a", r"a(ba)*"), (r"x{2,3}", r"xxx?"), (r"(?i)k", r"[kK]"),
+    (r"\d", r"[0-9]"), (r"^abc$", r"abc"),
+])
+def test_equal_languages_give_identical_dfas(left: str, right: str) -> None:
+    a, b = build_dfa(parse_regex(left)), build_dfa(parse_regex(right))
+    assert np.array_equal(a.trans, b.trans)
+    assert np.array_equal(a.byte_class, b.byte_class)
+    assert np.array_equal(a.accepting, b.accepting)
+
+
+@pytest.mark.parametrize("pattern,construct,column", [
+    (r"ab(?=c)", "lookahead", 3),
+    (r"x(?<!y)z", "lookbehind", 2),
+    (r"(a)\1", "backreference", 4),
+    (r"(?P<n>a)(?P=n)", "backreference", 9),
+    (r"(a)?(?(1)b|c)", "conditional group", 5),
+    (r"a\bc", "word boundary", 2),
+    (r"(?>ab)c", "atomic group", 1),
+    (r"a*+b", "possessive repeat", 2),
+    (r"a^b", "anchor", 2),
+    (r"[$]x$y", "anchor", 5),
+])
+def test_unsupported_constructs_name_the_construct_and_position(pattern, construct, column):
+    with pytest.raises(GrammarError) as info:
+        parse_regex(pattern)
+    message = str(info.value)
+    assert construct in message
+    assert f"1:{column}:" in message
+    assert "\n" not in message
+
+
+@pytest.mark.parametrize("pattern,fragment", [
+    ("ab(c", "missing ), unterminated subpattern"),
+    ("a{3,2}", "min repeat greater than max repeat"),
+    ("[z-a]", "bad character range"),
+    ("a\n(b", "2:"),
+])
+def test_invalid_regex_reports_position(pattern: str, fragment: str) -> None:
+    with pytest.raises(GrammarError) as info:
+        parse_regex(pattern, source_name="x.regex")
+    assert fragment in str(info.value)
+    assert str(info.value).startswith("x.regex:")
+
+
+@pytest.mark.parametrize("pattern", [r"[^\x00-\U0010ffff]", r"a[^\s\S]b", r"(?:[^\d\D])*x[^\w\W]"])
+def test_empty_language_is_an_error(pattern: str) -> None:
+    with pytest.raises(GrammarError, match="matches no string"):
+        build_dfa(parse_regex(pattern))
+
+
+def test_state_limit_stops_a_blowup() -> None:
+    with pytest.raises(TooManyStatesError, match="more than 1,000 DFA states"):
+        build_dfa(parse_regex(r"(a|b)*a(a|b){20}"), max_states=1000)
+    with pytest.raises(TooManyStatesError, match="NFA states"):
+        build_dfa(parse_regex(r"(?:(?:x{1000}){1000}){1000}"), max_states=1000)
