@@ -1,0 +1,41 @@
+"""grammarc: compile regexes and grammars into exact token-level tables for constrained decoding.
+
+`grammarc.load` and `Grammar` are the runtime (numpy only). `compile`, `load_tokenizer` and
+`Tokenizer` are the compile side; they are imported on first use, so a service that only
+loads artifacts never imports the compiler's dependencies.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ._version import __version__
+from .errors import ArtifactError, GrammarcError, GrammarError, TokenizerError
+from .runtime import Grammar, load
+
+if TYPE_CHECKING:
+    from .compiler import compile
+    from .tokenizers import Tokenizer, load_tokenizer
+
+_COMPILE_SIDE = {
+    "compile": ("compiler", "compile"),
+    "load_tokenizer": ("tokenizers", "load_tokenizer"),
+    "Tokenizer": ("tokenizers", "Tokenizer"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _COMPILE_SIDE:
+        import importlib
+
+        module, attr = _COMPILE_SIDE[name]
+        value = getattr(importlib.import_module(f".{module}", __name__), attr)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'grammarc' has no attribute {name!r}")
+
+
+__all__ = [
+    "ArtifactError", "Grammar", "GrammarError", "GrammarcError", "Tokenizer", "TokenizerError",
+    "__version__", "compile", "load", "load_tokenizer",
+]

@@ -1,0 +1,344 @@
+"""Artifact files: write and read grammarc tables (`.safetensors` or `.npz`), see docs/FORMAT.md.
+
+Writing is deterministic (same tables and metadata give the same bytes) and atomic (a temp
+file in the target directory, then a rename). Reading never executes code (npz without pickle)
+and validates everything before a table is used: a corrupted, truncated or hand-edited file is
+an `ArtifactError`, never a crash, a hang or an out-of-range index later.
+
+This module needs only numpy and, for `.safetensors`, the `safetensors` package.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import tempfile
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .errors import ArtifactError, GrammarcError
+
+FORMAT_NAME = "grammarc"
+FORMAT_VERSION = 1
+LAYOUTS = ("factored", "csr", "dense")
+SUFFIXES = (".safetensors", ".npz")
+METADATA_KEY = "grammarc"           # safetensors: __metadata__ key holding the JSON document
+NPZ_METADATA = "__metadata__"       # npz: uint8 array holding the same JSON document
+
+_UNSIGNED = (np.uint8, np.uint16, np.uint32)
+_DTYPE_CODES = {np.dtype("<u1"): "U8", np.dtype("<u2"): "U16", np.dtype("<u4"): "U32",
+                np.dtype("<i1"): "I8", np.dtype("<i2"): "I16", np.dtype("<i4"): "I32"}
+_SIGNED = (np.int8, np.int16, np.int32)
+
+# tensor name -> (signedness, number of dimensions) for each layout
+_COMMON = {
+    "accepting": ("u", 1),
+    "min_tokens_to_accept": ("i", 1),
+    "byte_ptr": ("u", 1),
+    "byte_ranges": ("u", 2),
+    "byte_next": ("u", 1),
+}
+_LAYOUT_TENSORS = {
+    "factored": {"class_ptr": ("u", 1), "class_tokens": ("u", 1), "state_row": ("u", 1),
+                 "row_ptr": ("u", 1), "row_class": ("u", 1), "row_delta": ("i", 1)},
+    "csr": {"csr_ptr": ("u", 1), "csr_tokens": ("u", 1), "csr_next": ("u", 1)},
+    "dense": {"transitions": ("u", 2)},
+}
+
+
+@dataclass
+class ArtifactData:
+    """The decoded, validated content of an artifact file."""
+
+    metadata: dict[str, Any]
+    tensors: dict[str, np.ndarray]  # widened to int64 (bool for `accepting`)
+
+
+def smallest_dtype(values: np.ndarray, signed: bool) -> np.dtype:
+    """The narrowest dtype of the format's choices that holds every value."""
+    lo = int(values.min()) if values.size else 0
+    hi = int(values.max()) if values.size else 0
+    for dtype in (_SIGNED if signed else _UNSIGNED):
+        info = np.iinfo(dtype)
+        if info.min <= lo and hi <= info.max:
+            return np.dtype(dtype)
+    raise ValueError(f"values out of range for the artifact format: {lo}..{hi}")
+
+
+def checksum(metadata: dict[str, Any], tensors: dict[str, np.ndarray]) -> str:
+    """sha256 over the canonical metadata JSON (without `checksum`) and every tensor's name,
+    dtype code, shape and little-endian bytes, in sorted name order (docs/FORMAT.md)."""
+    digest = hashlib.sha256(_canonical_json({k: v for k, v in metadata.items()
+                                             if k != "checksum"}).encode("utf-8"))
+    for name in sorted(tensors):
+        arr = tensors[name]
+        code = _DTYPE_CODES.get(arr.dtype.newbyteorder("<"), arr.dtype.str)
+        shape = ",".join(str(n) for n in arr.shape)
+        digest.update(f"\0{name}\0{code}\0{shape}\0".encode("utf-8"))
+        digest.update(np.ascontiguousarray(arr, dtype=arr.dtype.newbyteorder("<")).tobytes())
+    return digest.hexdigest()
+
+
+def _canonical_json(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def write_artifact(path: str | os.PathLike, metadata: dict[str, Any],
+                   tensors: dict[str, np.ndarray]) -> None:
+    """Write an artifact atomically; the container follows the suffix of `path`."""
+    path = Path(path)
+    suffix = _suffix(path)
+    layout = metadata["layout"]
+    spec = {**_COMMON, **_LAYOUT_TENSORS[layout]}
+    if set(tensors) != set(spec):
+        raise ValueError(f"tensors for layout {layout!r} must be {sorted(spec)}")
+    stored = {name: np.ascontiguousarray(arr, dtype=smallest_dtype(arr, spec[name][0] == "i"))
+              for name, arr in tensors.items()}
+    metadata = dict(metadata, checksum=checksum(metadata, stored))
+    document = _canonical_json(metadata)
+    if suffix == ".safetensors":
+        from safetensors.numpy import save
+
+        payload = save(stored, metadata={METADATA_KEY: document})
+    else:
+        stored[NPZ_METADATA] = np.frombuffer(document.encode("utf-8"), np.uint8)
+        payload = _npz_bytes(stored)
+    _write_atomically(path, payload)
+
+
+def read_artifact(path: str | os.PathLike) -> ArtifactData:
+    """Read and validate an artifact; any problem is an `ArtifactError` naming the file."""
+    path = Path(path)
+    suffix = _suffix(path)
+    if not path.is_file():
+        raise ArtifactError(f"{path}: no such artifact file")
+    try:
+        if suffix == ".safetensors":
+            document, raw = _read_safetensors(path)
+        else:
+            document, raw = _read_npz(path)
+        metadata = _parse_metadata(document)
+        tensors = _validate(metadata, raw)
+    except ArtifactError as exc:
+        raise ArtifactError(f"{path}: {exc}") from None
+    except Exception as exc:  # the containers' own parse errors: corrupt or truncated files
+        raise ArtifactError(f"{path}: not a readable grammarc artifact "
+                            f"({type(exc).__name__}: {_one_line(exc)})") from None
+    return ArtifactData(metadata, tensors)
+
+
+def _suffix(path: Path) -> str:
+    suffix = path.suffix.lower()
+    if suffix not in SUFFIXES:
+        raise GrammarcError(f"{path}: unknown artifact type {path.suffix or '(no suffix)'!r}; "
+                            "use .safetensors or .npz")
+    return suffix
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return text[:200]
+
+
+def _npz_bytes(arrays: dict[str, np.ndarray]) -> bytes:
+    """An uncompressed .npz with fixed timestamps, members in name order (deterministic)."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_STORED) as archive:
+        for name in sorted(arrays):
+            member = io.BytesIO()
+            np.lib.format.write_array(member, arrays[name], allow_pickle=False)
+            info = zipfile.ZipInfo(f"{name}.npy", date_time=(1980, 1, 1, 0, 0, 0))
+            info.external_attr = 0o644 << 16
+            archive.writestr(info, member.getvalue())
+    return buffer.getvalue()
+
+
+def _write_atomically(path: Path, payload: bytes) -> None:
+    directory = path.parent if str(path.parent) else Path(".")
+    try:
+        fd, tmp_name = tempfile.mkstemp(dir=directory, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as exc:
+        raise GrammarcError(f"cannot write {path}: {exc.strerror or exc}") from None
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(payload)
+            handle.flush()
+            os.fsync(handle.fileno())
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp_name, 0o666 & ~umask)
+        os.replace(tmp_name, path)
+    except OSError as exc:
+        _remove_quietly(tmp_name)
+        raise GrammarcError(f"cannot write {path}: {exc.strerror or exc}") from None
+    except BaseException:
+        _remove_quietly(tmp_name)
+        raise
+
+
+def _remove_quietly(name: str) -> None:
+    try:
+        os.unlink(name)
+    except OSError:
+        pass
+
+
+def _read_safetensors(path: Path) -> tuple[str, dict[str, np.ndarray]]:
+    from safetensors import safe_open
+
+    with safe_open(str(path), framework="np") as handle:
+        header = handle.metadata() or {}
+        if METADATA_KEY not in header:
+            raise ArtifactError("not a grammarc artifact (no grammarc metadata)")
+        tensors = {name: handle.get_tensor(name) for name in handle.keys()}
+    return header[METADATA_KEY], tensors
+
+
+def _read_npz(path: Path) -> tuple[str, dict[str, np.ndarray]]:
+    with np.load(path, allow_pickle=False) as archive:
+        tensors = {name: archive[name] for name in archive.files}
+    if NPZ_METADATA not in tensors:
+        raise ArtifactError("not a grammarc artifact (no grammarc metadata)")
+    raw = tensors.pop(NPZ_METADATA)
+    if raw.dtype != np.uint8 or raw.ndim != 1:
+        raise ArtifactError("metadata must be a 1-D uint8 array")
+    return raw.tobytes().decode("utf-8"), tensors
+
+
+def _parse_metadata(document: str) -> dict[str, Any]:
+    try:
+        metadata = json.loads(document)
+    except ValueError:
+        raise ArtifactError("its metadata is not valid JSON") from None
+    if not isinstance(metadata, dict) or metadata.get("format") != FORMAT_NAME:
+        raise ArtifactError("not a grammarc artifact (metadata 'format' is not 'grammarc')")
+    version = metadata.get("format_version")
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise ArtifactError(f"invalid format_version {version!r}")
+    if version > FORMAT_VERSION:
+        raise ArtifactError(f"artifact format version {version} is newer than this grammarc "
+                            f"reads (up to {FORMAT_VERSION}); upgrade grammarc")
+    _require(metadata.get("layout") in LAYOUTS, f"unknown layout {metadata.get('layout')!r}")
+    tokenizer = metadata.get("tokenizer")
+    _require(isinstance(tokenizer, dict), "metadata has no 'tokenizer' section")
+    vocab_size = tokenizer.get("vocab_size")
+    _require(_is_int(vocab_size) and vocab_size > 0, "invalid tokenizer.vocab_size")
+    eos = tokenizer.get("eos_token_ids")
+    _require(isinstance(eos, list) and all(_is_int(e) and 0 <= e < vocab_size for e in eos),
+             "invalid tokenizer.eos_token_ids")
+    for key in ("num_states", "num_classes", "num_rows"):
+        if key in metadata:
+            _require(_is_int(metadata[key]) and metadata[key] >= 0, f"invalid {key}")
+    return metadata
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _require(condition: bool, message: str) -> None:
+    if not condition:
+        raise ArtifactError(message)
+
+
+def _validate(metadata: dict[str, Any], raw: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Check names, dtypes, shapes and every index range; return widened arrays."""
+    layout = metadata["layout"]
+    spec = {**_COMMON, **_LAYOUT_TENSORS[layout]}
+    missing = sorted(set(spec) - set(raw))
+    extra = sorted(set(raw) - set(spec))
+    _require(not missing, f"missing tensors: {', '.join(missing)}")
+    _require(not extra, f"unexpected tensors: {', '.join(extra)}")
+    t: dict[str, np.ndarray] = {}
+    for name, (kind, ndim) in spec.items():
+        arr = raw[name]
+        allowed = _SIGNED if kind == "i" else _UNSIGNED
+        _require(arr.dtype in [np.dtype(d) for d in allowed],
+                 f"tensor {name} has dtype {arr.dtype}, expected one of "
+                 f"{', '.join(np.dtype(d).name for d in allowed)}")
+        _require(arr.ndim == ndim, f"tensor {name} must have {ndim} dimension(s)")
+        t[name] = arr.astype(np.int64)
+    _require(metadata.get("checksum") == checksum(metadata, {n: raw[n] for n in spec}),
+             "its content does not match its checksum (the file is corrupted or was edited)")
+
+    vocab_size = metadata["tokenizer"]["vocab_size"]
+    num_states = len(t["accepting"])
+    _require(num_states >= 2, "an artifact needs at least the dead and the start state")
+    _require(metadata.get("num_states", num_states) == num_states,
+             "metadata num_states does not match the tables")
+    _require(bool(np.all(t["accepting"] <= 1)), "accepting must hold 0 or 1")
+    _require(t["accepting"][0] == 0, "the dead state 0 cannot be accepting")
+    _require(len(t["min_tokens_to_accept"]) == num_states, "min_tokens_to_accept has the wrong length")
+    _require(bool(np.all(t["min_tokens_to_accept"] >= -1)), "min_tokens_to_accept below -1")
+
+    _check_ptr(t["byte_ptr"], num_states, len(t["byte_next"]), "byte_ptr")
+    ranges = t["byte_ranges"]
+    _require(ranges.shape == (len(t["byte_next"]), 2), "byte_ranges must have shape (E, 2)")
+    _require(bool(np.all(ranges <= 255)) and bool(np.all(ranges[:, 0] <= ranges[:, 1])),
+             "byte_ranges must hold ranges lo <= hi within 0..255")
+    _require(bool(np.all(t["byte_next"] < num_states)), "byte_next out of range")
+
+    if layout == "factored":
+        num_classes = len(t["class_ptr"]) - 1
+        _check_ptr(t["class_ptr"], num_classes, len(t["class_tokens"]), "class_ptr")
+        _require(num_classes >= 1 and t["class_ptr"][1] == 0, "class 0 must list no tokens")
+        tokens = t["class_tokens"]
+        _require(bool(np.all(tokens < vocab_size)), "class_tokens out of range")
+        _require(len(np.unique(tokens)) == len(tokens), "a token is listed in two classes")
+        _require(len(t["state_row"]) == num_states, "state_row has the wrong length")
+        num_rows = len(t["row_ptr"]) - 1
+        _check_ptr(t["row_ptr"], num_rows, len(t["row_class"]), "row_ptr")
+        _require(bool(np.all(t["state_row"] < num_rows)), "state_row out of range")
+        _require(len(t["row_delta"]) == len(t["row_class"]), "row_delta has the wrong length")
+        row_class = t["row_class"]
+        _require(bool(np.all((row_class >= 1) & (row_class < num_classes))), "row_class out of range")
+        _check_sorted_within(t["row_ptr"], row_class, "row_class")
+        row_of_entry = np.repeat(np.arange(num_rows), np.diff(t["row_ptr"]))
+        lo = np.full(num_rows, np.iinfo(np.int64).max)
+        hi = np.full(num_rows, np.iinfo(np.int64).min)
+        np.minimum.at(lo, row_of_entry, t["row_delta"])
+        np.maximum.at(hi, row_of_entry, t["row_delta"])
+        states = np.arange(num_states)
+        used = np.diff(t["row_ptr"])[t["state_row"]] > 0
+        _require(bool(np.all(states[used] + lo[t["state_row"][used]] >= 0)) and
+                 bool(np.all(states[used] + hi[t["state_row"][used]] < num_states)),
+                 "a row leads to a state out of range")
+        _require(not used[0], "the dead state 0 must allow nothing")
+    elif layout == "csr":
+        _check_ptr(t["csr_ptr"], num_states, len(t["csr_tokens"]), "csr_ptr")
+        _require(len(t["csr_next"]) == len(t["csr_tokens"]), "csr_next has the wrong length")
+        _require(bool(np.all(t["csr_tokens"] < vocab_size)), "csr_tokens out of range")
+        _require(bool(np.all((t["csr_next"] >= 1) & (t["csr_next"] < num_states))),
+                 "csr_next out of range")
+        _check_sorted_within(t["csr_ptr"], t["csr_tokens"], "csr_tokens")
+        _require(t["csr_ptr"][1] == 0, "the dead state 0 must allow nothing")
+    else:
+        table = t["transitions"]
+        _require(table.shape == (num_states, vocab_size),
+                 f"transitions must have shape ({num_states}, {vocab_size})")
+        _require(bool(np.all(table < num_states)), "transitions out of range")
+        _require(not table[0].any(), "the dead state 0 must allow nothing")
+    t["accepting"] = t["accepting"].astype(bool)
+    return t
+
+
+def _check_ptr(ptr: np.ndarray, count: int, total: int, name: str) -> None:
+    _require(len(ptr) == count + 1, f"{name} has the wrong length")
+    _require(ptr[0] == 0 and ptr[-1] == total, f"{name} must run from 0 to {total}")
+    _require(bool(np.all(np.diff(ptr) >= 0)), f"{name} must not decrease")
+
+
+def _check_sorted_within(ptr: np.ndarray, values: np.ndarray, name: str) -> None:
+    """Values strictly increase inside each segment [ptr[i], ptr[i+1])."""
+    if len(values) < 2:
+        return
+    steps = np.diff(values) > 0
+    starts = np.zeros(len(values), bool)
+    starts[ptr[:-1][ptr[:-1] < len(values)]] = True
+    _require(bool(np.all(steps | starts[1:])), f"{name} must be strictly increasing within each row")

@@ -1,0 +1,128 @@
+"""The compile pipeline: source → expression tree → byte DFA → token table → `Grammar`.
+
+Each stage is a separate function call, timed when the caller passes a `timings` dict, so the
+benchmarks and the CLI can report where time goes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Callable, Iterator
+
+import numpy as np
+
+from ._version import __version__
+from .align import align, tokenizer_trie
+from .artifact import FORMAT_NAME, FORMAT_VERSION
+from .automaton import DEFAULT_MAX_STATES, ByteDFA, build_dfa
+from .errors import GrammarcError
+from .frontends import kind_for_path, parser_for, source_text
+from .runtime import Grammar
+from .tokenizers import Tokenizer, load_tokenizer
+
+Progress = Callable[[int, int], None]
+
+
+def compile(source: str | os.PathLike, tokenizer: Tokenizer | str | os.PathLike,
+            kind: str | None = None, *, max_states: int = DEFAULT_MAX_STATES,
+            progress: Progress | None = None,
+            timings: dict[str, float] | None = None) -> Grammar:
+    """Compile a grammar for a tokenizer.
+
+    `source` is the grammar text (then `kind` is required) or a path to a grammar file (the
+    kind follows its suffix: .regex, .json, .lark, .gbnf, .fsm.yaml). `tokenizer` is a
+    `Tokenizer` or anything `load_tokenizer` accepts.
+    """
+    kind, text, name = read_source(source, kind)
+    tok = load_tokenizer(tokenizer)
+    with _timed(timings, "front end"):
+        expr = parser_for(kind)(text, name)
+    with _timed(timings, "byte DFA"):
+        dfa = build_dfa(expr, max_states=max_states)
+    with _timed(timings, "trie"):
+        trie = tokenizer_trie(tok)
+    with _timed(timings, "alignment"):
+        table = align(dfa, trie, tok.vocab_size, tok.eos_token_ids, progress=progress)
+    metadata = {
+        "format": FORMAT_NAME,
+        "format_version": FORMAT_VERSION,
+        "grammarc_version": __version__,
+        "kind": kind,
+        "source": text,
+        "source_sha256": hashlib.sha256(text.encode("utf-8")).hexdigest(),
+        "source_name": name,
+        "options": {"max_states": max_states},
+        "tokenizer": {"name": tok.name, "fingerprint": tok.fingerprint,
+                      "vocab_size": tok.vocab_size, "eos_token_ids": list(tok.eos_token_ids)},
+        "start_state": 1,
+        "dead_state": 0,
+    }
+    byte_ptr, byte_ranges, byte_next = byte_dfa_ranges(dfa)
+    return Grammar(metadata, token_class=table.token_class, state_row=table.state_row,
+                   row_ptr=table.row_ptr, row_class=table.row_class, row_delta=table.row_delta,
+                   accepting=dfa.accepting, min_tokens_to_accept=table.min_tokens_to_accept,
+                   byte_ptr=byte_ptr, byte_ranges=byte_ranges, byte_next=byte_next)
+
+
+def read_source(source: str | os.PathLike, kind: str | None) -> tuple[str, str, str | None]:
+    """(kind, source text, file name or None) for a grammar given as text or as a path."""
+    is_path = isinstance(source, os.PathLike) or (
+        kind is None and isinstance(source, str) and kind_for_path(source) is not None)
+    if not is_path:
+        if kind is None:
+            raise GrammarcError("cannot tell what kind of grammar this text is; pass kind= "
+                                "(regex, json-schema, lark, gbnf or fsm) or a file path")
+        text = str(source)
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise GrammarcError(f"the grammar text is not valid Unicode (character "
+                                f"{exc.start + 1} is a lone surrogate)") from None
+        return kind, text, None
+    path = Path(source)
+    kind = kind or kind_for_path(path)
+    if kind is None:
+        raise GrammarcError(f"{path}: cannot tell the grammar kind from the file name; "
+                            "use a suffix such as .regex, .json, .lark, .gbnf, .fsm.yaml "
+                            "or pass the kind explicitly")
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise GrammarcError(f"{path}: cannot read grammar file: {exc.strerror or exc}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise GrammarcError(f"{path}: not UTF-8 text (byte {exc.start})") from None
+    return kind, source_text(kind, text), path.name
+
+
+def byte_dfa_ranges(dfa: ByteDFA) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The byte DFA as per-state runs of bytes with the same live target (artifact layout)."""
+    table = dfa.byte_table()
+    starts = np.ones(table.shape, np.bool_)
+    starts[:, 1:] = table[:, 1:] != table[:, :-1]
+    state, lo = np.nonzero(starts)
+    nxt = table[state, lo]
+    run_end = np.empty_like(lo)
+    run_end[:-1] = np.where(state[1:] == state[:-1], lo[1:] - 1, 255)
+    if len(lo):
+        run_end[-1] = 255
+    live = nxt != 0
+    state, lo, run_end, nxt = state[live], lo[live], run_end[live], nxt[live]
+    ptr = np.zeros(dfa.num_states + 1, np.int64)
+    np.cumsum(np.bincount(state, minlength=dfa.num_states), out=ptr[1:])
+    return ptr, np.stack([lo, run_end], axis=1), nxt
+
+
+@contextmanager
+def _timed(timings: dict[str, float] | None, stage: str) -> Iterator[None]:
+    start = time.perf_counter()
+    try:
+        yield
+    finally:
+        if timings is not None:
+            timings[stage] = timings.get(stage, 0.0) + time.perf_counter() - start

@@ -1,0 +1,79 @@
+"""Torch side of the runtime: the grammar's tables on one device, masking without host trips.
+
+Built the first time a grammar meets a tensor on a device. Every row's forbidden-token mask is
+materialised once (as booleans, or packed 8 per byte when that would be large), so a step is a
+gather plus a `masked_fill_`, and state steps are a `searchsorted`, all on the device.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+_BOOL_TABLE_LIMIT = 256 << 20  # bytes; above this the mask table is bit-packed
+_ROWS_PER_CHUNK = 64
+
+
+class TorchTables:
+    def __init__(self, grammar, device: torch.device) -> None:
+        self.device = device
+        self.vocab_size = grammar.vocab_size
+        self.num_classes = grammar.num_classes
+        as_long = lambda a: torch.tensor(np.asarray(a, np.int64), device=device)  # noqa: E731
+        self.state_row = as_long(grammar._state_row)
+        self.token_class = as_long(grammar._token_class)
+        self.entry_key = as_long(grammar._entry_key)
+        self.row_delta = as_long(grammar._row_delta)
+        self.packed = grammar.num_rows * self.vocab_size > _BOOL_TABLE_LIMIT
+        chunks = []
+        for lo in range(0, grammar.num_rows, _ROWS_PER_CHUNK):
+            rows = range(lo, min(lo + _ROWS_PER_CHUNK, grammar.num_rows))
+            forbidden = ~np.stack([grammar._row_tokens_mask(r) for r in rows])
+            chunks.append(np.packbits(forbidden, axis=1) if self.packed else forbidden)
+        self.forbidden = torch.as_tensor(np.concatenate(chunks), device=device)
+        self.shifts = torch.arange(7, -1, -1, device=device, dtype=torch.uint8)
+
+    def _states(self, states) -> torch.Tensor:
+        if isinstance(states, torch.Tensor):
+            return states.to(device=self.device, dtype=torch.long)
+        return torch.as_tensor(np.asarray(states, np.int64), device=self.device)
+
+    def forbidden_rows(self, rows: torch.Tensor) -> torch.Tensor:
+        picked = self.forbidden[rows]
+        if not self.packed:
+            return picked
+        bits = (picked.unsqueeze(-1) >> self.shifts) & 1
+        return bits.reshape(*picked.shape[:-1], -1)[..., :self.vocab_size].bool()
+
+    def apply(self, logits: torch.Tensor, states, inplace: bool) -> torch.Tensor:
+        if logits.dim() not in (1, 2):
+            raise ValueError(f"logits must have shape (V,) or (B, V), not {tuple(logits.shape)}")
+        if logits.shape[-1] < self.vocab_size:
+            raise ValueError(f"logits have {logits.shape[-1]} columns but the vocabulary has "
+                             f"{self.vocab_size} tokens")
+        states = self._states(states).reshape(-1)
+        if logits.dim() == 2 and len(states) != logits.shape[0]:
+            raise ValueError(f"{logits.shape[0]} rows of logits but {len(states)} states")
+        forbidden = self.forbidden_rows(self.state_row[states])
+        if logits.dim() == 1:
+            forbidden = forbidden[0]
+        out = logits if inplace else logits.clone()
+        out[..., :self.vocab_size].masked_fill_(forbidden, float("-inf"))
+        if logits.shape[-1] > self.vocab_size:
+            out[..., self.vocab_size:] = float("-inf")
+        return out
+
+    def advance(self, states, tokens):
+        states = self._states(states)
+        tokens = self._states(tokens)
+        if states.shape != tokens.shape:
+            raise ValueError(f"states {tuple(states.shape)} and tokens {tuple(tokens.shape)} "
+                             "differ in shape")
+        if len(self.entry_key) == 0:
+            return torch.zeros_like(states)
+        valid = (tokens >= 0) & (tokens < self.vocab_size)
+        keys = self.state_row[states] * self.num_classes + \
+            self.token_class[torch.where(valid, tokens, torch.zeros_like(tokens))]
+        pos = torch.searchsorted(self.entry_key, keys).clamp_(max=len(self.entry_key) - 1)
+        found = valid & (self.entry_key[pos] == keys)
+        return torch.where(found, states + self.row_delta[pos], torch.zeros_like(states))

@@ -1,0 +1,383 @@
+"""The runtime view of a compiled grammar: allowed tokens, masks, state steps, logits masking.
+
+Imports numpy only (torch is used when the caller hands in torch tensors, and is then already
+imported by the caller). State convention everywhere: 0 is dead, 1 is the start; a token is
+allowed in a state exactly when its transition is non-zero; EOS tokens are allowed exactly in
+accepting states, where they lead back to the same state.
+
+Internally the table is factored (`token_class`, per-state rows of `(class, next - state)`);
+per-row token masks are computed on first use and cached, so one state's mask costs a
+dictionary lookup after the first time.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections import OrderedDict
+from typing import Any
+
+import numpy as np
+
+from ..artifact import ArtifactData, read_artifact, write_artifact
+from ..errors import ArtifactError
+
+_MASK_CACHE_BYTES = 64 << 20
+
+
+class Grammar:
+    """A compiled grammar: `grammarc.compile` and `grammarc.load` both return one."""
+
+    initial_state = 1
+    dead_state = 0
+
+    def __init__(self, metadata: dict[str, Any], *, token_class: np.ndarray,
+                 state_row: np.ndarray, row_ptr: np.ndarray, row_class: np.ndarray,
+                 row_delta: np.ndarray, accepting: np.ndarray,
+                 min_tokens_to_accept: np.ndarray, byte_ptr: np.ndarray,
+                 byte_ranges: np.ndarray, byte_next: np.ndarray) -> None:
+        self.metadata = metadata
+        self._token_class = _frozen(token_class, np.int64)
+        self._state_row = _frozen(state_row, np.int64)
+        self._row_ptr = _frozen(row_ptr, np.int64)
+        self._row_class = _frozen(row_class, np.int64)
+        self._row_delta = _frozen(row_delta, np.int64)
+        self._accepting = _frozen(accepting, np.bool_)
+        self._min_tokens = _frozen(min_tokens_to_accept, np.int64)
+        self._byte_ptr = _frozen(byte_ptr, np.int64)
+        self._byte_ranges = _frozen(byte_ranges, np.int64)
+        self._byte_next = _frozen(byte_next, np.int64)
+        self.num_classes = int(self._token_class.max(initial=0)) + 1
+        # global sort key of every row entry, for vectorised transitions
+        rows_of_entry = np.repeat(np.arange(len(self._row_ptr) - 1), np.diff(self._row_ptr))
+        self._entry_key = _frozen(rows_of_entry * self.num_classes + self._row_class, np.int64)
+        self._allowed_cache: OrderedDict[int, np.ndarray] = OrderedDict()
+        self._forbidden_cache: OrderedDict[int, np.ndarray] = OrderedDict()
+        self._byte_table: np.ndarray | None = None
+        self._torch_tables: dict[Any, Any] = {}
+
+    # ----------------------------------------------------------------- describing
+    @property
+    def num_states(self) -> int:
+        """Number of states, the dead state 0 included."""
+        return len(self._accepting)
+
+    @property
+    def num_rows(self) -> int:
+        return len(self._row_ptr) - 1
+
+    @property
+    def vocab_size(self) -> int:
+        return int(self.metadata["tokenizer"]["vocab_size"])
+
+    @property
+    def eos_token_ids(self) -> tuple[int, ...]:
+        return tuple(self.metadata["tokenizer"]["eos_token_ids"])
+
+    @property
+    def kind(self) -> str:
+        return str(self.metadata.get("kind", ""))
+
+    @property
+    def source(self) -> str:
+        return str(self.metadata.get("source", ""))
+
+    @property
+    def accepting_states(self) -> np.ndarray:
+        return np.flatnonzero(self._accepting)
+
+    @property
+    def min_tokens_to_accept(self) -> np.ndarray:
+        """Shortest number of tokens from each state to an accepting state (-1: unreachable)."""
+        return self._min_tokens
+
+    def __repr__(self) -> str:
+        return (f"<Grammar kind={self.kind!r} states={self.num_states} "
+                f"vocab={self.vocab_size} classes={self.num_classes} rows={self.num_rows}>")
+
+    # ------------------------------------------------------------- single state
+    def is_accepting(self, state: int) -> bool:
+        return bool(self._accepting[self._check_state(state)])
+
+    def mask(self, state: int) -> np.ndarray:
+        """Read-only boolean array over the vocabulary: True where the token is allowed."""
+        return self._cached_mask(int(self._state_row[self._check_state(state)]), allowed=True)
+
+    def allowed(self, state: int) -> np.ndarray:
+        """Sorted ids of the tokens allowed in `state` (EOS only when it is accepting)."""
+        return np.flatnonzero(self.mask(state))
+
+    def next_state(self, state: int, token_id: int) -> int:
+        """The state after `token_id`; 0 (dead) when the token is not allowed."""
+        state = self._check_state(state)
+        if not 0 <= token_id < self.vocab_size:
+            return 0
+        row = self._state_row[state]
+        lo, hi = self._row_ptr[row], self._row_ptr[row + 1]
+        cls = self._token_class[token_id]
+        j = lo + int(np.searchsorted(self._row_class[lo:hi], cls))
+        if j < hi and self._row_class[j] == cls:
+            return int(state + self._row_delta[j])
+        return 0
+
+    # ---------------------------------------------------------------- batched
+    def advance(self, states, tokens):
+        """Batched `next_state`: arrays (numpy or torch) of equal shape, same type back."""
+        if _is_torch(states) or _is_torch(tokens):
+            return self._torch(states if _is_torch(states) else tokens).advance(states, tokens)
+        states = np.asarray(states, dtype=np.int64)
+        tokens = np.asarray(tokens, dtype=np.int64)
+        if states.shape != tokens.shape:
+            raise ValueError(f"states {states.shape} and tokens {tokens.shape} differ in shape")
+        self._check_states(states)
+        valid = (tokens >= 0) & (tokens < self.vocab_size)
+        keys = self._state_row[states] * self.num_classes + \
+            self._token_class[np.where(valid, tokens, 0)]
+        pos = np.minimum(np.searchsorted(self._entry_key, keys), len(self._entry_key) - 1)
+        if len(self._entry_key) == 0:
+            return np.zeros_like(states)
+        found = valid & (self._entry_key[pos] == keys)
+        return np.where(found, states + self._row_delta[pos], 0)
+
+    def apply(self, logits, states, *, inplace: bool = False):
+        """Set forbidden logits to -inf.
+
+        `logits` is a numpy array or torch tensor of shape (V,) with an int state, or (B, V)
+        with B states. Columns past the vocabulary (padding in some models) are forbidden.
+        Returns the masked logits (the same object when `inplace=True`).
+        """
+        if _is_torch(logits):
+            return self._torch(logits).apply(logits, states, inplace)
+        if not isinstance(logits, np.ndarray):
+            raise TypeError(f"logits must be a numpy array or a torch tensor, not {type(logits).__name__}")
+        rows, batched = self._rows_for(logits.ndim, logits.shape, states)
+        out = logits if inplace else logits.copy()
+        view = out if batched else out[None, :]
+        vocab = self.vocab_size
+        for i, row in enumerate(rows):
+            np.copyto(view[i, :vocab], -np.inf, where=self._cached_mask(int(row), allowed=False))
+        view[:, vocab:] = -np.inf
+        return out
+
+    # ------------------------------------------------------------- text level
+    def walk_bytes(self, data: bytes, state: int = 1) -> int:
+        """The byte-DFA state after `data` (0 once the text leaves the language's prefixes)."""
+        table = self._byte_dfa()
+        state = self._check_state(state)
+        for b in data:
+            state = int(table[state, b])
+            if state == 0:
+                break
+        return state
+
+    def matches(self, text: str | bytes) -> bool:
+        """Whether the whole text is in the grammar's language (no tokenizer involved)."""
+        data = text.encode("utf-8") if isinstance(text, str) else bytes(text)
+        return bool(self._accepting[self.walk_bytes(data)])
+
+    # ---------------------------------------------------------------- tables
+    def to_dense(self) -> np.ndarray:
+        """The full table `T[state, token]` (int32, shape (num_states, vocab_size))."""
+        table = np.zeros((self.num_states, self.vocab_size), np.int32)
+        for state in range(1, self.num_states):
+            tokens, nxt = self._state_entries(state)
+            table[state, tokens] = nxt
+        return table
+
+    def to_csr(self):
+        """The full table as a `scipy.sparse.csr_matrix` (needs scipy)."""
+        from scipy.sparse import csr_matrix
+
+        ptr, tokens, nxt = self._csr_arrays()
+        return csr_matrix((nxt.astype(np.int32), tokens, ptr),
+                          shape=(self.num_states, self.vocab_size))
+
+    def save(self, path: str | os.PathLike, layout: str = "factored") -> None:
+        """Write the artifact (`.safetensors` or `.npz` by suffix) in the given layout."""
+        if layout not in ("factored", "csr", "dense"):
+            raise ValueError(f"unknown layout {layout!r}; use factored, csr or dense")
+        metadata = dict(self.metadata, layout=layout, num_states=self.num_states)
+        tensors = {
+            "accepting": self._accepting.astype(np.uint8),
+            "min_tokens_to_accept": self._min_tokens,
+            "byte_ptr": self._byte_ptr,
+            "byte_ranges": self._byte_ranges,
+            "byte_next": self._byte_next,
+        }
+        if layout == "factored":
+            order = np.argsort(self._token_class, kind="stable")
+            listed = order[self._token_class[order] > 0]
+            counts = np.bincount(self._token_class, minlength=self.num_classes)
+            counts[0] = 0
+            class_ptr = np.zeros(self.num_classes + 1, np.int64)
+            np.cumsum(counts, out=class_ptr[1:])
+            metadata.update(num_classes=self.num_classes, num_rows=self.num_rows)
+            tensors.update(class_ptr=class_ptr, class_tokens=listed, state_row=self._state_row,
+                           row_ptr=self._row_ptr, row_class=self._row_class,
+                           row_delta=self._row_delta)
+        else:
+            metadata.pop("num_classes", None)
+            metadata.pop("num_rows", None)
+            if layout == "csr":
+                ptr, tokens, nxt = self._csr_arrays()
+                tensors.update(csr_ptr=ptr, csr_tokens=tokens, csr_next=nxt)
+            else:
+                tensors.update(transitions=self.to_dense())
+        write_artifact(path, metadata, tensors)
+
+    @classmethod
+    def from_artifact(cls, data: ArtifactData) -> "Grammar":
+        """A grammar from validated artifact content, whatever its layout."""
+        t = data.tensors
+        layout = data.metadata["layout"]
+        vocab = int(data.metadata["tokenizer"]["vocab_size"])
+        num_states = len(t["accepting"])
+        if layout == "factored":
+            token_class = np.zeros(vocab, np.int64)
+            token_class[t["class_tokens"]] = np.repeat(np.arange(len(t["class_ptr"]) - 1),
+                                                       np.diff(t["class_ptr"]))
+            parts = dict(token_class=token_class, state_row=t["state_row"],
+                         row_ptr=t["row_ptr"], row_class=t["row_class"], row_delta=t["row_delta"])
+        else:
+            if layout == "csr":
+                ptr, tokens, nxt = t["csr_ptr"], t["csr_tokens"], t["csr_next"]
+            else:
+                states, tokens = np.nonzero(t["transitions"])
+                nxt = t["transitions"][states, tokens]
+                ptr = np.zeros(num_states + 1, np.int64)
+                np.cumsum(np.bincount(states, minlength=num_states), out=ptr[1:])
+            # every token its own class: class = token + 1
+            owner = np.repeat(np.arange(num_states), np.diff(ptr))
+            parts = dict(token_class=np.arange(1, vocab + 1), state_row=np.arange(num_states),
+                         row_ptr=ptr, row_class=tokens + 1, row_delta=nxt - owner)
+        meta = {k: v for k, v in data.metadata.items()
+                if k not in ("num_classes", "num_rows", "checksum")}
+        return cls(meta, accepting=t["accepting"], min_tokens_to_accept=t["min_tokens_to_accept"],
+                   byte_ptr=t["byte_ptr"], byte_ranges=t["byte_ranges"],
+                   byte_next=t["byte_next"], **parts)
+
+    # -------------------------------------------------------------- internals
+    def _check_state(self, state) -> int:
+        state = int(state)
+        if not 0 <= state < self.num_states:
+            raise ValueError(f"state {state} out of range 0..{self.num_states - 1}")
+        return state
+
+    def _check_states(self, states: np.ndarray) -> None:
+        if states.size and (states.min() < 0 or states.max() >= self.num_states):
+            raise ValueError(f"states out of range 0..{self.num_states - 1}")
+
+    def _rows_for(self, ndim: int, shape: tuple, states) -> tuple[np.ndarray, bool]:
+        if ndim == 1:
+            rows = np.asarray([self._state_row[self._check_state(np.asarray(states).item())]])
+            batched = False
+        elif ndim == 2:
+            states = np.asarray(states, dtype=np.int64).reshape(-1)
+            if len(states) != shape[0]:
+                raise ValueError(f"{shape[0]} rows of logits but {len(states)} states")
+            self._check_states(states)
+            rows, batched = self._state_row[states], True
+        else:
+            raise ValueError(f"logits must have shape (V,) or (B, V), not {shape}")
+        if shape[-1] < self.vocab_size:
+            raise ValueError(f"logits have {shape[-1]} columns but the vocabulary has "
+                             f"{self.vocab_size} tokens")
+        return rows, batched
+
+    def _row_tokens_mask(self, row: int) -> np.ndarray:
+        lo, hi = self._row_ptr[row], self._row_ptr[row + 1]
+        class_allowed = np.zeros(self.num_classes, np.bool_)
+        class_allowed[self._row_class[lo:hi]] = True
+        return class_allowed[self._token_class]
+
+    def _cached_mask(self, row: int, allowed: bool) -> np.ndarray:
+        cache = self._allowed_cache if allowed else self._forbidden_cache
+        mask = cache.get(row)
+        if mask is None:
+            mask = self._row_tokens_mask(row)
+            if not allowed:
+                np.logical_not(mask, out=mask)
+            mask.flags.writeable = False
+            cache[row] = mask
+            if len(cache) * self.vocab_size > _MASK_CACHE_BYTES:
+                cache.popitem(last=False)
+        else:
+            cache.move_to_end(row)
+        return mask
+
+    def _state_entries(self, state: int) -> tuple[np.ndarray, np.ndarray]:
+        """Allowed token ids of a state (sorted) and the states they lead to."""
+        tokens = np.flatnonzero(self.mask(state))
+        return tokens, self.advance(np.full(len(tokens), state), tokens)
+
+    def _csr_arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        ptr = np.zeros(self.num_states + 1, np.int64)
+        token_parts, next_parts = [], []
+        for state in range(self.num_states):
+            tokens, nxt = self._state_entries(state) if state else (np.zeros(0, np.int64),) * 2
+            token_parts.append(tokens)
+            next_parts.append(nxt)
+            ptr[state + 1] = ptr[state] + len(tokens)
+        return ptr, np.concatenate(token_parts), np.concatenate(next_parts)
+
+    def _byte_dfa(self) -> np.ndarray:
+        if self._byte_table is None:
+            table = np.zeros((self.num_states, 256), np.int32)
+            owner = np.repeat(np.arange(self.num_states), np.diff(self._byte_ptr))
+            for (lo, hi), state, nxt in zip(self._byte_ranges, owner, self._byte_next):
+                table[state, lo:hi + 1] = nxt
+            self._byte_table = table
+        return self._byte_table
+
+    def _torch(self, like):
+        from ._torch import TorchTables
+
+        key = like.device
+        tables = self._torch_tables.get(key)
+        if tables is None:
+            tables = self._torch_tables[key] = TorchTables(self, key)
+        return tables
+
+
+def load(path: str | os.PathLike, tokenizer=None) -> Grammar:
+    """Load an artifact written by `Grammar.save` / `grammarc compile`.
+
+    With `tokenizer` (a `grammarc.Tokenizer` or anything `load_tokenizer` accepts), also check
+    that the artifact was compiled for that vocabulary; a mismatch is an `ArtifactError`.
+    """
+    grammar = Grammar.from_artifact(read_artifact(path))
+    if tokenizer is not None:
+        check_tokenizer(grammar, tokenizer, artifact_name=str(path))
+    return grammar
+
+
+def check_tokenizer(grammar: Grammar, tokenizer, artifact_name: str = "artifact") -> None:
+    """Raise `ArtifactError` unless `grammar` was compiled for `tokenizer`'s vocabulary.
+
+    The comparison uses the artifact's own EOS ids (chosen at compile time, e.g. by --eos),
+    so only the vocabulary itself has to match.
+    """
+    if not hasattr(tokenizer, "fingerprint"):
+        from ..tokenizers import load_tokenizer
+
+        tokenizer = load_tokenizer(tokenizer, eos_token_ids=grammar.eos_token_ids)
+    recorded = grammar.metadata["tokenizer"]
+    if tokenizer.vocab_size != recorded["vocab_size"]:
+        raise ArtifactError(f"{artifact_name}: compiled for a vocabulary of "
+                            f"{recorded['vocab_size']} tokens ({recorded.get('name')}), but "
+                            f"{tokenizer.name} has {tokenizer.vocab_size}")
+    actual = tokenizer.with_eos(grammar.eos_token_ids).fingerprint
+    if actual != recorded["fingerprint"]:
+        raise ArtifactError(f"{artifact_name}: compiled for tokenizer {recorded.get('name')} "
+                            f"(fingerprint {recorded['fingerprint'][:12]}), not for "
+                            f"{tokenizer.name} (fingerprint {actual[:12]})")
+
+
+def _frozen(values, dtype) -> np.ndarray:
+    arr = np.array(values, dtype=dtype)
+    arr.flags.writeable = False
+    return arr
+
+
+def _is_torch(value) -> bool:
+    return type(value).__module__.startswith("torch") and "torch" in sys.modules

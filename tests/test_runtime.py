@@ -1,0 +1,150 @@
+"""The runtime API on numpy and torch, and the rule that it imports no compile-side package."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import grammarc
+
+torch = pytest.importorskip("torch")
+
+PATTERN = r"\d{4}-\d{2}-\d{2}|[^eE]{1,6}"
+
+
+@pytest.fixture(scope="module")
+def grammar(smollm2) -> grammarc.Grammar:
+    return grammarc.compile(PATTERN, smollm2, kind="regex")
+
+
+@pytest.fixture(scope="module")
+def dense(grammar) -> np.ndarray:
+    return grammar.to_dense()
+
+
+def test_single_state_api(grammar, dense, smollm2):
+    assert grammar.initial_state == 1
+    ids = grammar.allowed(1)
+    assert np.array_equal(ids, np.flatnonzero(dense[1]))
+    assert np.array_equal(grammar.mask(1), dense[1] != 0)
+    assert not grammar.mask(1).flags.writeable
+    two = smollm2.token_bytes.index(b"2")
+    state = grammar.next_state(1, two)
+    assert state == dense[1, two] != 0
+    assert grammar.next_state(1, smollm2.token_bytes.index(b"e")) == 0
+    assert grammar.next_state(0, two) == 0 and not grammar.mask(0).any()
+    assert grammar.next_state(1, 10**6) == 0
+    assert grammar.is_accepting(state)  # "2" is a string without e
+    with pytest.raises(ValueError, match="out of range"):
+        grammar.mask(grammar.num_states)
+
+
+def _expected(logits: np.ndarray, rows: np.ndarray, dense: np.ndarray) -> np.ndarray:
+    allowed = dense[rows] != 0
+    out = np.full(logits.shape, -np.inf, dtype=np.float64)
+    width = allowed.shape[-1]
+    out[..., :width] = np.where(allowed, logits[..., :width], -np.inf)
+    return out
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, np.float64])
+@pytest.mark.parametrize("inplace", [False, True])
+def test_numpy_apply(grammar, dense, dtype, inplace):
+    rng = np.random.default_rng(0)
+    states = np.array([1, 0, grammar.num_states - 1, 1, 5])
+    logits = rng.standard_normal((len(states), grammar.vocab_size + 3)).astype(dtype)
+    before = logits.copy()
+    out = grammar.apply(logits, states, inplace=inplace)
+    assert (out is logits) == inplace
+    if not inplace:
+        assert np.array_equal(logits, before)
+    assert out.dtype == dtype
+    np.testing.assert_array_equal(out.astype(np.float64),
+                                  _expected(before.astype(np.float64), states, dense))
+    one = grammar.apply(before[0], 1)
+    np.testing.assert_array_equal(one, out[0])
+
+
+def test_numpy_advance_matches_next_state(grammar, dense):
+    rng = np.random.default_rng(1)
+    states = rng.integers(0, grammar.num_states, 500)
+    tokens = rng.integers(0, grammar.vocab_size, 500)
+    tokens[:50] = grammar.allowed(1)[:50]
+    states[:50] = 1
+    assert np.array_equal(grammar.advance(states, tokens), dense[states, tokens])
+    assert grammar.advance(np.array([1]), np.array([-1]))[0] == 0
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+@pytest.mark.parametrize("inplace", [False, True])
+def test_torch_apply(grammar, dense, dtype, inplace):
+    states = torch.tensor([1, 0, grammar.num_states - 1, 3])
+    logits = torch.randn(len(states), grammar.vocab_size, dtype=getattr(torch, dtype))
+    before = logits.clone()
+    out = grammar.apply(logits, states, inplace=inplace)
+    assert (out is logits) == inplace
+    assert out.dtype == logits.dtype and out.device == logits.device
+    expected = _expected(before.float().numpy().astype(np.float64), states.numpy(), dense)
+    np.testing.assert_array_equal(out.float().numpy().astype(np.float64), expected)
+    one = grammar.apply(before[0].clone(), 1)
+    assert torch.equal(one, out[0])
+
+
+def test_torch_advance_stays_on_device(grammar, dense):
+    states = torch.randint(0, grammar.num_states, (300,))
+    tokens = torch.randint(0, grammar.vocab_size, (300,))
+    states[:40] = 1
+    tokens[:40] = torch.as_tensor(grammar.allowed(1)[:40])
+    out = grammar.advance(states, tokens)
+    assert isinstance(out, torch.Tensor) and out.device == states.device
+    assert np.array_equal(out.numpy(), dense[states.numpy(), tokens.numpy()])
+
+
+def test_torch_packed_mask_table(grammar, dense, monkeypatch):
+    from grammarc.runtime import _torch
+
+    monkeypatch.setattr(_torch, "_BOOL_TABLE_LIMIT", 0)
+    tables = _torch.TorchTables(grammar, torch.device("cpu"))
+    assert tables.packed
+    rows = torch.as_tensor(grammar._state_row[[0, 1, 2, grammar.num_states - 1]])
+    forbidden = tables.forbidden_rows(rows).numpy()
+    assert np.array_equal(forbidden, dense[[0, 1, 2, grammar.num_states - 1]] == 0)
+
+
+def test_bad_shapes_are_clear_errors(grammar):
+    with pytest.raises(ValueError, match="columns but the vocabulary has"):
+        grammar.apply(np.zeros(10, np.float32), 1)
+    with pytest.raises(ValueError, match="rows of logits but 1 states"):
+        grammar.apply(np.zeros((2, grammar.vocab_size), np.float32), [1])
+    with pytest.raises(TypeError, match="numpy array or a torch tensor"):
+        grammar.apply([0.0] * grammar.vocab_size, 1)
+
+
+def test_runtime_imports_no_compile_side_package(grammar, tmp_path):
+    """A service with only numpy + safetensors can load and use an artifact."""
+    path = tmp_path / "g.safetensors"
+    grammar.save(path)
+    script = textwrap.dedent(f"""
+        import sys
+        BLOCKED = ("lark", "interegular", "tokenizers", "torch", "numba", "scipy", "click",
+                   "gguf", "transformers")
+        class Block:
+            def find_spec(self, name, path=None, target=None):
+                if name.split(".")[0] in BLOCKED:
+                    raise ImportError("blocked: " + name)
+        sys.meta_path.insert(0, Block())
+        import numpy as np
+        import grammarc
+        g = grammarc.load({str(path)!r})
+        logits = g.apply(np.zeros((2, g.vocab_size), np.float32), [1, 2])
+        assert (logits[0] == 0).sum() == len(g.allowed(1))
+        print(g.advance(np.array([1]), g.allowed(1)[:1])[0] > 0)
+        print(sorted(m for m in sys.modules if m.split(".")[0] in BLOCKED))
+    """)
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split("\n")[:2] == ["True", "[]"]
