@@ -93,7 +93,7 @@ def write_artifact(path: str | os.PathLike, metadata: dict[str, Any],
                    tensors: dict[str, np.ndarray]) -> None:
     """Write an artifact atomically; the container follows the suffix of `path`."""
     path = Path(path)
-    suffix = _suffix(path)
+    suffix = artifact_suffix(path)
     layout = metadata["layout"]
     spec = {**_COMMON, **_LAYOUT_TENSORS[layout]}
     if set(tensors) != set(spec):
@@ -115,7 +115,7 @@ def write_artifact(path: str | os.PathLike, metadata: dict[str, Any],
 def read_artifact(path: str | os.PathLike) -> ArtifactData:
     """Read and validate an artifact; any problem is an `ArtifactError` naming the file."""
     path = Path(path)
-    suffix = _suffix(path)
+    suffix = artifact_suffix(path)
     if not path.is_file():
         raise ArtifactError(f"{path}: no such artifact file")
     try:
@@ -133,7 +133,8 @@ def read_artifact(path: str | os.PathLike) -> ArtifactData:
     return ArtifactData(metadata, tensors)
 
 
-def _suffix(path: Path) -> str:
+def artifact_suffix(path: Path) -> str:
+    """The container suffix of an artifact path, or a `GrammarcError` for any other."""
     suffix = path.suffix.lower()
     if suffix not in SUFFIXES:
         raise GrammarcError(f"{path}: unknown artifact type {path.suffix or '(no suffix)'!r}; "

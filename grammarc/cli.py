@@ -12,6 +12,7 @@ from pathlib import Path
 import click
 
 from ._version import __version__
+from .artifact import artifact_suffix
 from .automaton import DEFAULT_MAX_STATES
 from .errors import GrammarcError
 from .frontends import KINDS, grammar_stem
@@ -37,17 +38,19 @@ def main() -> None:
 
 
 class _AlignmentProgress:
-    """A progress bar on stderr, shown only once alignment has run for half a second."""
+    """A progress bar on a terminal's stderr, shown once alignment has run for half a second."""
 
     def __init__(self, quiet: bool) -> None:
-        self.quiet = quiet
-        self.start = time.perf_counter()
+        self.enabled = not quiet and sys.stderr.isatty()
+        self.start: float | None = None
         self.bar = None
         self.shown = 0
 
     def __call__(self, done: int, total: int) -> None:
-        if self.quiet:
+        if not self.enabled:
             return
+        if self.start is None:
+            self.start = time.perf_counter()
         if self.bar is None:
             if time.perf_counter() - self.start < 0.5:
                 return
@@ -68,6 +71,14 @@ def _parse_ids(text: str | None) -> list[int] | None:
         return [int(part) for part in text.split(",") if part.strip()]
     except ValueError:
         raise click.BadParameter(f"expected comma-separated token ids, got {text!r}") from None
+
+
+def _check_output(output: Path) -> None:
+    """Fail before compiling when the artifact could not be written anyway."""
+    artifact_suffix(output)
+    parent = output.parent
+    if not parent.is_dir():
+        raise GrammarcError(f"cannot write {output}: {parent} is not a directory")
 
 
 @main.command("compile", epilog=EXIT_CODES_HELP)
@@ -104,6 +115,7 @@ def compile_command(source: Path | None, pattern: str | None, kind: str | None,
             raise click.UsageError("--regex needs -o/--output")
         output = Path(grammar_stem(source) + ".safetensors")
     eos = _parse_ids(eos_ids)
+    _check_output(output)
     started = time.perf_counter()
     tokenizer = load_tokenizer(tokenizer_spec, eos_token_ids=eos)
     progress = _AlignmentProgress(quiet)

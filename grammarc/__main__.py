@@ -1,0 +1,5 @@
+"""`python -m grammarc` runs the command line."""
+
+from .cli import main
+
+main()
