@@ -25,6 +25,9 @@ to an accepting state (-1: none).
 
 from __future__ import annotations
 
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Callable
 
@@ -46,6 +49,7 @@ class VocabTrie:
     node_end: np.ndarray    # int32 [N]: one past the node's last descendant
     tok_ptr: np.ndarray     # int64 [N + 1]: tokens ending at node i are toks[tok_ptr[i]:tok_ptr[i+1]]
     toks: np.ndarray        # int32 [T]
+    tok_node: np.ndarray    # int64 [T]: the node where toks[j] ends
 
     @property
     def num_nodes(self) -> int:
@@ -81,7 +85,7 @@ def build_trie(token_bytes: list[bytes | None] | tuple[bytes | None, ...],
     node_byte, node_depth, node_end, node_of_item = _build_trie(data, offsets)
     tok_ptr = np.zeros(len(node_byte) + 1, np.int64)
     np.cumsum(np.bincount(node_of_item, minlength=len(node_byte)), out=tok_ptr[1:])
-    return VocabTrie(node_byte, node_depth, node_end, tok_ptr, ids)
+    return VocabTrie(node_byte, node_depth, node_end, tok_ptr, ids, node_of_item.astype(np.int64))
 
 
 def tokenizer_trie(tokenizer) -> VocabTrie:
@@ -99,44 +103,31 @@ def align(dfa: ByteDFA, trie: VocabTrie, vocab_size: int, eos_token_ids: tuple[i
 
     `progress(done, total)` is called between chunks of states, if given.
     """
-    num_states = dfa.num_states
-    trans = np.ascontiguousarray(dfa.trans, dtype=np.int32)
-    accepting = np.ascontiguousarray(dfa.accepting, dtype=np.bool_)
+    num_states, num_classes = dfa.trans.shape
     label, depth, end, node_of_byte_node = _class_trie(
-        trie.node_byte, trie.node_depth, dfa.byte_class.astype(np.int32), dfa.num_classes)
+        trie.node_byte, trie.node_depth, dfa.byte_class.astype(np.int32), num_classes)
     # items: class-trie nodes that end a token, plus one item for all EOS tokens
     item_of_token = np.full(vocab_size, -1, np.int64)
-    byte_node_of_token = np.repeat(np.arange(trie.num_nodes), np.diff(trie.tok_ptr))
-    item_of_token[trie.toks] = node_of_byte_node[byte_node_of_token]
-    is_item = np.zeros(len(label), np.bool_)
-    is_item[item_of_token[trie.toks]] = True
+    item_of_token[trie.toks] = node_of_byte_node[trie.tok_node]
+    is_item = np.zeros(len(label), np.int32)
+    is_item[item_of_token[trie.toks]] = 1
     eos_item = len(label)
     eos = sorted(set(eos_token_ids))
     item_of_token[eos] = eos_item
-    walk_args = (depth, end, label, is_item, trans, accepting, eos_item if eos else -1)
+    # one int32 per node: depth, byte class and "ends a token", read by the walk in one load
+    code = (depth.astype(np.int32) << 16) | (label << 1) | is_item
+    # transitions as offsets of the next state's row, -1 for the dead state
+    offset_type = np.int32 if num_states * num_classes < 2**31 else np.int64
+    trans_off = np.where(dfa.trans == 0, -1, dfa.trans.astype(np.int64) * num_classes
+                         ).astype(offset_type).reshape(-1)
+    accepting = np.ascontiguousarray(dfa.accepting, dtype=np.bool_)
 
-    # pass 1: refine item classes state by state
-    refiner = _Refiner(eos_item + 1)
-    total = 2 * (num_states - 1)
-    for lo in range(1, num_states, _CHUNK):
-        hi = min(lo + _CHUNK, num_states)
-        refiner.next_id = _refine(*walk_args, lo, hi, *refiner.arrays(), refiner.next_id)
-        if progress:
-            progress(hi - 1, total)
-    token_class, item_class, rep = _canonical_classes(refiner.cls, item_of_token)
-
-    # pass 2: each state's allowed classes with their (absolute) next states
-    chunks = []
-    for lo in range(1, num_states, _CHUNK):
-        hi = min(lo + _CHUNK, num_states)
-        chunks.append(_rows(*walk_args, lo, hi, item_class, rep))
-        if progress:
-            progress(num_states - 1 + hi - 1, total)
-    counts = np.concatenate([np.zeros(1, np.int64)] + [c[0] for c in chunks])
-    entry_class = np.concatenate([np.zeros(0, np.int32)] + [c[1] for c in chunks])
-    entry_next = np.concatenate([np.zeros(0, np.int32)] + [c[2] for c in chunks])
-    state_ptr = np.zeros(num_states + 1, np.int64)
-    np.cumsum(counts, out=state_ptr[1:])
+    walk = (code, end, trans_off, num_classes, accepting, eos_item if eos else -1)
+    forests = _refine_all(walk, eos_item + 1, num_states, progress)
+    token_class, canon_of_item = _canonical_classes(
+        np.stack([f.cls for f in forests]), item_of_token)
+    state_ptr, entry_class, entry_next = _expand_all(forests, canon_of_item, num_states,
+                                                     num_classes)
 
     min_tokens = _min_tokens_to_accept(state_ptr, entry_next, accepting)
     if min_tokens[1] < 0:
@@ -147,27 +138,109 @@ def align(dfa: ByteDFA, trie: VocabTrie, vocab_size: int, eos_token_ids: tuple[i
     return TokenTable(token_class, state_row, row_ptr, row_class, row_delta, min_tokens)
 
 
-class _Refiner:
-    """The mutable partition of items carried across chunks of pass 1."""
+def _refine_all(walk: tuple, num_items: int, num_states: int,
+                progress: Callable[[int, int], None] | None) -> list["_SplitForest"]:
+    """Refine over all states, on up to two threads, each with its own split forest.
 
-    def __init__(self, num_items: int) -> None:
-        cap = 2 * num_items + 2
+    The final classes do not depend on which forest saw which state: they are the common
+    refinement of all forests (see `_canonical_classes`).
+    """
+    chunks = [(lo, min(lo + _CHUNK, num_states)) for lo in range(1, num_states, _CHUNK)]
+    workers = min(len(chunks), os.cpu_count() or 1, 2)
+    forests = [_SplitForest(num_items, num_states) for _ in range(workers)]
+    if workers <= 1:
+        for lo, hi in chunks:
+            forests[0].refine(*walk, lo, hi)
+            if progress:
+                progress(hi - 1, num_states - 1)
+        return forests
+    queue = iter(chunks)
+    lock = threading.Lock()
+    done = [0]
+
+    def work(forest: _SplitForest) -> None:
+        while True:
+            with lock:
+                chunk = next(queue, None)
+            if chunk is None:
+                return
+            forest.refine(*walk, *chunk)
+            with lock:
+                done[0] += chunk[1] - chunk[0]
+
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        futures = [pool.submit(work, forest) for forest in forests]
+        while not all(f.done() for f in futures):
+            wait(futures, timeout=0.1)
+            if progress:
+                progress(done[0], num_states - 1)
+        for future in futures:
+            future.result()
+    return forests
+
+
+def _expand_all(forests: list["_SplitForest"], canon_of_item: np.ndarray, num_states: int,
+                num_classes: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Every state's row, from the forest that walked it: (state_ptr, class, next state)."""
+    counts = np.zeros(num_states, np.int64)
+    parts = []
+    for forest in forests:
+        part = _expand_records(forest.parent[:forest.n_ids], forest.cls, canon_of_item,
+                               forest.rec_id[:forest.n_rec], forest.rec_next[:forest.n_rec],
+                               forest.rec_start, forest.rec_end, num_classes)
+        counts += part[0]
+        parts.append(part)
+    state_ptr = np.zeros(num_states + 1, np.int64)
+    np.cumsum(counts, out=state_ptr[1:])
+    entry_class = np.zeros(state_ptr[-1], np.int32)
+    entry_next = np.zeros(state_ptr[-1], np.int32)
+    for part_counts, part_class, part_next in parts:
+        # entries come in state order; each goes to its state's slot in the merged arrays
+        local_start = np.repeat(np.cumsum(part_counts) - part_counts, part_counts)
+        dest = np.repeat(state_ptr[:-1], part_counts) + np.arange(len(part_class)) - local_start
+        entry_class[dest] = part_class
+        entry_next[dest] = part_next
+    return state_ptr, entry_class, entry_next
+
+
+class _SplitForest:
+    """Partition refinement of items, state by state, remembering every split.
+
+    Each state sorts the items it allows into groups by (current class, next state); every
+    group becomes a new class whose parent is the class it came from, and the state records
+    (group, next state). At the end, a recorded group stands for all final classes below it in
+    the forest, which gives each state's row without walking the trie a second time.
+    """
+
+    def __init__(self, num_items: int, num_states: int) -> None:
         self.cls = np.zeros(num_items, np.int32)
-        self.size = np.zeros(cap, np.int64)
-        self.size[0] = num_items
-        self.free = np.zeros(cap, np.int32)
-        self.n_free = np.zeros(1, np.int64)
+        self.parent = np.zeros(max(1024, 2 * num_items), np.int32)
+        self.n_ids = 1  # id 0: the class of items no state has allowed yet
+        self.rec_id = np.zeros(max(1024, 2 * num_items), np.int32)
+        self.rec_next = np.zeros(max(1024, 2 * num_items), np.int64)
+        self.n_rec = 0
+        self.rec_start = np.zeros(num_states, np.int64)  # records of state s: rec_start[s]..
+        self.rec_end = np.zeros(num_states, np.int64)    # ..rec_end[s]; empty if not walked here
         table = 1 << max(4, int(2 * num_items).bit_length())
-        self.ht_stamp = np.full(table, -1, np.int64)
+        self.ht_stamp = np.zeros(table, np.int64)
         self.ht_class = np.zeros(table, np.int32)
-        self.ht_next = np.zeros(table, np.int32)
+        self.ht_next = np.zeros(table, np.int64)
         self.ht_new = np.zeros(table, np.int32)
-        self.pending = np.zeros(cap, np.int32)
-        self.next_id = 1
+        self.first_stamp = np.zeros(len(self.parent), np.int64)  # per class, see _refine
+        self.first_next = np.zeros(len(self.parent), np.int64)
+        self.first_new = np.zeros(len(self.parent), np.int32)
+        self.out_item = np.zeros(num_items + 1, np.int32)
+        self.out_next = np.zeros(num_items + 1, np.int64)
 
-    def arrays(self):
-        return (self.cls, self.size, self.free, self.n_free, self.ht_stamp, self.ht_class,
-                self.ht_next, self.ht_new, self.pending)
+    def refine(self, code, end, trans_off, num_classes, accepting, eos_item, lo, hi) -> None:
+        stack = np.zeros(int(code.max(initial=0) >> 16) + 1, trans_off.dtype)
+        (self.parent, self.rec_id, self.rec_next, self.n_ids, self.n_rec, self.first_stamp,
+         self.first_next, self.first_new) = _refine(
+            code, end, trans_off, num_classes, accepting, eos_item, lo, hi, self.cls,
+            self.parent, self.n_ids, self.rec_id, self.rec_next, self.n_rec,
+            self.rec_start, self.rec_end, self.ht_stamp, self.ht_class, self.ht_next, self.ht_new,
+            self.first_stamp, self.first_next, self.first_new, self.out_item, self.out_next,
+            stack)
 
 
 @numba.njit(cache=True)
@@ -214,69 +287,47 @@ def _class_trie(node_byte, node_depth, byte_class, n_classes):
     """Fold the byte trie into a pre-order trie over byte classes.
 
     Returns (label, depth, end) of the class trie and, for each byte-trie node, its class-trie
-    node. Children are ordered by class, so the result is deterministic.
+    node. Children are kept in per-node lists (few per node), so the fold is one pass.
     """
     n = len(node_byte)
     path = np.zeros(int(node_depth.max()) + 1, np.int64)
-    table_size = 16
-    while table_size < 2 * n:
-        table_size *= 2
-    keys = np.full(table_size, -1, np.int64)
-    vals = np.zeros(table_size, np.int64)
+    first_child = np.full(n, -1, np.int64)
+    sibling = np.full(n, -1, np.int64)
     parent = np.full(n, -1, np.int64)
     c_label = np.zeros(n, np.int32)
     created = np.zeros(n, np.int64)  # class node of each byte node, in creation numbering
     n_c = 1
     for i in range(1, n):
-        p = path[node_depth[i] - 1]
+        d = node_depth[i]
+        p = path[d - 1]
         lab = byte_class[node_byte[i]]
-        key = p * n_classes + lab
-        slot = (key * 2654435761) & (table_size - 1)
-        while keys[slot] != -1 and keys[slot] != key:
-            slot = (slot + 1) & (table_size - 1)
-        if keys[slot] == -1:
-            keys[slot] = key
-            vals[slot] = n_c
-            parent[n_c] = p
-            c_label[n_c] = lab
+        q = first_child[p]
+        while q != -1 and c_label[q] != lab:
+            q = sibling[q]
+        if q == -1:
+            q = n_c
             n_c += 1
-        node = vals[slot]
-        path[node_depth[i]] = node
-        created[i] = node
-    # children lists ordered by label, then an iterative pre-order traversal
-    child_count = np.zeros(n_c + 1, np.int64)
-    for c in range(1, n_c):
-        child_count[parent[c] + 1] += 1
-    for c in range(n_c):
-        child_count[c + 1] += child_count[c]
-    fill = child_count[:-1].copy()
-    children = np.zeros(max(n_c - 1, 1), np.int64)
-    for c in range(1, n_c):
-        children[fill[parent[c]]] = c
-        fill[parent[c]] += 1
-    for c in range(n_c):
-        lo, hi = child_count[c], child_count[c + 1]
-        if hi - lo > 1:
-            order = np.argsort(c_label[children[lo:hi]], kind="mergesort")
-            children[lo:hi] = children[lo:hi][order]
+            c_label[q] = lab
+            parent[q] = p
+            sibling[q] = first_child[p]
+            first_child[p] = q
+        path[d] = q
+        created[i] = q
     size = np.ones(n_c, np.int64)
     for c in range(n_c - 1, 0, -1):  # children are created after their parent
         size[parent[c]] += size[c]
+    # pre-order numbering: a child starts right after its parent or its previous sibling's subtree
     pre = np.zeros(n_c, np.int64)
     depth = np.zeros(n_c, np.int32)
-    stack = np.zeros(n_c, np.int64)
-    sp = 1
-    counter = 0
-    while sp > 0:
-        sp -= 1
-        c = stack[sp]
-        pre[c] = counter
-        counter += 1
-        for j in range(child_count[c + 1] - 1, child_count[c] - 1, -1):
-            child = children[j]
-            depth[child] = depth[c] + 1
-            stack[sp] = child
-            sp += 1
+    for c in range(1, n_c):  # parents are numbered before their children
+        p = parent[c]
+        start = pre[p] + 1
+        q = first_child[p]
+        while q != c:
+            start += size[q]
+            q = sibling[q]
+        pre[c] = start
+        depth[c] = depth[p] + 1
     label = np.zeros(n_c, np.int32)
     out_depth = np.zeros(n_c, np.int32)
     end = np.zeros(n_c, np.int32)
@@ -290,132 +341,235 @@ def _class_trie(node_byte, node_depth, byte_class, n_classes):
     return label, out_depth, end, node_of_byte_node
 
 
-@numba.njit(cache=True)
-def _walk_state(s, depth, end, label, is_item, trans, accepting, eos_item, stack, out_item,
-                out_next):
-    """All (item, next state) pairs allowed in state `s`; returns how many were written."""
-    n_nodes = len(depth)
-    n_out = 0
-    stack[0] = s
-    i = 1
-    while i < n_nodes:
-        t = trans[stack[depth[i] - 1], label[i]]
-        if t == 0:
-            i = end[i]
-            continue
-        stack[depth[i]] = t
-        if is_item[i]:
-            out_item[n_out] = i
-            out_next[n_out] = t
-            n_out += 1
-        i += 1
-    if accepting[s] and eos_item >= 0:
-        out_item[n_out] = eos_item
-        out_next[n_out] = s
-        n_out += 1
-    return n_out
-
-
-@numba.njit(cache=True)
-def _refine(depth, end, label, is_item, trans, accepting, eos_item, lo, hi, cls, size, free,
-            n_free, ht_stamp, ht_class, ht_next, ht_new, pending, next_id):
-    """Split item classes by the next state each item reaches, for states lo..hi-1."""
+@numba.njit(cache=True, nogil=True)
+def _refine(code, end, trans_off, n_classes, accepting, eos_item, lo, hi, cls, parent, n_ids,
+            rec_id, rec_next, n_rec, rec_start, rec_end, ht_stamp, ht_class, ht_next, ht_new,
+            first_stamp, first_next, first_new, out_item, out_next, stack):
+    """Walk the trie from states lo..hi-1 and split item classes by next state (see
+    `_SplitForest`). Returns the (possibly grown) forest arrays and counters."""
+    n_nodes = len(code)
     mask = len(ht_stamp) - 1
-    stack = np.zeros(int(depth.max()) + 1, np.int32)
-    out_item = np.empty(len(depth) + 1, np.int32)
-    out_next = np.empty(len(depth) + 1, np.int32)
     for s in range(lo, hi):
-        n_out = _walk_state(s, depth, end, label, is_item, trans, accepting, eos_item, stack,
-                            out_item, out_next)
-        n_pending = 0
-        for k in range(n_out):
-            item = out_item[k]
-            t = out_next[k]
+        mark = s + 1  # stamps are 0 until first written
+        rec_start[s] = n_rec
+        # the walk: descend while the DFA lives, skip a subtree as soon as it dies
+        k = 0
+        stack[0] = s * n_classes
+        i = 1
+        while i < n_nodes:
+            cd = code[i]
+            d = cd >> 16
+            t = trans_off[stack[d - 1] + ((cd >> 1) & 0x7FFF)]
+            if t < 0:
+                i = end[i]
+                continue
+            stack[d] = t
+            out_item[k] = i
+            out_next[k] = t
+            k += cd & 1
+            i += 1
+        if accepting[s] and eos_item >= 0:
+            out_item[k] = eos_item
+            out_next[k] = s * n_classes
+            k += 1
+        if n_ids + k > len(parent):
+            grown = np.zeros(2 * (n_ids + k), np.int32)
+            grown[:n_ids] = parent[:n_ids]
+            parent = grown
+        if n_rec + k > len(rec_id):
+            grown_id = np.zeros(2 * (n_rec + k), np.int32)
+            grown_id[:n_rec] = rec_id[:n_rec]
+            rec_id = grown_id
+            grown_next = np.zeros(2 * (n_rec + k), np.int64)
+            grown_next[:n_rec] = rec_next[:n_rec]
+            rec_next = grown_next
+        if n_ids + k > len(first_stamp):
+            size = 2 * (n_ids + k)
+            grown_stamp = np.zeros(size, np.int64)
+            grown_stamp[:n_ids] = first_stamp[:n_ids]
+            first_stamp = grown_stamp
+            grown_next = np.zeros(size, np.int64)
+            grown_next[:n_ids] = first_next[:n_ids]
+            first_next = grown_next
+            grown_new = np.zeros(size, np.int32)
+            grown_new[:n_ids] = first_new[:n_ids]
+            first_new = grown_new
+        # the split: one new class per (current class, next state) among allowed items. The
+        # first next state of each class in this state sits in first_*; others in a hash table.
+        for j in range(k):
+            item = out_item[j]
+            t = out_next[j]
             c = cls[item]
-            slot = ((np.int64(c) * 1000003 + np.int64(t) * 7919) * 2654435761) & mask
-            while ht_stamp[slot] == s and (ht_class[slot] != c or ht_next[slot] != t):
-                slot = (slot + 1) & mask
-            if ht_stamp[slot] != s:
-                ht_stamp[slot] = s
+            if first_stamp[c] == mark and first_next[c] == t:
+                cls[item] = first_new[c]
+                continue
+            if first_stamp[c] != mark:
+                first_stamp[c] = mark
+                first_next[c] = t
+                first_new[c] = n_ids
+                new = n_ids
+            else:
+                slot = ((np.int64(c) * 1000003 + t * 7919) * 2654435761) & mask
+                while ht_stamp[slot] == mark and (ht_class[slot] != c or ht_next[slot] != t):
+                    slot = (slot + 1) & mask
+                if ht_stamp[slot] == mark:
+                    cls[item] = ht_new[slot]
+                    continue
+                ht_stamp[slot] = mark
                 ht_class[slot] = c
                 ht_next[slot] = t
-                if n_free[0] > 0:
-                    n_free[0] -= 1
-                    ht_new[slot] = free[n_free[0]]
-                else:
-                    ht_new[slot] = next_id
-                    next_id += 1
-            new = ht_new[slot]
+                ht_new[slot] = n_ids
+                new = n_ids
+            parent[new] = c
+            rec_id[n_rec] = new
+            rec_next[n_rec] = t
+            n_ids += 1
+            n_rec += 1
             cls[item] = new
-            size[new] += 1
-            size[c] -= 1
-            if size[c] == 0 and c != 0:
-                pending[n_pending] = c
-                n_pending += 1
-        # classes emptied in this state may be reused from the next state on
-        for p in range(n_pending):
-            free[n_free[0]] = pending[p]
-            n_free[0] += 1
-    return next_id
-
-
-def _canonical_classes(item_cls: np.ndarray, item_of_token: np.ndarray
-                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Canonical class numbers: 0 = never allowed, the others by their smallest token id.
-
-    Returns (class of each token, class of each item, one representative item per class).
-    """
-    raw = np.where(item_of_token >= 0, item_cls[np.maximum(item_of_token, 0)], 0)
-    ids, first_token = np.unique(raw, return_index=True)
-    nonzero = ids != 0
-    ids, first_token = ids[nonzero], first_token[nonzero]
-    order = np.argsort(first_token, kind="stable")
-    new_of_old = np.zeros(int(item_cls.max(initial=0)) + 1, np.int32)
-    new_of_old[ids[order]] = np.arange(1, len(ids) + 1, dtype=np.int32)
-    item_class = new_of_old[item_cls]
-    rep = np.full(len(ids) + 1, -1, np.int32)
-    rep[new_of_old[ids]] = item_of_token[first_token]
-    return new_of_old[raw], item_class, rep
+        rec_end[s] = n_rec
+    return parent, rec_id, rec_next, n_ids, n_rec, first_stamp, first_next, first_new
 
 
 @numba.njit(cache=True)
-def _rows(depth, end, label, is_item, trans, accepting, eos_item, lo, hi, item_class, rep):
-    """For states lo..hi-1: (entries per state, class of each entry, next state of each entry).
+def _canonical_classes(forest_cls, item_of_token):
+    """Final classes: items are in one class when every forest put them in the same class.
+    Numbered 0 = never allowed, the others by their smallest token id.
 
-    One entry per allowed class (its representative item stands for it), sorted by class.
+    `forest_cls[f, item]` is the class of `item` in forest f. Returns (class of each token,
+    class of each item).
     """
-    stack = np.zeros(int(depth.max()) + 1, np.int32)
-    out_item = np.empty(len(depth) + 1, np.int32)
-    out_next = np.empty(len(depth) + 1, np.int32)
-    counts = np.zeros(hi - lo, np.int64)
-    chunk_class = []
-    chunk_next = []
-    for s in range(lo, hi):
-        n_out = _walk_state(s, depth, end, label, is_item, trans, accepting, eos_item, stack,
-                            out_item, out_next)
-        n_rep = 0
-        for k in range(n_out):
-            c = item_class[out_item[k]]
-            if rep[c] == out_item[k]:
-                out_item[n_rep] = c
-                out_next[n_rep] = out_next[k]
-                n_rep += 1
-        order = np.argsort(out_item[:n_rep], kind="mergesort")
-        chunk_class.append(out_item[:n_rep][order])
-        chunk_next.append(out_next[:n_rep][order])
-        counts[s - lo] = n_rep
+    n_forests, n_items = forest_cls.shape
+    # combine forest by forest: (class so far, class in next forest) -> dense id
+    combined = np.zeros(n_items, np.int64)  # dense ids, < n_items
+    for f in range(n_forests):
+        table_size = 16
+        while table_size < 2 * n_items:
+            table_size *= 2
+        keys = np.full(table_size, -1, np.int64)
+        vals = np.zeros(table_size, np.int64)
+        n_seen = 0
+        other = forest_cls[f].astype(np.int64)
+        width = other.max() + 1
+        for item in range(n_items):
+            key = combined[item] * width + other[item]
+            slot = (key * 2654435761) & (table_size - 1)
+            while keys[slot] != -1 and keys[slot] != key:
+                slot = (slot + 1) & (table_size - 1)
+            if keys[slot] == -1:
+                keys[slot] = key
+                vals[slot] = n_seen
+                n_seen += 1
+            combined[item] = vals[slot]
+    # items never allowed anywhere are in class 0 of every forest
+    never = np.int64(-1)
+    for item in range(n_items):
+        all_zero = True
+        for f in range(n_forests):
+            if forest_cls[f, item] != 0:
+                all_zero = False
+        if all_zero:
+            never = combined[item]
+            break
+    class_of_combined = np.full(n_items + 1, -1, np.int32)
+    if never >= 0:
+        class_of_combined[never] = 0
+    canon_of_item = np.zeros(n_items, np.int32)
+    token_class = np.zeros(len(item_of_token), np.int32)
+    n_classes = 1
+    for token in range(len(item_of_token)):
+        item = item_of_token[token]
+        if item < 0:
+            continue
+        key = combined[item]
+        if class_of_combined[key] < 0:
+            class_of_combined[key] = n_classes
+            n_classes += 1
+        token_class[token] = class_of_combined[key]
+    for item in range(n_items):
+        canon_of_item[item] = class_of_combined[combined[item]]
+    return token_class, canon_of_item
+
+
+@numba.njit(cache=True)
+def _expand_records(parent, item_cls, canon_of_item, rec_id, rec_next, rec_start, rec_end,
+                    n_classes):
+    """Rows of the states this forest walked: a recorded group stands for the final classes
+    of the items below it in the split forest. Returns (entries per state, class, next state),
+    entries in state order and sorted by class within a state."""
+    n_ids = len(parent)
+    n_canon = 0
+    for item in range(len(item_cls)):
+        n_canon = max(n_canon, canon_of_item[item] + 1)
+    # each final class lies under exactly one leaf id of this forest
+    leaf_of_canon = np.full(n_canon, -1, np.int64)
+    for item in range(len(item_cls)):
+        leaf_of_canon[canon_of_item[item]] = item_cls[item]
+    leaf_ptr = np.zeros(n_ids + 1, np.int64)
+    for c in range(1, n_canon):
+        leaf_ptr[leaf_of_canon[c] + 1] += 1
+    for i in range(n_ids):
+        leaf_ptr[i + 1] += leaf_ptr[i]
+    fill = leaf_ptr[:-1].copy()
+    leaf_canon = np.zeros(max(n_canon, 1), np.int32)
+    for c in range(1, n_canon):
+        leaf_canon[fill[leaf_of_canon[c]]] = c
+        fill[leaf_of_canon[c]] += 1
+    # children lists, then a pre-order walk giving each id the range of leaves below it
+    child_ptr = np.zeros(n_ids + 1, np.int64)
+    for c in range(1, n_ids):
+        child_ptr[parent[c] + 1] += 1
+    for c in range(n_ids):
+        child_ptr[c + 1] += child_ptr[c]
+    fill = child_ptr[:-1].copy()
+    children = np.zeros(max(n_ids - 1, 1), np.int32)
+    for c in range(1, n_ids):
+        children[fill[parent[c]]] = c
+        fill[parent[c]] += 1
+    # the final classes under each id are order[range_lo[id]:range_hi[id]]
+    range_lo = np.zeros(n_ids, np.int64)
+    range_hi = np.zeros(n_ids, np.int64)
+    order = np.zeros(n_canon, np.int32)
+    n_listed = 0
+    stack = np.zeros(n_ids, np.int64)  # node ids; -1 - id marks "subtree done"
+    sp = 1
+    while sp > 0:
+        sp -= 1
+        node = stack[sp]
+        if node < 0:
+            range_hi[-1 - node] = n_listed
+            continue
+        range_lo[node] = n_listed
+        for j in range(leaf_ptr[node], leaf_ptr[node + 1]):
+            order[n_listed] = leaf_canon[j]
+            n_listed += 1
+        stack[sp] = -1 - node
+        sp += 1
+        for j in range(child_ptr[node + 1] - 1, child_ptr[node] - 1, -1):
+            stack[sp] = children[j]
+            sp += 1
+    n_states = len(rec_start)
+    counts = np.zeros(n_states, np.int64)
     total = 0
-    for c in counts:
-        total += c
-    all_class = np.empty(total, np.int32)
-    all_next = np.empty(total, np.int32)
+    for s in range(n_states):
+        for r in range(rec_start[s], rec_end[s]):
+            counts[s] += range_hi[rec_id[r]] - range_lo[rec_id[r]]
+        total += counts[s]
+    out_class = np.zeros(total, np.int32)
+    out_next = np.zeros(total, np.int32)
     pos = 0
-    for j in range(len(chunk_class)):
-        m = len(chunk_class[j])
-        all_class[pos:pos + m] = chunk_class[j]
-        all_next[pos:pos + m] = chunk_next[j]
-        pos += m
-    return counts, all_class, all_next
+    for s in range(n_states):
+        lo = pos
+        for r in range(rec_start[s], rec_end[s]):
+            nxt = rec_next[r] // n_classes
+            for f in range(range_lo[rec_id[r]], range_hi[rec_id[r]]):
+                out_class[pos] = order[f]
+                out_next[pos] = nxt
+                pos += 1
+        if pos - lo > 1:
+            perm = np.argsort(out_class[lo:pos], kind="mergesort")
+            out_class[lo:pos] = out_class[lo:pos][perm]
+            out_next[lo:pos] = out_next[lo:pos][perm]
+    return counts, out_class, out_next
 
 
 @numba.njit(cache=True)

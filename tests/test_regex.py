@@ -166,7 +166,9 @@ def test_empty_language_is_an_error(pattern: str) -> None:
 
 
 def test_state_limit_stops_a_blowup() -> None:
-    with pytest.raises(TooManyStatesError, match="more than 1,000 DFA states"):
+    with pytest.raises(TooManyStatesError, match="more than 10,000 intermediate DFA states"):
         build_dfa(parse_regex(r"(a|b)*a(a|b){20}"), max_states=1000)
+    with pytest.raises(TooManyStatesError, match="needs 1,025 DFA states, more than"):
+        build_dfa(parse_regex(r"(a|b)*a(a|b){9}"), max_states=1000)
     with pytest.raises(TooManyStatesError, match="NFA states"):
         build_dfa(parse_regex(r"(?:(?:x{1000}){1000}){1000}"), max_states=1000)

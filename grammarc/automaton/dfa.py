@@ -21,6 +21,9 @@ from ..errors import GrammarError, TooManyStatesError
 from .nfa import Fragment
 
 _NO_LIMIT = np.iinfo(np.int32).max
+# The subset construction may pass through more states than the minimal result has (copies
+# of an ambiguous item in a bounded repeat); it may use this many times --max-states.
+SUBSET_FACTOR = 10
 
 
 @dataclass(frozen=True)
@@ -64,14 +67,21 @@ def determinize(frag: Fragment, max_states: int = _NO_LIMIT) -> ByteDFA:
     edge_ptr, edge_cols = _csr(frag.num_states, edges[:, 0],
                                np.stack([byte_class[edges[:, 1]], byte_class[edges[:, 2]],
                                          edges[:, 3]], axis=1))
+    limit = min(SUBSET_FACTOR * max_states, _NO_LIMIT)
     trans, accepting, status = _subset_construction(
         frag.num_states, eps_ptr, eps_dst[:, 0], edge_ptr,
         np.ascontiguousarray(edge_cols[:, 0]), np.ascontiguousarray(edge_cols[:, 1]),
-        np.ascontiguousarray(edge_cols[:, 2]), num_classes, max_states)
+        np.ascontiguousarray(edge_cols[:, 2]), num_classes, limit)
     if status:
         raise TooManyStatesError(
-            f"the automaton needs more than {max_states:,} DFA states (raise --max-states)")
-    return minimize(trans, byte_class, accepting)
+            f"determinising needs more than {limit:,} intermediate DFA states "
+            f"({SUBSET_FACTOR} x --max-states {max_states:,}); raise --max-states")
+    dfa = minimize(trans, byte_class, accepting)
+    if dfa.num_states > max_states:
+        raise TooManyStatesError(
+            f"the automaton needs {dfa.num_states:,} DFA states, more than --max-states "
+            f"{max_states:,}")
+    return dfa
 
 
 def minimize(trans: np.ndarray, byte_class: np.ndarray, accepting: np.ndarray) -> ByteDFA:
@@ -100,14 +110,19 @@ def minimize(trans: np.ndarray, byte_class: np.ndarray, accepting: np.ndarray) -
 def _merge_byte_classes(trans: np.ndarray, byte_class: np.ndarray,
                         accepting: np.ndarray) -> ByteDFA:
     """Merge classes with identical columns; number classes by their first byte."""
-    columns = trans[:, byte_class].T  # [256, states]
-    _, first, inverse = np.unique(columns, axis=0, return_index=True, return_inverse=True)
-    inverse = inverse.reshape(-1)
-    order = np.argsort(first, kind="stable")  # groups in order of their first byte
-    rank = np.empty(len(order), np.int32)
-    rank[order] = np.arange(len(order), dtype=np.int32)
-    new_class = rank[inverse].astype(np.int32)
-    merged = np.ascontiguousarray(columns[first[order]].T, dtype=np.int32)
+    columns = np.ascontiguousarray(trans.T)  # [classes, states]
+    group_of_column: dict[bytes, int] = {}
+    merged_of_class = np.empty(len(columns), np.int32)
+    for c, column in enumerate(columns):
+        merged_of_class[c] = group_of_column.setdefault(column.tobytes(), len(group_of_column))
+    merged_of_byte = merged_of_class[byte_class]
+    # renumber merged classes by the first byte that uses them
+    _, first = np.unique(merged_of_byte, return_index=True)
+    rank = np.empty(len(first), np.int32)
+    rank[np.argsort(first, kind="stable")] = np.arange(len(first), dtype=np.int32)
+    new_class = rank[merged_of_byte]
+    merged = np.empty((trans.shape[0], len(first)), np.int32)
+    merged[:, new_class] = trans[:, byte_class]
     return ByteDFA(merged, new_class, accepting.astype(np.bool_))
 
 
