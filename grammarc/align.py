@@ -104,8 +104,14 @@ def align(dfa: ByteDFA, trie: VocabTrie, vocab_size: int, eos_token_ids: tuple[i
     `progress(done, total)` is called between chunks of states, if given.
     """
     num_states, num_classes = dfa.trans.shape
-    label, depth, end, node_of_byte_node = _class_trie(
-        trie.node_byte, trie.node_depth, dfa.byte_class.astype(np.int32), num_classes)
+    byte_class = dfa.byte_class.astype(np.int32)
+    if _byte_walk_estimate(dfa, trie) < trie.num_nodes:
+        # a narrow grammar: walking the byte trie costs less than folding it
+        label, depth, end = byte_class[trie.node_byte], trie.node_depth, trie.node_end
+        node_of_byte_node = np.arange(trie.num_nodes)
+    else:
+        label, depth, end, node_of_byte_node = _class_trie(
+            trie.node_byte, trie.node_depth, byte_class, num_classes)
     # items: class-trie nodes that end a token, plus one item for all EOS tokens
     item_of_token = np.full(vocab_size, -1, np.int64)
     item_of_token[trie.toks] = node_of_byte_node[trie.tok_node]
@@ -136,6 +142,16 @@ def align(dfa: ByteDFA, trie: VocabTrie, vocab_size: int, eos_token_ids: tuple[i
     state_row, row_ptr, row_class, row_delta = _dedupe_rows(state_ptr, entry_class, entry_next,
                                                             min_tokens)
     return TokenTable(token_class, state_row, row_ptr, row_class, row_delta, min_tokens)
+
+
+def _byte_walk_estimate(dfa: ByteDFA, trie: VocabTrie) -> int:
+    """An upper bound of the trie nodes a byte-trie walk visits from all states: each state's
+    live first bytes times the size of the subtrees below them."""
+    first_level = np.flatnonzero(trie.node_depth == 1)
+    subtree = np.zeros(256, np.int64)
+    subtree[trie.node_byte[first_level]] = trie.node_end[first_level] - first_level
+    per_class = np.bincount(dfa.byte_class, weights=subtree, minlength=dfa.num_classes)
+    return int(((dfa.trans[1:] != 0).astype(np.int64) @ per_class.astype(np.int64)).sum())
 
 
 def _refine_all(walk: tuple, num_items: int, num_states: int,
@@ -214,28 +230,29 @@ class _SplitForest:
 
     def __init__(self, num_items: int, num_states: int) -> None:
         self.cls = np.zeros(num_items, np.int32)
-        self.parent = np.zeros(max(1024, 2 * num_items), np.int32)
+        # grown by _refine as needed; small grammars never touch much memory
+        self.parent = np.zeros(4096, np.int32)
         self.n_ids = 1  # id 0: the class of items no state has allowed yet
-        self.rec_id = np.zeros(max(1024, 2 * num_items), np.int32)
-        self.rec_next = np.zeros(max(1024, 2 * num_items), np.int64)
+        self.rec_id = np.zeros(4096, np.int32)
+        self.rec_next = np.zeros(4096, np.int64)
         self.n_rec = 0
         self.rec_start = np.zeros(num_states, np.int64)  # records of state s: rec_start[s]..
         self.rec_end = np.zeros(num_states, np.int64)    # ..rec_end[s]; empty if not walked here
-        table = 1 << max(4, int(2 * num_items).bit_length())
-        self.ht_stamp = np.zeros(table, np.int64)
-        self.ht_class = np.zeros(table, np.int32)
-        self.ht_next = np.zeros(table, np.int64)
-        self.ht_new = np.zeros(table, np.int32)
-        self.first_stamp = np.zeros(len(self.parent), np.int64)  # per class, see _refine
-        self.first_next = np.zeros(len(self.parent), np.int64)
-        self.first_new = np.zeros(len(self.parent), np.int32)
+        self.ht_stamp = np.zeros(1024, np.int64)
+        self.ht_class = np.zeros(1024, np.int32)
+        self.ht_next = np.zeros(1024, np.int64)
+        self.ht_new = np.zeros(1024, np.int32)
+        self.first_stamp = np.zeros(4096, np.int64)  # per class, see _refine
+        self.first_next = np.zeros(4096, np.int64)
+        self.first_new = np.zeros(4096, np.int32)
         self.out_item = np.zeros(num_items + 1, np.int32)
         self.out_next = np.zeros(num_items + 1, np.int64)
 
     def refine(self, code, end, trans_off, num_classes, accepting, eos_item, lo, hi) -> None:
         stack = np.zeros(int(code.max(initial=0) >> 16) + 1, trans_off.dtype)
         (self.parent, self.rec_id, self.rec_next, self.n_ids, self.n_rec, self.first_stamp,
-         self.first_next, self.first_new) = _refine(
+         self.first_next, self.first_new, self.ht_stamp, self.ht_class, self.ht_next,
+         self.ht_new) = _refine(
             code, end, trans_off, num_classes, accepting, eos_item, lo, hi, self.cls,
             self.parent, self.n_ids, self.rec_id, self.rec_next, self.n_rec,
             self.rec_start, self.rec_end, self.ht_stamp, self.ht_class, self.ht_next, self.ht_new,
@@ -383,6 +400,15 @@ def _refine(code, end, trans_off, n_classes, accepting, eos_item, lo, hi, cls, p
             grown_next = np.zeros(2 * (n_rec + k), np.int64)
             grown_next[:n_rec] = rec_next[:n_rec]
             rec_next = grown_next
+        if 2 * k > len(ht_stamp):
+            size = len(ht_stamp)
+            while size < 2 * k:
+                size *= 2
+            ht_stamp = np.zeros(size, np.int64)  # stamps of earlier states are stale anyway
+            ht_class = np.zeros(size, np.int32)
+            ht_next = np.zeros(size, np.int64)
+            ht_new = np.zeros(size, np.int32)
+            mask = size - 1
         if n_ids + k > len(first_stamp):
             size = 2 * (n_ids + k)
             grown_stamp = np.zeros(size, np.int64)
@@ -427,7 +453,8 @@ def _refine(code, end, trans_off, n_classes, accepting, eos_item, lo, hi, cls, p
             n_rec += 1
             cls[item] = new
         rec_end[s] = n_rec
-    return parent, rec_id, rec_next, n_ids, n_rec, first_stamp, first_next, first_new
+    return (parent, rec_id, rec_next, n_ids, n_rec, first_stamp, first_next, first_new,
+            ht_stamp, ht_class, ht_next, ht_new)
 
 
 @numba.njit(cache=True)
@@ -442,6 +469,16 @@ def _canonical_classes(forest_cls, item_of_token):
     # combine forest by forest: (class so far, class in next forest) -> dense id
     combined = np.zeros(n_items, np.int64)  # dense ids, < n_items
     for f in range(n_forests):
+        if n_forests == 1:  # one forest: its classes, renumbered densely in item order
+            dense = np.full(forest_cls[0].max() + 1, -1, np.int64)
+            n_seen = 0
+            for item in range(n_items):
+                c = forest_cls[0, item]
+                if dense[c] < 0:
+                    dense[c] = n_seen
+                    n_seen += 1
+                combined[item] = dense[c]
+            break
         table_size = 16
         while table_size < 2 * n_items:
             table_size *= 2

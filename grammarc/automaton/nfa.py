@@ -12,6 +12,7 @@ Edges are byte ranges `(src, lo, hi, dst)`; epsilon edges are `(src, dst)`.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -39,6 +40,20 @@ class _Stamper:
         self.next_free = first_free
         self.eps: list[np.ndarray] = []
         self.edges: list[np.ndarray] = []
+        self.char_edges: list[tuple[int, int, int, int]] = []  # written by `char`, no numpy
+
+    def char(self, ranges: tuple[tuple[int, int], ...], entry: int, exit_: int) -> None:
+        """One character of the set from `entry` to `exit_` (cheaper than placing a fragment)."""
+        for seq in utf8_sequences(ranges):
+            src = entry
+            for i, (lo, hi) in enumerate(seq):
+                if i == len(seq) - 1:
+                    dst = exit_
+                else:
+                    dst = self.next_free
+                    self.next_free += 1
+                self.char_edges.append((src, lo, hi, dst))
+                src = dst
 
     def new_states(self, count: int) -> np.ndarray:
         ids = np.arange(self.next_free, self.next_free + count, dtype=np.int32)
@@ -71,6 +86,8 @@ class _Stamper:
         self.eps.append(np.stack([src, dst], axis=-1).astype(np.int32).reshape(-1, 2))
 
     def fragment(self) -> Fragment:
+        if self.char_edges:
+            self.edges.append(np.array(self.char_edges, np.int32))
         eps = np.concatenate(self.eps) if self.eps else _EMPTY_EPS
         edges = np.concatenate(self.edges) if self.edges else _EMPTY_EDGES
         return Fragment(self.next_free, eps, edges)
@@ -114,14 +131,20 @@ class NFABuilder:
         stamper = _Stamper(2)
         joints = np.concatenate([[0], stamper.new_states(len(expr.parts) - 1), [1]]).astype(np.int32)
         for i, part in enumerate(expr.parts):
-            stamper.place(self.build(part), joints[i:i + 1], joints[i + 1:i + 2])
+            if isinstance(part, CharSet):
+                stamper.char(part.ranges, int(joints[i]), int(joints[i + 1]))
+            else:
+                stamper.place(self.build(part), joints[i:i + 1], joints[i + 1:i + 2])
         return stamper.fragment()
 
     def _alt(self, expr: Alt) -> Fragment:
         stamper = _Stamper(2)
         zero, one = np.zeros(1, np.int32), np.ones(1, np.int32)
         for option in expr.options:
-            stamper.place(self.build(option), zero, one)
+            if isinstance(option, CharSet):
+                stamper.char(option.ranges, 0, 1)
+            else:
+                stamper.place(self.build(option), zero, one)
         return stamper.fragment()
 
     def _repeat(self, expr: Repeat) -> Fragment:
@@ -146,19 +169,9 @@ class NFABuilder:
         return stamper.fragment()
 
 
+@lru_cache(maxsize=4096)
 def _charset_fragment(ranges: tuple[tuple[int, int], ...]) -> Fragment:
     """One character of the set, as UTF-8 byte-range chains from entry to exit."""
-    edges: list[tuple[int, int, int, int]] = []
-    next_state = 2
-    for seq in utf8_sequences(ranges):
-        src = 0
-        for i, (lo, hi) in enumerate(seq):
-            if i == len(seq) - 1:
-                dst = 1
-            else:
-                dst = next_state
-                next_state += 1
-            edges.append((src, lo, hi, dst))
-            src = dst
-    arr = np.array(edges, np.int32).reshape(-1, 4) if edges else _EMPTY_EDGES
-    return Fragment(next_state, _EMPTY_EPS, arr)
+    stamper = _Stamper(2)
+    stamper.char(ranges, 0, 1)
+    return stamper.fragment()

@@ -205,7 +205,9 @@ class Grammar:
             "byte_next": self._byte_next,
         }
         if layout == "factored":
-            order = np.argsort(self._token_class, kind="stable")
+            # a stable sort on 16-bit keys is a radix sort in numpy
+            keys = self._token_class.astype(np.uint16 if self.num_classes <= 1 << 16 else np.int64)
+            order = np.argsort(keys, kind="stable")
             listed = order[self._token_class[order] > 0]
             counts = np.bincount(self._token_class, minlength=self.num_classes)
             counts[0] = 0
