@@ -67,11 +67,13 @@ def determinize(frag: Fragment, max_states: int = _NO_LIMIT) -> ByteDFA:
     edge_ptr, edge_cols = _csr(frag.num_states, edges[:, 0],
                                np.stack([byte_class[edges[:, 1]], byte_class[edges[:, 2]],
                                          edges[:, 3]], axis=1))
+    tag_ptr, tag_cols = _csr(frag.num_states, frag.tags[:, 0], frag.tags[:, 1:3])
     limit = min(SUBSET_FACTOR * max_states, _NO_LIMIT)
     trans, accepting, status = _subset_construction(
         frag.num_states, eps_ptr, eps_dst[:, 0], edge_ptr,
         np.ascontiguousarray(edge_cols[:, 0]), np.ascontiguousarray(edge_cols[:, 1]),
-        np.ascontiguousarray(edge_cols[:, 2]), num_classes, limit)
+        np.ascontiguousarray(edge_cols[:, 2]), tag_ptr, np.ascontiguousarray(tag_cols[:, 0]),
+        np.ascontiguousarray(tag_cols[:, 1]), num_classes, limit)
     if status:
         raise TooManyStatesError(
             f"determinising needs more than {limit:,} intermediate DFA states "
@@ -152,8 +154,61 @@ def _hash_set(data, lo, hi):
 
 
 @numba.njit(cache=True)
+def _close(buf, k, eps_ptr, eps_dst, mark, stamp, stack):
+    """Replace the seeds buf[:k] by their epsilon closure; returns its size (unsorted)."""
+    sp = 0
+    for i in range(k):
+        v = buf[i]
+        if mark[v] != stamp:
+            mark[v] = stamp
+            stack[sp] = v
+            sp += 1
+    k = 0
+    while sp > 0:
+        sp -= 1
+        u = stack[sp]
+        buf[k] = u
+        k += 1
+        for j in range(eps_ptr[u], eps_ptr[u + 1]):
+            v = eps_dst[j]
+            if mark[v] != stamp:
+                mark[v] = stamp
+                stack[sp] = v
+                sp += 1
+    return k
+
+
+@numba.njit(cache=True)
+def _prune(buf, k, tag_ptr, tag_key, tag_rank, best_stamp, best_rank, stamp):
+    """Drop states dominated by a lower-ranked state of the same key (see nfa.py)."""
+    has_tags = False
+    for i in range(k):
+        u = buf[i]
+        for j in range(tag_ptr[u], tag_ptr[u + 1]):
+            has_tags = True
+            key = tag_key[j]
+            if best_stamp[key] != stamp or tag_rank[j] < best_rank[key]:
+                best_stamp[key] = stamp
+                best_rank[key] = tag_rank[j]
+    if not has_tags:
+        return k
+    kept = 0
+    for i in range(k):
+        u = buf[i]
+        dominated = False
+        for j in range(tag_ptr[u], tag_ptr[u + 1]):
+            if tag_rank[j] > best_rank[tag_key[j]]:
+                dominated = True
+                break
+        if not dominated:
+            buf[kept] = u
+            kept += 1
+    return kept
+
+
+@numba.njit(cache=True)
 def _subset_construction(n_nfa, eps_ptr, eps_dst, edge_ptr, edge_clo, edge_chi, edge_dst,
-                         n_classes, max_states):
+                         tag_ptr, tag_key, tag_rank, n_classes, max_states):
     """Subset construction; DFA state 0 is the empty set, 1 the start closure.
 
     Returns (trans, accepting, status); status 1 means max_states was exceeded.
@@ -169,6 +224,8 @@ def _subset_construction(n_nfa, eps_ptr, eps_dst, edge_ptr, edge_clo, edge_chi, 
     n_dfa = 0
 
     mark = np.zeros(n_nfa, np.int64)
+    best_stamp = np.zeros(n_nfa, np.int64)
+    best_rank = np.zeros(n_nfa, np.int32)
     stamp = 0
     stack = np.empty(n_nfa, np.int32)
     buf = np.empty(n_nfa, np.int32)
@@ -177,149 +234,121 @@ def _subset_construction(n_nfa, eps_ptr, eps_dst, edge_ptr, edge_clo, edge_chi, 
     item_val = np.empty(1024, np.int32)
     item_next = np.empty(1024, np.int64)
 
-    # seed 0: the empty set; seed 1: closure of the NFA entry
-    for seed in range(2):
-        k = 0
-        if seed == 1:
+    # seed 0: the empty set; seed 1: closure of the NFA entry; then one subset per (state, class)
+    d = -2
+    n_touched = 0
+    ti = 0
+    while True:
+        if d == -2:
+            k = 0
+        elif d == -1:
+            buf[0] = 0
             stamp += 1
-            sp = 0
-            mark[0] = stamp
-            stack[sp] = 0
-            sp += 1
-            while sp > 0:
-                sp -= 1
-                u = stack[sp]
-                buf[k] = u
-                k += 1
-                for j in range(eps_ptr[u], eps_ptr[u + 1]):
-                    v = eps_dst[j]
-                    if mark[v] != stamp:
-                        mark[v] = stamp
-                        stack[sp] = v
-                        sp += 1
-            buf[:k].sort()
-        h = _hash_set(buf, 0, k)
-        slot = np.int64(h & np.uint64(table_size - 1))
-        while table[slot] != -1:
-            slot = (slot + 1) & (table_size - 1)
-        table[slot] = n_dfa
-        set_hash[n_dfa] = h
-        set_data[set_off[n_dfa]:set_off[n_dfa] + k] = buf[:k]
-        set_off[n_dfa + 1] = set_off[n_dfa] + k
-        for i in range(k):
-            if buf[i] == 1:
-                accepting[n_dfa] = True
-        n_dfa += 1
-
-    d = 1
-    while d < n_dfa:
-        lo = set_off[d]
-        hi = set_off[d + 1]
-        need = 0
-        for idx in range(lo, hi):
-            u = set_data[idx]
-            for e in range(edge_ptr[u], edge_ptr[u + 1]):
-                need += edge_chi[e] - edge_clo[e] + 1
-        if need > len(item_val):
-            item_val = np.empty(2 * need, np.int32)
-            item_next = np.empty(2 * need, np.int64)
-        n_items = 0
-        n_touched = 0
-        for idx in range(lo, hi):
-            u = set_data[idx]
-            for e in range(edge_ptr[u], edge_ptr[u + 1]):
-                for c in range(edge_clo[e], edge_chi[e] + 1):
-                    if head[c] == -1:
-                        touched[n_touched] = c
-                        n_touched += 1
-                    item_val[n_items] = edge_dst[e]
-                    item_next[n_items] = head[c]
-                    head[c] = n_items
-                    n_items += 1
-        touched[:n_touched].sort()
-        for ti in range(n_touched):
+            k = _close(buf, 1, eps_ptr, eps_dst, mark, stamp, stack)
+        else:
+            if ti == n_touched:
+                # next DFA state: bucket the moves of its NFA states by class
+                d += 1
+                if d >= n_dfa:
+                    break
+                lo = set_off[d]
+                hi = set_off[d + 1]
+                need = 0
+                for idx in range(lo, hi):
+                    u = set_data[idx]
+                    for e in range(edge_ptr[u], edge_ptr[u + 1]):
+                        need += edge_chi[e] - edge_clo[e] + 1
+                if need > len(item_val):
+                    item_val = np.empty(2 * need, np.int32)
+                    item_next = np.empty(2 * need, np.int64)
+                n_items = 0
+                n_touched = 0
+                for idx in range(lo, hi):
+                    u = set_data[idx]
+                    for e in range(edge_ptr[u], edge_ptr[u + 1]):
+                        for c in range(edge_clo[e], edge_chi[e] + 1):
+                            if head[c] == -1:
+                                touched[n_touched] = c
+                                n_touched += 1
+                            item_val[n_items] = edge_dst[e]
+                            item_next[n_items] = head[c]
+                            head[c] = n_items
+                            n_items += 1
+                touched[:n_touched].sort()
+                ti = 0
+                continue
             c = touched[ti]
-            stamp += 1
-            sp = 0
+            k = 0
             it = head[c]
             while it != -1:
-                v = item_val[it]
-                if mark[v] != stamp:
-                    mark[v] = stamp
-                    stack[sp] = v
-                    sp += 1
+                buf[k] = item_val[it]
+                k += 1
                 it = item_next[it]
             head[c] = -1
-            k = 0
-            while sp > 0:
-                sp -= 1
-                u = stack[sp]
-                buf[k] = u
-                k += 1
-                for j in range(eps_ptr[u], eps_ptr[u + 1]):
-                    v = eps_dst[j]
-                    if mark[v] != stamp:
-                        mark[v] = stamp
-                        stack[sp] = v
-                        sp += 1
-            buf[:k].sort()
-            h = _hash_set(buf, 0, k)
-            slot = np.int64(h & np.uint64(table_size - 1))
-            found = -1
-            while table[slot] != -1:
-                cand = table[slot]
-                if set_hash[cand] == h and set_off[cand + 1] - set_off[cand] == k:
-                    same = True
-                    base = set_off[cand]
-                    for i in range(k):
-                        if set_data[base + i] != buf[i]:
-                            same = False
-                            break
-                    if same:
-                        found = cand
-                        break
-                slot = (slot + 1) & (table_size - 1)
-            if found == -1:
-                if n_dfa >= max_states:
-                    return trans[:n_dfa], accepting[:n_dfa], 1
-                if n_dfa == cap:
-                    cap *= 2
-                    new_trans = np.zeros((cap, n_classes), np.int32)
-                    new_trans[:n_dfa] = trans
-                    trans = new_trans
-                    new_acc = np.zeros(cap, np.bool_)
-                    new_acc[:n_dfa] = accepting
-                    accepting = new_acc
-                    new_off = np.zeros(cap + 1, np.int64)
-                    new_off[:n_dfa + 1] = set_off[:n_dfa + 1]
-                    set_off = new_off
-                    new_hash = np.zeros(cap, np.uint64)
-                    new_hash[:n_dfa] = set_hash[:n_dfa]
-                    set_hash = new_hash
-                end = set_off[n_dfa] + k
-                if end > len(set_data):
-                    new_data = np.empty(max(2 * len(set_data), end), np.int32)
-                    new_data[:set_off[n_dfa]] = set_data[:set_off[n_dfa]]
-                    set_data = new_data
-                set_data[set_off[n_dfa]:end] = buf[:k]
-                set_off[n_dfa + 1] = end
-                set_hash[n_dfa] = h
+            stamp += 1
+            k = _close(buf, k, eps_ptr, eps_dst, mark, stamp, stack)
+        k = _prune(buf, k, tag_ptr, tag_key, tag_rank, best_stamp, best_rank, stamp)
+        buf[:k].sort()
+        h = _hash_set(buf, 0, k)
+        slot = np.int64(h & np.uint64(table_size - 1))
+        found = -1
+        while table[slot] != -1:
+            cand = table[slot]
+            if set_hash[cand] == h and set_off[cand + 1] - set_off[cand] == k:
+                same = True
+                base = set_off[cand]
                 for i in range(k):
-                    if buf[i] == 1:
-                        accepting[n_dfa] = True
-                table[slot] = n_dfa
-                found = n_dfa
-                n_dfa += 1
-                if 2 * n_dfa > table_size:
-                    table_size *= 2
-                    table = np.full(table_size, -1, np.int32)
-                    for s in range(n_dfa):
-                        sl = np.int64(set_hash[s] & np.uint64(table_size - 1))
-                        while table[sl] != -1:
-                            sl = (sl + 1) & (table_size - 1)
-                        table[sl] = s
-            trans[d, c] = found
-        d += 1
+                    if set_data[base + i] != buf[i]:
+                        same = False
+                        break
+                if same:
+                    found = cand
+                    break
+            slot = (slot + 1) & (table_size - 1)
+        if found == -1:
+            if n_dfa >= max_states:
+                return trans[:n_dfa], accepting[:n_dfa], 1
+            if n_dfa == cap:
+                cap *= 2
+                new_trans = np.zeros((cap, n_classes), np.int32)
+                new_trans[:n_dfa] = trans
+                trans = new_trans
+                new_acc = np.zeros(cap, np.bool_)
+                new_acc[:n_dfa] = accepting
+                accepting = new_acc
+                new_off = np.zeros(cap + 1, np.int64)
+                new_off[:n_dfa + 1] = set_off[:n_dfa + 1]
+                set_off = new_off
+                new_hash = np.zeros(cap, np.uint64)
+                new_hash[:n_dfa] = set_hash[:n_dfa]
+                set_hash = new_hash
+            end = set_off[n_dfa] + k
+            if end > len(set_data):
+                new_data = np.empty(max(2 * len(set_data), end), np.int32)
+                new_data[:set_off[n_dfa]] = set_data[:set_off[n_dfa]]
+                set_data = new_data
+            set_data[set_off[n_dfa]:end] = buf[:k]
+            set_off[n_dfa + 1] = end
+            set_hash[n_dfa] = h
+            for i in range(k):
+                if buf[i] == 1:
+                    accepting[n_dfa] = True
+            table[slot] = n_dfa
+            found = n_dfa
+            n_dfa += 1
+            if 2 * n_dfa > table_size:
+                table_size *= 2
+                table = np.full(table_size, -1, np.int32)
+                for s in range(n_dfa):
+                    sl = np.int64(set_hash[s] & np.uint64(table_size - 1))
+                    while table[sl] != -1:
+                        sl = (sl + 1) & (table_size - 1)
+                    table[sl] = s
+        if d >= 0:
+            trans[d, touched[ti]] = found
+            ti += 1
+        else:
+            d += 1
     return trans[:n_dfa].copy(), accepting[:n_dfa].copy(), 0
 
 

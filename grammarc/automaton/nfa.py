@@ -7,11 +7,18 @@ merges one exit with the next entry; alternation shares entry and exit), and a r
 stamped out many times with one vectorised offset instead of being rebuilt per copy.
 
 Edges are byte ranges `(src, lo, hi, dst)`; epsilon edges are `(src, dst)`.
+
+Dominance tags `(state, key, rank)` mark states of the optional copies of a bounded repeat:
+states with the same key are the same position of the item in different copies, and the one of
+lower rank accepts every continuation the other accepts (more copies may still follow it). The
+subset construction uses them to keep only the lowest-ranked of such states in a subset, which
+does not change the subset's language but stops `x{0,n}` of an item whose copies can overlap
+from exploring every combination of copies.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 
 import numpy as np
@@ -22,6 +29,7 @@ from .utf8 import utf8_sequences
 
 _EMPTY_EPS = np.zeros((0, 2), np.int32)
 _EMPTY_EDGES = np.zeros((0, 4), np.int32)
+_EMPTY_TAGS = np.zeros((0, 3), np.int32)
 
 
 @dataclass(frozen=True)
@@ -31,6 +39,7 @@ class Fragment:
     num_states: int
     eps: np.ndarray    # int32 (k, 2): src, dst
     edges: np.ndarray  # int32 (k, 4): src, byte lo, byte hi, dst
+    tags: np.ndarray = field(default_factory=lambda: _EMPTY_TAGS)  # int32 (k, 3): state, key, rank
 
 
 class _Stamper:
@@ -40,6 +49,7 @@ class _Stamper:
         self.next_free = first_free
         self.eps: list[np.ndarray] = []
         self.edges: list[np.ndarray] = []
+        self.tags: list[np.ndarray] = []
         self.char_edges: list[tuple[int, int, int, int]] = []  # written by `char`, no numpy
 
     def char(self, ranges: tuple[tuple[int, int], ...], entry: int, exit_: int) -> None:
@@ -60,8 +70,11 @@ class _Stamper:
         self.next_free += count
         return ids
 
-    def place(self, frag: Fragment, entries: np.ndarray, exits: np.ndarray) -> None:
-        """Place len(entries) copies of `frag`, copy i between entries[i] and exits[i]."""
+    def place(self, frag: Fragment, entries: np.ndarray, exits: np.ndarray) -> np.ndarray:
+        """Place len(entries) copies of `frag`, copy i between entries[i] and exits[i].
+
+        Returns the mapping `[copy, local state] -> global state`.
+        """
         copies = len(entries)
         inner = frag.num_states - 2
         base = self.new_states(copies * inner).reshape(copies, inner) if inner else None
@@ -81,6 +94,17 @@ class _Stamper:
             block[:, :, 2] = e[:, 2]
             block[:, :, 3] = mapping[:, e[:, 3]]
             self.edges.append(block.reshape(-1, 4))
+        if len(frag.tags):
+            t = frag.tags
+            tags = np.empty((copies, len(t), 3), np.int32)
+            tags[:, :, 0] = mapping[:, t[:, 0]]
+            tags[:, :, 1] = mapping[:, t[:, 1]]
+            tags[:, :, 2] = t[:, 2]
+            self.tags.append(tags.reshape(-1, 3))
+        return mapping
+
+    def add_tags(self, states: np.ndarray, keys: np.ndarray, ranks: np.ndarray) -> None:
+        self.tags.append(np.stack([states, keys, ranks], axis=-1).astype(np.int32).reshape(-1, 3))
 
     def add_eps(self, src: np.ndarray, dst: np.ndarray) -> None:
         self.eps.append(np.stack([src, dst], axis=-1).astype(np.int32).reshape(-1, 2))
@@ -90,7 +114,8 @@ class _Stamper:
             self.edges.append(np.array(self.char_edges, np.int32))
         eps = np.concatenate(self.eps) if self.eps else _EMPTY_EPS
         edges = np.concatenate(self.edges) if self.edges else _EMPTY_EDGES
-        return Fragment(self.next_free, eps, edges)
+        tags = np.concatenate(self.tags) if self.tags else _EMPTY_TAGS
+        return Fragment(self.next_free, eps, edges, tags)
 
 
 class NFABuilder:
@@ -156,7 +181,9 @@ class NFABuilder:
         self._check_size(2 + (chain_len + 1) * item.num_states)
         joints = np.concatenate([[0], stamper.new_states(chain_len)]).astype(np.int32)
         if chain_len:
-            stamper.place(item, joints[:-1], joints[1:])
+            mapping = stamper.place(item, joints[:-1], joints[1:])
+            if hi is not None:
+                self._tag_optional_copies(stamper, mapping, joints, lo)
         if hi is None:
             # after the mandatory copies: a loop through fresh states, then the exit
             loop_in, loop_out = stamper.new_states(2)
@@ -167,6 +194,22 @@ class NFABuilder:
             # every joint from the last mandatory one on may leave for the exit
             stamper.add_eps(joints[lo:], np.ones(optional + 1, np.int32))
         return stamper.fragment()
+
+
+    @staticmethod
+    def _tag_optional_copies(stamper: _Stamper, mapping: np.ndarray, joints: np.ndarray,
+                             lo: int) -> None:
+        """Dominance tags for a bounded repeat: copy c >= lo - 1 dominates later copies (after
+        it, at least as many more copies may follow), and so does joint k >= lo."""
+        first = max(lo - 1, 0)
+        copies = len(joints) - 1
+        if copies - first >= 2 and mapping.shape[1] > 2:
+            inner = mapping[first:, 2:]
+            stamper.add_tags(inner, np.broadcast_to(mapping[first, 2:], inner.shape),
+                             np.broadcast_to(np.arange(first, copies)[:, None], inner.shape))
+        if copies - lo >= 1:
+            stamper.add_tags(joints[lo:], np.full(len(joints) - lo, joints[lo]),
+                             np.arange(lo, len(joints)))
 
 
 @lru_cache(maxsize=4096)
