@@ -33,6 +33,7 @@ PATTERNS = [
     r"(?:ab)+?c??",
     r"[^\W\d]+",
     r'"(?:[^"\\\x00-\x1f]|\\["\\/bfnrt])*"',
+    r"[a-z0-9._%+-]{1,32}@[a-z0-9-]{1,30}(?:\.[a-z0-9-]{1,30}){0,3}\.[a-z]{2,10}",
 ]
 
 ALPHABET = "abcxyzE e-.,@!?0129\n\t\"\\/éàжぁゟ😀Ab_HWOLDhelowrd"
@@ -78,6 +79,41 @@ def test_exhaustive_small_alphabet(pattern: str, alphabet: str, length: int) -> 
         for chars in itertools.product(alphabet, repeat=n):
             text = "".join(chars)
             assert dfa.accepts(text.encode()) == bool(compiled.fullmatch(text)), text
+
+
+def _random_pattern(rng: random.Random, depth: int) -> str:
+    """A random regex over a, b, c with nested bounded repeats, alternation and classes."""
+    kind = rng.random()
+    if depth == 0 or kind < 0.3:
+        return rng.choice(["a", "b", "c", "[ab]", "[^a]", "[bc]", "."])
+    if kind < 0.55:
+        return "".join(_random_pattern(rng, depth - 1) for _ in range(rng.randint(2, 3)))
+    if kind < 0.75:
+        return "(?:" + "|".join(_random_pattern(rng, depth - 1)
+                                for _ in range(rng.randint(2, 3))) + ")"
+    lo = rng.randint(0, 2)
+    hi = rng.choice([lo, lo + 1, lo + 2, lo + 3, ""])
+    return f"(?:{_random_pattern(rng, depth - 1)}){{{lo},{hi}}}"
+
+
+@pytest.mark.parametrize("seed", range(200))
+def test_random_nested_patterns_exhaustively(seed: int) -> None:
+    """Random nesting of bounded repeats, concatenation and alternation, against re on every
+    string over {a, b, c} up to length 6: the subset construction's pruning must be exact."""
+    rng = random.Random(seed)
+    pattern = "".join(_random_pattern(rng, 3) for _ in range(rng.randint(1, 3)))
+    compiled = re.compile(pattern, re.ASCII | re.DOTALL)
+    try:
+        dfa = build_dfa(parse_regex("(?s)" + pattern))
+    except GrammarError:
+        assert not any(compiled.fullmatch("".join(chars)) for n in range(7)
+                       for chars in itertools.product("abc", repeat=n))
+        return
+    assert moore_classes(dfa.trans, dfa.accepting) == dfa.num_states
+    for n in range(7):
+        for chars in itertools.product("abc", repeat=n):
+            text = "".join(chars)
+            assert dfa.accepts(text.encode()) == bool(compiled.fullmatch(text)), (pattern, text)
 
 
 BOUNDARY_CODE_POINTS = [0, 0x7F, 0x80, 0x7FF, 0x800, 0xFFF, 0x1000, 0xD7FF, 0xE000, 0xFFFD,

@@ -68,12 +68,13 @@ def determinize(frag: Fragment, max_states: int = _NO_LIMIT) -> ByteDFA:
                                np.stack([byte_class[edges[:, 1]], byte_class[edges[:, 2]],
                                          edges[:, 3]], axis=1))
     tag_ptr, tag_cols = _csr(frag.num_states, frag.tags[:, 0], frag.tags[:, 1:3])
+    num_families = max(frag.num_families, 1)
     limit = min(SUBSET_FACTOR * max_states, _NO_LIMIT)
     trans, accepting, status = _subset_construction(
         frag.num_states, eps_ptr, eps_dst[:, 0], edge_ptr,
         np.ascontiguousarray(edge_cols[:, 0]), np.ascontiguousarray(edge_cols[:, 1]),
         np.ascontiguousarray(edge_cols[:, 2]), tag_ptr, np.ascontiguousarray(tag_cols[:, 0]),
-        np.ascontiguousarray(tag_cols[:, 1]), num_classes, limit)
+        np.ascontiguousarray(tag_cols[:, 1]), num_families, num_classes, limit)
     if status:
         raise TooManyStatesError(
             f"determinising needs more than {limit:,} intermediate DFA states "
@@ -179,17 +180,17 @@ def _close(buf, k, eps_ptr, eps_dst, mark, stamp, stack):
 
 
 @numba.njit(cache=True)
-def _prune(buf, k, tag_ptr, tag_key, tag_rank, best_stamp, best_rank, stamp):
-    """Drop states dominated by a lower-ranked state of the same key (see nfa.py)."""
+def _prune(buf, k, tag_ptr, tag_family, tag_rank, best_stamp, best_rank, stamp):
+    """Drop states dominated by a lower-ranked state of the same family (see nfa.py)."""
     has_tags = False
     for i in range(k):
         u = buf[i]
         for j in range(tag_ptr[u], tag_ptr[u + 1]):
             has_tags = True
-            key = tag_key[j]
-            if best_stamp[key] != stamp or tag_rank[j] < best_rank[key]:
-                best_stamp[key] = stamp
-                best_rank[key] = tag_rank[j]
+            family = tag_family[j]
+            if best_stamp[family] != stamp or tag_rank[j] < best_rank[family]:
+                best_stamp[family] = stamp
+                best_rank[family] = tag_rank[j]
     if not has_tags:
         return k
     kept = 0
@@ -197,7 +198,7 @@ def _prune(buf, k, tag_ptr, tag_key, tag_rank, best_stamp, best_rank, stamp):
         u = buf[i]
         dominated = False
         for j in range(tag_ptr[u], tag_ptr[u + 1]):
-            if tag_rank[j] > best_rank[tag_key[j]]:
+            if tag_rank[j] > best_rank[tag_family[j]]:
                 dominated = True
                 break
         if not dominated:
@@ -208,7 +209,7 @@ def _prune(buf, k, tag_ptr, tag_key, tag_rank, best_stamp, best_rank, stamp):
 
 @numba.njit(cache=True)
 def _subset_construction(n_nfa, eps_ptr, eps_dst, edge_ptr, edge_clo, edge_chi, edge_dst,
-                         tag_ptr, tag_key, tag_rank, n_classes, max_states):
+                         tag_ptr, tag_family, tag_rank, n_families, n_classes, max_states):
     """Subset construction; DFA state 0 is the empty set, 1 the start closure.
 
     Returns (trans, accepting, status); status 1 means max_states was exceeded.
@@ -224,8 +225,8 @@ def _subset_construction(n_nfa, eps_ptr, eps_dst, edge_ptr, edge_clo, edge_chi, 
     n_dfa = 0
 
     mark = np.zeros(n_nfa, np.int64)
-    best_stamp = np.zeros(n_nfa, np.int64)
-    best_rank = np.zeros(n_nfa, np.int32)
+    best_stamp = np.zeros(n_families, np.int64)
+    best_rank = np.zeros(n_families, np.int32)
     stamp = 0
     stack = np.empty(n_nfa, np.int32)
     buf = np.empty(n_nfa, np.int32)
@@ -287,7 +288,7 @@ def _subset_construction(n_nfa, eps_ptr, eps_dst, edge_ptr, edge_clo, edge_chi, 
             head[c] = -1
             stamp += 1
             k = _close(buf, k, eps_ptr, eps_dst, mark, stamp, stack)
-        k = _prune(buf, k, tag_ptr, tag_key, tag_rank, best_stamp, best_rank, stamp)
+        k = _prune(buf, k, tag_ptr, tag_family, tag_rank, best_stamp, best_rank, stamp)
         buf[:k].sort()
         h = _hash_set(buf, 0, k)
         slot = np.int64(h & np.uint64(table_size - 1))

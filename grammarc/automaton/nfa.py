@@ -8,8 +8,8 @@ stamped out many times with one vectorised offset instead of being rebuilt per c
 
 Edges are byte ranges `(src, lo, hi, dst)`; epsilon edges are `(src, dst)`.
 
-Dominance tags `(state, key, rank)` mark states of the optional copies of a bounded repeat:
-states with the same key are the same position of the item in different copies, and the one of
+Dominance tags `(state, family, rank)` mark states of the optional copies of a bounded repeat:
+states of one family are the same position of the item in different copies, and the one of
 lower rank accepts every continuation the other accepts (more copies may still follow it). The
 subset construction uses them to keep only the lowest-ranked of such states in a subset, which
 does not change the subset's language but stops `x{0,n}` of an item whose copies can overlap
@@ -39,7 +39,8 @@ class Fragment:
     num_states: int
     eps: np.ndarray    # int32 (k, 2): src, dst
     edges: np.ndarray  # int32 (k, 4): src, byte lo, byte hi, dst
-    tags: np.ndarray = field(default_factory=lambda: _EMPTY_TAGS)  # int32 (k, 3): state, key, rank
+    tags: np.ndarray = field(default_factory=lambda: _EMPTY_TAGS)  # (k, 3): state, family, rank
+    num_families: int = 0
 
 
 class _Stamper:
@@ -50,6 +51,7 @@ class _Stamper:
         self.eps: list[np.ndarray] = []
         self.edges: list[np.ndarray] = []
         self.tags: list[np.ndarray] = []
+        self.next_family = 0
         self.char_edges: list[tuple[int, int, int, int]] = []  # written by `char`, no numpy
 
     def char(self, ranges: tuple[tuple[int, int], ...], entry: int, exit_: int) -> None:
@@ -96,15 +98,21 @@ class _Stamper:
             self.edges.append(block.reshape(-1, 4))
         if len(frag.tags):
             t = frag.tags
+            families = self.new_families(copies * frag.num_families).reshape(copies, -1)
             tags = np.empty((copies, len(t), 3), np.int32)
             tags[:, :, 0] = mapping[:, t[:, 0]]
-            tags[:, :, 1] = mapping[:, t[:, 1]]
+            tags[:, :, 1] = families[:, t[:, 1]]
             tags[:, :, 2] = t[:, 2]
             self.tags.append(tags.reshape(-1, 3))
         return mapping
 
-    def add_tags(self, states: np.ndarray, keys: np.ndarray, ranks: np.ndarray) -> None:
-        self.tags.append(np.stack([states, keys, ranks], axis=-1).astype(np.int32).reshape(-1, 3))
+    def new_families(self, count: int) -> np.ndarray:
+        ids = np.arange(self.next_family, self.next_family + count, dtype=np.int32)
+        self.next_family += count
+        return ids
+
+    def add_tags(self, states: np.ndarray, families: np.ndarray, ranks: np.ndarray) -> None:
+        self.tags.append(np.stack([states, families, ranks], axis=-1).astype(np.int32).reshape(-1, 3))
 
     def add_eps(self, src: np.ndarray, dst: np.ndarray) -> None:
         self.eps.append(np.stack([src, dst], axis=-1).astype(np.int32).reshape(-1, 2))
@@ -115,7 +123,7 @@ class _Stamper:
         eps = np.concatenate(self.eps) if self.eps else _EMPTY_EPS
         edges = np.concatenate(self.edges) if self.edges else _EMPTY_EDGES
         tags = np.concatenate(self.tags) if self.tags else _EMPTY_TAGS
-        return Fragment(self.next_free, eps, edges, tags)
+        return Fragment(self.next_free, eps, edges, tags, self.next_family)
 
 
 class NFABuilder:
@@ -200,16 +208,20 @@ class NFABuilder:
     def _tag_optional_copies(stamper: _Stamper, mapping: np.ndarray, joints: np.ndarray,
                              lo: int) -> None:
         """Dominance tags for a bounded repeat: copy c >= lo - 1 dominates later copies (after
-        it, at least as many more copies may follow), and so does joint k >= lo."""
+        it, at least as many more copies may follow), and so does joint k >= lo. The entry
+        (joint 0) is left out: it is shared with what comes before the repeat."""
         first = max(lo - 1, 0)
         copies = len(joints) - 1
         if copies - first >= 2 and mapping.shape[1] > 2:
-            inner = mapping[first:, 2:]
-            stamper.add_tags(inner, np.broadcast_to(mapping[first, 2:], inner.shape),
+            inner = mapping[first:, 2:]  # one family per position inside the item
+            families = stamper.new_families(inner.shape[1])
+            stamper.add_tags(inner, np.broadcast_to(families, inner.shape),
                              np.broadcast_to(np.arange(first, copies)[:, None], inner.shape))
-        if copies - lo >= 1:
-            stamper.add_tags(joints[lo:], np.full(len(joints) - lo, joints[lo]),
-                             np.arange(lo, len(joints)))
+        start = max(lo, 1)
+        if len(joints) - start >= 2:
+            family = stamper.new_families(1)[0]
+            stamper.add_tags(joints[start:], np.full(len(joints) - start, family),
+                             np.arange(start, len(joints)))
 
 
 @lru_cache(maxsize=4096)
