@@ -81,9 +81,10 @@ def test_numpy_advance_matches_next_state(grammar, dense):
 
 @pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
 @pytest.mark.parametrize("inplace", [False, True])
-def test_torch_apply(grammar, dense, dtype, inplace):
+@pytest.mark.parametrize("padding", [0, 5])
+def test_torch_apply(grammar, dense, dtype, inplace, padding):
     states = torch.tensor([1, 0, grammar.num_states - 1, 3])
-    logits = torch.randn(len(states), grammar.vocab_size, dtype=getattr(torch, dtype))
+    logits = torch.randn(len(states), grammar.vocab_size + padding, dtype=getattr(torch, dtype))
     before = logits.clone()
     out = grammar.apply(logits, states, inplace=inplace)
     assert (out is logits) == inplace
@@ -111,8 +112,8 @@ def test_torch_packed_mask_table(grammar, dense, monkeypatch):
     tables = _torch.TorchTables(grammar, torch.device("cpu"))
     assert tables.packed
     rows = torch.as_tensor(grammar._state_row[[0, 1, 2, grammar.num_states - 1]])
-    forbidden = tables.forbidden_rows(rows).numpy()
-    assert np.array_equal(forbidden, dense[[0, 1, 2, grammar.num_states - 1]] == 0)
+    allowed = tables.allowed_rows(rows).numpy()
+    assert np.array_equal(allowed, dense[[0, 1, 2, grammar.num_states - 1]] != 0)
 
 
 def test_bad_shapes_are_clear_errors(grammar):

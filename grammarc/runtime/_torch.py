@@ -1,8 +1,8 @@
 """Torch side of the runtime: the grammar's tables on one device, masking without host trips.
 
-Built the first time a grammar meets a tensor on a device. Every row's forbidden-token mask is
+Built the first time a grammar meets a tensor on a device. Every row's allowed-token mask is
 materialised once (as booleans, or packed 8 per byte when that would be large), so a step is a
-gather plus a `masked_fill_`, and state steps are a `searchsorted`, all on the device.
+row gather plus one `where`, and state steps are a `searchsorted`, all on the device.
 """
 
 from __future__ import annotations
@@ -28,18 +28,19 @@ class TorchTables:
         chunks = []
         for lo in range(0, grammar.num_rows, _ROWS_PER_CHUNK):
             rows = range(lo, min(lo + _ROWS_PER_CHUNK, grammar.num_rows))
-            forbidden = ~np.stack([grammar._row_tokens_mask(r) for r in rows])
-            chunks.append(np.packbits(forbidden, axis=1) if self.packed else forbidden)
-        self.forbidden = torch.as_tensor(np.concatenate(chunks), device=device)
+            allowed = np.stack([grammar._row_tokens_mask(r) for r in rows])
+            chunks.append(np.packbits(allowed, axis=1) if self.packed else allowed)
+        self.allowed = torch.as_tensor(np.concatenate(chunks), device=device)
         self.shifts = torch.arange(7, -1, -1, device=device, dtype=torch.uint8)
+        self.neg_inf = {}
 
     def _states(self, states) -> torch.Tensor:
         if isinstance(states, torch.Tensor):
             return states.to(device=self.device, dtype=torch.long)
         return torch.as_tensor(np.asarray(states, np.int64), device=self.device)
 
-    def forbidden_rows(self, rows: torch.Tensor) -> torch.Tensor:
-        picked = self.forbidden[rows]
+    def allowed_rows(self, rows: torch.Tensor) -> torch.Tensor:
+        picked = self.allowed.index_select(0, rows)
         if not self.packed:
             return picked
         bits = (picked.unsqueeze(-1) >> self.shifts) & 1
@@ -54,13 +55,19 @@ class TorchTables:
         states = self._states(states).reshape(-1)
         if logits.dim() == 2 and len(states) != logits.shape[0]:
             raise ValueError(f"{logits.shape[0]} rows of logits but {len(states)} states")
-        forbidden = self.forbidden_rows(self.state_row[states])
+        allowed = self.allowed_rows(self.state_row[states])
         if logits.dim() == 1:
-            forbidden = forbidden[0]
-        out = logits if inplace else logits.clone()
-        out[..., :self.vocab_size].masked_fill_(forbidden, float("-inf"))
-        if logits.shape[-1] > self.vocab_size:
-            out[..., self.vocab_size:] = float("-inf")
+            allowed = allowed[0]
+        neg_inf = self.neg_inf.get(logits.dtype)
+        if neg_inf is None:
+            neg_inf = self.neg_inf[logits.dtype] = torch.tensor(
+                float("-inf"), dtype=logits.dtype, device=self.device)
+        if logits.shape[-1] == self.vocab_size:
+            return torch.where(allowed, logits, neg_inf, out=logits if inplace else None)
+        out = logits if inplace else torch.empty_like(logits)
+        torch.where(allowed, logits[..., :self.vocab_size], neg_inf,
+                    out=out[..., :self.vocab_size])
+        out[..., self.vocab_size:] = float("-inf")
         return out
 
     def advance(self, states, tokens):
