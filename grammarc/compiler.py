@@ -20,7 +20,7 @@ from .align import align, tokenizer_trie
 from .artifact import FORMAT_NAME, FORMAT_VERSION
 from .automaton import DEFAULT_MAX_STATES, ByteDFA, build_dfa
 from .errors import GrammarcError
-from .frontends import kind_for_path, parser_for, source_text
+from .frontends import FrontendOptions, kind_for_path, parser_for, source_text
 from .runtime import Grammar
 from .tokenizers import Tokenizer, load_tokenizer
 
@@ -28,19 +28,22 @@ Progress = Callable[[int, int], None]
 
 
 def compile(source: str | os.PathLike, tokenizer: Tokenizer | str | os.PathLike,
-            kind: str | None = None, *, max_states: int = DEFAULT_MAX_STATES,
-            progress: Progress | None = None,
+            kind: str | None = None, *, options: FrontendOptions | None = None,
+            max_states: int = DEFAULT_MAX_STATES, progress: Progress | None = None,
             timings: dict[str, float] | None = None) -> Grammar:
     """Compile a grammar for a tokenizer.
 
     `source` is the grammar text (then `kind` is required) or a path to a grammar file (the
     kind follows its suffix: .regex, .json, .lark, .gbnf, .fsm.yaml). `tokenizer` is a
-    `Tokenizer` or anything `load_tokenizer` accepts.
+    `Tokenizer` or anything `load_tokenizer` accepts. `options` are the front ends' options
+    (recursion depth, start rule, JSON whitespace, ...); notices such as unrolled recursion
+    are issued as `GrammarcNotice` warnings unless `options.notice` says otherwise.
     """
     kind, text, name = read_source(source, kind)
     tok = load_tokenizer(tokenizer)
+    options = options or FrontendOptions()
     with _timed(timings, "front end"):
-        expr = parser_for(kind)(text, name)
+        expr = parser_for(kind)(text, name, options)
     with _timed(timings, "byte DFA"):
         dfa = build_dfa(expr, max_states=max_states)
     with _timed(timings, "trie"):
@@ -55,7 +58,7 @@ def compile(source: str | os.PathLike, tokenizer: Tokenizer | str | os.PathLike,
         "source": text,
         "source_sha256": hashlib.sha256(text.encode("utf-8")).hexdigest(),
         "source_name": name,
-        "options": {"max_states": max_states},
+        "options": {"max_states": max_states, **options.to_metadata()},
         "tokenizer": {"name": tok.name, "fingerprint": tok.fingerprint,
                       "vocab_size": tok.vocab_size, "eos_token_ids": list(tok.eos_token_ids)},
         "start_state": 1,

@@ -5,8 +5,10 @@
 
 from __future__ import annotations
 
+import warnings
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 from ..automaton.expr import Expr
 from ..errors import GrammarcError
@@ -19,6 +21,33 @@ _SUFFIXES = (
     (".schema.json", "json-schema"), (".json", "json-schema"),
     (".regex", "regex"), (".lark", "lark"), (".gbnf", "gbnf"),
 )
+
+
+class GrammarcNotice(UserWarning):
+    """Something the user should know about a compiled grammar, e.g. unrolled recursion."""
+
+
+def _warn(message: str) -> None:
+    warnings.warn(message, GrammarcNotice, stacklevel=3)
+
+
+@dataclass(frozen=True)
+class FrontendOptions:
+    """Options of the front ends; each front end reads the ones that apply to it."""
+
+    max_depth: int = 4                 # recursion (JSON Schema $ref, Lark/GBNF rules) unrolled
+    start: str | None = None           # start rule (Lark, GBNF); None: the grammar's own
+    whitespace: str = "default"        # JSON Schema: default, compact, flexible or a regex
+    additional_properties: bool = True  # JSON Schema: False forbids undeclared properties
+    lenient: bool = False              # JSON Schema: ignore unsupported keywords, with a notice
+    notice: Callable[[str], None] = field(default=_warn, compare=False)  # where notices go
+
+    def to_metadata(self) -> dict[str, Any]:
+        """The options as recorded in an artifact."""
+        return {k: v for k, v in asdict(self).items() if k != "notice"}
+
+
+Parser = Callable[[str, "str | None", FrontendOptions], Expr]
 
 
 def kind_for_path(path: str | Path) -> str | None:
@@ -46,8 +75,8 @@ def source_text(kind: str, text: str) -> str:
     return text
 
 
-def parser_for(kind: str) -> Callable[[str, str | None], Expr]:
-    """The front end's parse function `(text, source_name) -> Expr`."""
+def parser_for(kind: str) -> Parser:
+    """The front end's parse function `(text, source_name, options) -> Expr`."""
     if kind not in KINDS:
         raise GrammarcError(f"unknown grammar kind {kind!r}; choose one of {', '.join(KINDS)}")
     if kind == "regex":

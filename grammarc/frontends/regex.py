@@ -18,6 +18,7 @@ from ..automaton.expr import (
     CharSet, Expr, alt, complement_ranges, concat, normalize_ranges, repeat,
 )
 from ..errors import GrammarError
+from . import FrontendOptions
 
 _ANY = ((0, 0x10FFFF),)
 _ANY_BUT_NEWLINE = ((0, 9), (11, 0x10FFFF))
@@ -48,8 +49,10 @@ _CONSTRUCT_SYNTAX = {
 }
 
 
-def parse_regex(pattern: str, source_name: str | None = None) -> Expr:
-    """The expression tree of `pattern` (Python `re` syntax, full match, ASCII classes)."""
+def parse_regex(pattern: str, source_name: str | None = None,
+                options: FrontendOptions | None = None) -> Expr:
+    """The expression tree of `pattern` (Python `re` syntax, full match, ASCII classes).
+    No front-end option applies to regexes."""
     try:
         tree = P.parse(pattern, re.ASCII)
     except re.error as exc:

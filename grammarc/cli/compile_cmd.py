@@ -1,7 +1,4 @@
-"""Command line: `grammarc compile`, `grammarc --version`.
-
-Exit codes: 0 success, 1 bad input (a one-line `error: ...` on stderr, no traceback), 2 usage.
-"""
+"""`grammarc compile`: a grammar source and a tokenizer to an artifact."""
 
 from __future__ import annotations
 
@@ -11,30 +8,11 @@ from pathlib import Path
 
 import click
 
-from ._version import __version__
-from .artifact import artifact_suffix
-from .automaton import DEFAULT_MAX_STATES
-from .errors import GrammarcError
-from .frontends import KINDS, grammar_stem
-
-EXIT_CODES_HELP = "Exit codes: 0 success, 1 bad input or failed check, 2 usage error."
-
-
-class _ErrorsAsExitCodes(click.Group):
-    """Turn `GrammarcError` into one line on stderr and exit code 1."""
-
-    def invoke(self, ctx: click.Context):
-        try:
-            return super().invoke(ctx)
-        except GrammarcError as exc:
-            click.echo(f"error: {exc}", err=True)
-            sys.exit(1)
-
-
-@click.group(cls=_ErrorsAsExitCodes, epilog=EXIT_CODES_HELP)
-@click.version_option(__version__, prog_name="grammarc")
-def main() -> None:
-    """Compile regexes and grammars into exact token tables for constrained LLM decoding."""
+from ..artifact import artifact_suffix
+from ..automaton import DEFAULT_MAX_STATES
+from ..errors import GrammarcError
+from ..frontends import KINDS, FrontendOptions, grammar_stem
+from . import EXIT_CODES_HELP, main
 
 
 class _AlignmentProgress:
@@ -100,13 +78,23 @@ def _check_output(output: Path) -> None:
               show_default=True, help="How the token table is stored.")
 @click.option("--max-states", type=click.IntRange(min=2), default=DEFAULT_MAX_STATES,
               show_default=True, help="Fail instead of building a DFA larger than this.")
+@click.option("--max-depth", type=click.IntRange(min=0), default=4, show_default=True,
+              help="How deep recursive rules and $refs are unrolled.")
+@click.option("--start", metavar="RULE", help="Start rule of a Lark or GBNF grammar.")
+@click.option("--whitespace", default="default", show_default=True, metavar="STYLE",
+              help="JSON whitespace: default, compact, flexible, or a regex.")
+@click.option("--no-additional-properties", "strict_objects", is_flag=True,
+              help="JSON Schema: forbid properties a schema does not declare.")
+@click.option("--lenient", is_flag=True,
+              help="JSON Schema: ignore unsupported keywords (with a notice) instead of failing.")
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing but errors.")
 def compile_command(source: Path | None, pattern: str | None, kind: str | None,
                     tokenizer_spec: str, output: Path | None, eos_ids: str | None, layout: str,
-                    max_states: int, quiet: bool) -> None:
+                    max_states: int, max_depth: int, start: str | None, whitespace: str,
+                    strict_objects: bool, lenient: bool, quiet: bool) -> None:
     """Compile SOURCE (or --regex PATTERN) into a token-table artifact."""
-    from .compiler import compile as compile_grammar
-    from .tokenizers import load_tokenizer
+    from ..compiler import compile as compile_grammar
+    from ..tokenizers import load_tokenizer
 
     if (source is None) == (pattern is None):
         raise click.UsageError("give either a SOURCE file or --regex PATTERN")
@@ -118,14 +106,16 @@ def compile_command(source: Path | None, pattern: str | None, kind: str | None,
     _check_output(output)
     started = time.perf_counter()
     tokenizer = load_tokenizer(tokenizer_spec, eos_token_ids=eos)
+    options = FrontendOptions(
+        max_depth=max_depth, start=start, whitespace=whitespace,
+        additional_properties=not strict_objects, lenient=lenient,
+        notice=(lambda message: None) if quiet else
+        (lambda message: click.echo(f"notice: {message}", err=True)))
     progress = _AlignmentProgress(quiet)
     try:
-        if pattern is not None:
-            grammar = compile_grammar(pattern, tokenizer, kind or "regex", max_states=max_states,
-                                      progress=progress)
-        else:
-            grammar = compile_grammar(source, tokenizer, kind, max_states=max_states,
-                                      progress=progress)
+        grammar = compile_grammar(pattern if pattern is not None else source, tokenizer,
+                                  kind or ("regex" if pattern is not None else None),
+                                  options=options, max_states=max_states, progress=progress)
     finally:
         progress.close()
     grammar.save(output, layout=layout)

@@ -1,0 +1,38 @@
+"""Command line (click). `main` is the `grammarc` group; each module of this package adds its
+commands to it.
+
+Exit codes: 0 success, 1 bad input or failed check (a one-line `error: ...` on stderr, no
+traceback), 2 usage.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from .._version import __version__
+from ..errors import GrammarcError
+
+EXIT_CODES_HELP = "Exit codes: 0 success, 1 bad input or failed check, 2 usage error."
+
+
+class _ErrorsAsExitCodes(click.Group):
+    """Turn `GrammarcError` into one line on stderr and exit code 1."""
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except GrammarcError as exc:
+            click.echo(f"error: {exc}", err=True)
+            sys.exit(1)
+
+
+@click.group(cls=_ErrorsAsExitCodes, epilog=EXIT_CODES_HELP)
+@click.version_option(__version__, prog_name="grammarc")
+def main() -> None:
+    """Compile regexes and grammars into exact token tables for constrained LLM decoding."""
+
+
+# the commands register themselves on `main`
+from . import compile_cmd  # noqa: E402,F401
