@@ -14,11 +14,14 @@ from .errors import ArtifactError, GrammarcError, GrammarError, TokenizerError
 from .runtime import Grammar, load
 
 if TYPE_CHECKING:
-    from .compiler import compile
+    from .compiler import compile, compile_json_schema
+    from .frontends import FrontendOptions
     from .tokenizers import Tokenizer, load_tokenizer
 
 _COMPILE_SIDE = {
     "compile": ("compiler", "compile"),
+    "compile_json_schema": ("compiler", "compile_json_schema"),
+    "FrontendOptions": ("frontends", "FrontendOptions"),
     "load_tokenizer": ("tokenizers", "load_tokenizer"),
     "Tokenizer": ("tokenizers", "Tokenizer"),
 }
@@ -36,6 +39,6 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
-    "ArtifactError", "Grammar", "GrammarError", "GrammarcError", "Tokenizer", "TokenizerError",
-    "__version__", "compile", "load", "load_tokenizer",
+    "ArtifactError", "FrontendOptions", "Grammar", "GrammarError", "GrammarcError", "Tokenizer",
+    "TokenizerError", "__version__", "compile", "compile_json_schema", "load", "load_tokenizer",
 ]

@@ -7,9 +7,12 @@ benchmarks and the CLI can report where time goes.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import time
 from contextlib import contextmanager
+from dataclasses import replace
+from decimal import Decimal
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -18,7 +21,7 @@ import numpy as np
 from ._version import __version__
 from .align import align, tokenizer_trie
 from .artifact import FORMAT_NAME, FORMAT_VERSION
-from .automaton import DEFAULT_MAX_STATES, ByteDFA, build_dfa
+from .automaton import DEFAULT_MAX_STATES, build_dfa
 from .errors import GrammarcError
 from .frontends import FrontendOptions, kind_for_path, parser_for, source_text
 from .runtime import Grammar
@@ -41,7 +44,7 @@ def compile(source: str | os.PathLike, tokenizer: Tokenizer | str | os.PathLike,
     """
     kind, text, name = read_source(source, kind)
     tok = load_tokenizer(tokenizer)
-    options = options or FrontendOptions()
+    options = replace(options or FrontendOptions(), max_states=max_states)
     with _timed(timings, "front end"):
         expr = parser_for(kind)(text, name, options)
     with _timed(timings, "byte DFA"):
@@ -58,17 +61,34 @@ def compile(source: str | os.PathLike, tokenizer: Tokenizer | str | os.PathLike,
         "source": text,
         "source_sha256": hashlib.sha256(text.encode("utf-8")).hexdigest(),
         "source_name": name,
-        "options": {"max_states": max_states, **options.to_metadata()},
+        "options": options.to_metadata(),
         "tokenizer": {"name": tok.name, "fingerprint": tok.fingerprint,
                       "vocab_size": tok.vocab_size, "eos_token_ids": list(tok.eos_token_ids)},
         "start_state": 1,
         "dead_state": 0,
     }
-    byte_ptr, byte_ranges, byte_next = byte_dfa_ranges(dfa)
+    byte_ptr, byte_ranges, byte_next = dfa.ranges()
     return Grammar(metadata, token_class=table.token_class, state_row=table.state_row,
                    row_ptr=table.row_ptr, row_class=table.row_class, row_delta=table.row_delta,
                    accepting=dfa.accepting, min_tokens_to_accept=table.min_tokens_to_accept,
                    byte_ptr=byte_ptr, byte_ranges=byte_ranges, byte_next=byte_next)
+
+
+def compile_json_schema(schema: dict | bool, tokenizer: Tokenizer | str | os.PathLike,
+                        **kwargs) -> Grammar:
+    """Compile a JSON Schema given as a Python object (`dict` or `bool`).
+
+    The schema is stored in the artifact as JSON text (property order kept). Keyword arguments
+    are those of `compile` (`options=FrontendOptions(whitespace="compact")`, `max_states`, ...).
+    """
+    text = json.dumps(schema, ensure_ascii=False, default=_json_default)
+    return compile(text, tokenizer, "json-schema", **kwargs)
+
+
+def _json_default(value):
+    if isinstance(value, Decimal):
+        return float(value) if value != value.to_integral_value() else int(value)
+    raise TypeError(f"not JSON serialisable: {value!r}")
 
 
 def read_source(source: str | os.PathLike, kind: str | None) -> tuple[str, str, str | None]:
@@ -101,24 +121,6 @@ def read_source(source: str | os.PathLike, kind: str | None) -> tuple[str, str, 
     except UnicodeDecodeError as exc:
         raise GrammarcError(f"{path}: not UTF-8 text (byte {exc.start})") from None
     return kind, source_text(kind, text), path.name
-
-
-def byte_dfa_ranges(dfa: ByteDFA) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The byte DFA as per-state runs of bytes with the same live target (artifact layout)."""
-    table = dfa.byte_table()
-    starts = np.ones(table.shape, np.bool_)
-    starts[:, 1:] = table[:, 1:] != table[:, :-1]
-    state, lo = np.nonzero(starts)
-    nxt = table[state, lo]
-    run_end = np.empty_like(lo)
-    run_end[:-1] = np.where(state[1:] == state[:-1], lo[1:] - 1, 255)
-    if len(lo):
-        run_end[-1] = 255
-    live = nxt != 0
-    state, lo, run_end, nxt = state[live], lo[live], run_end[live], nxt[live]
-    ptr = np.zeros(dfa.num_states + 1, np.int64)
-    np.cumsum(np.bincount(state, minlength=dfa.num_states), out=ptr[1:])
-    return ptr, np.stack([lo, run_end], axis=1), nxt
 
 
 @contextmanager

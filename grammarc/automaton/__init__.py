@@ -2,24 +2,16 @@
 
 from __future__ import annotations
 
-from .dfa import ByteDFA, determinize
-from .expr import EMPTY, NOTHING, Alt, CharSet, Concat, Expr, Repeat, alt, charset, concat, literal, repeat
-from .nfa import NFABuilder
-
-DEFAULT_MAX_STATES = 100_000
-
-
-def build_dfa(expr: Expr, max_states: int = DEFAULT_MAX_STATES) -> ByteDFA:
-    """The minimal byte DFA of `expr`: UTF-8 text, dead = 0, start = 1.
-
-    `max_states` bounds the DFA (and, scaled, the NFA it is built from) so that a grammar that
-    blows up fails with `TooManyStatesError` instead of exhausting memory.
-    """
-    fragment = NFABuilder(max_states=max(20 * max_states, 1_000_000)).build(expr)
-    return determinize(fragment, max_states=max_states)
+from .dfa import DEFAULT_MAX_STATES, ByteDFA, build_dfa, determinize
+from .expr import (
+    EMPTY, NOTHING, Alt, Automaton, CharSet, Concat, Expr, Repeat, alt, charset, concat, literal,
+    repeat,
+)
+from .ops import Ops
 
 
 __all__ = [
-    "EMPTY", "NOTHING", "Alt", "ByteDFA", "CharSet", "Concat", "DEFAULT_MAX_STATES", "Expr",
-    "Repeat", "alt", "build_dfa", "charset", "concat", "determinize", "literal", "repeat",
+    "EMPTY", "NOTHING", "Alt", "Automaton", "ByteDFA", "CharSet", "Concat", "DEFAULT_MAX_STATES",
+    "Expr", "Ops", "Repeat", "alt", "build_dfa", "charset", "concat", "determinize", "literal",
+    "repeat",
 ]

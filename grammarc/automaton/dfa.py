@@ -18,7 +18,10 @@ import numba
 import numpy as np
 
 from ..errors import GrammarError, TooManyStatesError
-from .nfa import Fragment
+from .expr import Expr
+from .nfa import Fragment, NFABuilder
+
+DEFAULT_MAX_STATES = 100_000
 
 _NO_LIMIT = np.iinfo(np.int32).max
 # The subset construction may pass through more states than the minimal result has (copies
@@ -56,6 +59,34 @@ class ByteDFA:
 
     def accepts(self, data: bytes) -> bool:
         return bool(self.accepting[self.walk(data)])
+
+    def ranges(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per-state runs of bytes with the same live target: `(ptr, ranges, next)`, where
+        state s's runs are `ranges[ptr[s]:ptr[s+1]]` (inclusive `lo, hi`) to `next[...]`."""
+        table = self.byte_table()
+        starts = np.ones(table.shape, np.bool_)
+        starts[:, 1:] = table[:, 1:] != table[:, :-1]
+        state, lo = np.nonzero(starts)
+        nxt = table[state, lo]
+        run_end = np.empty_like(lo)
+        run_end[:-1] = np.where(state[1:] == state[:-1], lo[1:] - 1, 255)
+        if len(lo):
+            run_end[-1] = 255
+        live = nxt != 0
+        state, lo, run_end, nxt = state[live], lo[live], run_end[live], nxt[live]
+        ptr = np.zeros(self.num_states + 1, np.int64)
+        np.cumsum(np.bincount(state, minlength=self.num_states), out=ptr[1:])
+        return ptr, np.stack([lo, run_end], axis=1), nxt
+
+
+def build_dfa(expr: Expr, max_states: int = DEFAULT_MAX_STATES) -> ByteDFA:
+    """The minimal byte DFA of `expr`: UTF-8 text, dead = 0, start = 1.
+
+    `max_states` bounds the DFA (and, scaled, the NFA it is built from) so that a grammar that
+    blows up fails with `TooManyStatesError` instead of exhausting memory.
+    """
+    fragment = NFABuilder(max_states=max(20 * max_states, 1_000_000)).build(expr)
+    return determinize(fragment, max_states=max_states)
 
 
 def determinize(frag: Fragment, max_states: int = _NO_LIMIT) -> ByteDFA:

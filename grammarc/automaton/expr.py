@@ -2,14 +2,18 @@
 bounded or unbounded repetition.
 
 It is the one currency between front ends and the automaton builder, so a front end never
-builds automata itself and never goes through a regex string. Characters are Unicode code
+goes through a regex string. Intersection and complement are not tree nodes: they are computed
+on DFAs (`automaton.ops`) and come back as an `Automaton` leaf. Characters are Unicode code
 points; surrogates (U+D800..U+DFFF) cannot appear in UTF-8 text and are left out of every set.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable, Union
+from typing import TYPE_CHECKING, Iterable, Union
+
+if TYPE_CHECKING:
+    from .dfa import ByteDFA
 
 MAX_CODE_POINT = 0x10FFFF
 SURROGATES = (0xD800, 0xDFFF)
@@ -45,7 +49,15 @@ class Repeat:
     max: int | None
 
 
-Expr = Union[CharSet, Concat, Alt, Repeat]
+@dataclass(frozen=True, eq=False)
+class Automaton:
+    """A language given by an already built byte DFA (the result of a boolean operation).
+    Compared and hashed by identity."""
+
+    dfa: "ByteDFA"
+
+
+Expr = Union[CharSet, Concat, Alt, Repeat, Automaton]
 
 EMPTY = Concat(())
 NOTHING = CharSet(())

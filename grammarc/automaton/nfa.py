@@ -24,7 +24,7 @@ from functools import lru_cache
 import numpy as np
 
 from ..errors import TooManyStatesError
-from .expr import Alt, CharSet, Concat, Expr, Repeat
+from .expr import Alt, Automaton, CharSet, Concat, Expr, Repeat
 from .utf8 import utf8_sequences
 
 _EMPTY_EPS = np.zeros((0, 2), np.int32)
@@ -146,6 +146,8 @@ class NFABuilder:
             frag = self._alt(expr)
         elif isinstance(expr, Repeat):
             frag = self._repeat(expr)
+        elif isinstance(expr, Automaton):
+            frag = _dfa_fragment(expr.dfa)
         else:
             raise TypeError(f"not an expression: {expr!r}")
         self._check_size(frag.num_states)
@@ -222,6 +224,18 @@ class NFABuilder:
             family = stamper.new_families(1)[0]
             stamper.add_tags(joints[start:], np.full(len(joints) - start, family),
                              np.arange(start, len(joints)))
+
+
+def _dfa_fragment(dfa) -> Fragment:
+    """A byte DFA as a fragment: a fresh entry leads to its start, its accepting states to a
+    fresh exit (the DFA's own states may have incoming and outgoing edges)."""
+    ptr, ranges, nxt = dfa.ranges()
+    src = np.repeat(np.arange(dfa.num_states), np.diff(ptr))
+    edges = np.stack([src + 1, ranges[:, 0], ranges[:, 1], nxt + 1], axis=1)
+    edges = edges[src != 0].astype(np.int32)  # fragment state = DFA state + 1; drop the dead one
+    accepting = np.flatnonzero(dfa.accepting) + 1
+    eps = np.concatenate([[[0, 2]], np.stack([accepting, np.ones_like(accepting)], axis=1)])
+    return Fragment(dfa.num_states + 1, eps.astype(np.int32), edges)
 
 
 @lru_cache(maxsize=4096)

@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from ..automaton.dfa import DEFAULT_MAX_STATES
 from ..automaton.expr import Expr
 from ..errors import GrammarcError
 
@@ -40,6 +41,7 @@ class FrontendOptions:
     whitespace: str = "default"        # JSON Schema: default, compact, flexible or a regex
     additional_properties: bool = True  # JSON Schema: False forbids undeclared properties
     lenient: bool = False              # JSON Schema: ignore unsupported keywords, with a notice
+    max_states: int = DEFAULT_MAX_STATES  # bound of every automaton built, intermediate ones too
     notice: Callable[[str], None] = field(default=_warn, compare=False)  # where notices go
 
     def to_metadata(self) -> dict[str, Any]:
@@ -83,5 +85,9 @@ def parser_for(kind: str) -> Parser:
         from .regex import parse_regex
 
         return parse_regex
+    if kind == "json-schema":
+        from .json_schema import parse_json_schema
+
+        return parse_json_schema
     raise GrammarcError(f"the {kind} front end is not available in this version of grammarc "
-                        "(supported now: regex)")
+                        "(supported now: regex, json-schema)")

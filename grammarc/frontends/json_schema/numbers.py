@@ -1,0 +1,260 @@
+"""JSON numbers as exact languages: integer and decimal ranges, `multipleOf`.
+
+Texts follow JSON's number grammar. Numbers under any bound or `multipleOf` are written without
+an exponent (`1.5`, never `15e-1`), which keeps bounds exact and regular; an unconstrained
+`number` accepts every JSON number text. Negative zero is never written. Bounds are `Decimal`s
+(the schema is read with `parse_float=Decimal`), so `0.1` means exactly one tenth.
+"""
+
+from __future__ import annotations
+
+import math
+from decimal import Decimal
+from fractions import Fraction
+
+import numpy as np
+
+from ...automaton import (
+    EMPTY, NOTHING, Automaton, Expr, Ops, alt, charset, concat, literal, repeat,
+)
+from ...automaton.dfa import minimize
+from ...errors import GrammarError
+
+DIGIT = charset([(48, 57)])
+NONZERO = charset([(49, 57)])
+MINUS = literal("-")
+DOT = literal(".")
+FRACTION = concat(DOT, repeat(DIGIT, 1, None))            # \.\d+
+EXPONENT = concat(charset([(69, 69), (101, 101)]), repeat(charset([(43, 43), (45, 45)]), 0, 1),
+                  repeat(DIGIT, 1, None))                 # [eE][+-]?\d+
+NATURAL = alt(literal("0"), concat(NONZERO, repeat(DIGIT, 0, None)))  # 0|[1-9]\d*
+ANY_NUMBER = concat(repeat(MINUS, 0, 1), NATURAL, repeat(FRACTION, 0, 1), repeat(EXPONENT, 0, 1))
+ZERO_FRACTION = repeat(concat(DOT, repeat(literal("0"), 1, None)), 0, 1)  # (\.0+)?
+
+MAX_MODULUS = 100_000
+
+
+def digit_class(lo: int, hi: int) -> Expr:
+    return charset([(48 + lo, 48 + hi)]) if lo <= hi else NOTHING
+
+
+def fixed_width(lo: str, hi: str) -> Expr:
+    """Digit strings of len(lo) == len(hi) characters between lo and hi (inclusive)."""
+    if not lo:
+        return EMPTY
+    a, b = int(lo[0]), int(hi[0])
+    if a == b:
+        return concat(digit_class(a, a), fixed_width(lo[1:], hi[1:]))
+    width = len(lo) - 1
+    options = [concat(digit_class(a, a), fixed_width(lo[1:], "9" * width))]
+    if b - a > 1:
+        options.append(concat(digit_class(a + 1, b - 1), repeat(DIGIT, width, width)))
+    options.append(concat(digit_class(b, b), fixed_width("0" * width, hi[1:])))
+    return alt(*options)
+
+
+def naturals(lo: int, hi: int | None) -> Expr:
+    """Decimal numerals (no leading zeros) of the integers lo..hi; hi None = unbounded."""
+    if hi is not None and hi < lo:
+        return NOTHING
+    lo = max(lo, 0)
+    options = []
+    if lo == 0:
+        options.append(literal("0"))
+        lo = 1
+        if hi is not None and hi < 1:
+            return alt(*options)
+    lo_s = str(lo)
+    hi_s = None if hi is None else str(hi)
+    top = len(hi_s) if hi_s else len(lo_s)
+    for width in range(len(lo_s), top + 1):
+        start = lo_s if width == len(lo_s) else "1" + "0" * (width - 1)
+        end = hi_s if (hi_s and width == len(hi_s)) else "9" * width
+        options.append(fixed_width(start, end))
+    if hi is None:
+        options.append(concat(NONZERO, repeat(DIGIT, top, None)))
+    return alt(*options)
+
+
+def integers(lo: Decimal | None, hi: Decimal | None, lo_exclusive: bool = False,
+             hi_exclusive: bool = False) -> Expr:
+    """Integer texts (optionally followed by `.0`, `.00`, ...) within the bounds."""
+    low = None if lo is None else _ceil(lo, lo_exclusive)
+    high = None if hi is None else _floor(hi, hi_exclusive)
+    options = []
+    if high is None or high >= 0:
+        options.append(naturals(max(low or 0, 0) if low is not None else 0, high))
+    if low is None or low < 0:
+        # negatives: -y with y in [max(1, -high), -low]
+        y_lo = 1 if high is None or high >= 0 else -high
+        y_hi = None if low is None else -low
+        options.append(concat(MINUS, naturals(max(y_lo, 1), y_hi)))
+    return concat(alt(*options), ZERO_FRACTION)
+
+
+def _ceil(value: Decimal, exclusive: bool) -> int:
+    n = int(value.to_integral_value(rounding="ROUND_CEILING"))
+    return n + 1 if exclusive and n == value else n
+
+
+def _floor(value: Decimal, exclusive: bool) -> int:
+    n = int(value.to_integral_value(rounding="ROUND_FLOOR"))
+    return n - 1 if exclusive and n == value else n
+
+
+def decimals(ops: Ops, lo: Decimal | None, hi: Decimal | None, lo_exclusive: bool = False,
+             hi_exclusive: bool = False) -> Expr:
+    """Decimal texts (no exponent, no negative zero) of the numbers within the bounds."""
+    options = []
+    if hi is None or hi > 0 or (hi == 0 and not hi_exclusive):
+        low = None if lo is None or lo < 0 else lo
+        options.append(_nonnegative(ops, low, hi, lo_exclusive if low is not None else False,
+                                    hi_exclusive))
+    if lo is None or lo < 0:
+        # negatives: -y, y > 0, y in [-hi, -lo]
+        y_lo = Decimal(0) if hi is None or hi >= 0 else -hi
+        y_lo_excl = True if hi is None or hi >= 0 else hi_exclusive
+        y_hi = None if lo is None else -lo
+        options.append(concat(MINUS, _nonnegative(ops, y_lo, y_hi, y_lo_excl, lo_exclusive)))
+    return alt(*options)
+
+
+def _nonnegative(ops: Ops, lo: Decimal | None, hi: Decimal | None, lo_excl: bool,
+                 hi_excl: bool) -> Expr:
+    """Texts `I(.F)?` of numbers x >= 0 with lo <(=) x <(=) hi."""
+    lo = lo or Decimal(0)
+    if hi is not None and (hi < lo or (hi == lo and (lo_excl or hi_excl))):
+        return NOTHING
+    lo_int, lo_frac = _split(lo)
+    if hi is not None:
+        hi_int, hi_frac = _split(hi)
+        if lo_int == hi_int:
+            return concat(naturals(lo_int, lo_int),
+                          ops.intersect(_fraction_at_least(lo_frac, lo_excl),
+                                        _fraction_at_most(hi_frac, hi_excl)))
+    options = [concat(naturals(lo_int, lo_int), _fraction_at_least(lo_frac, lo_excl))]
+    if hi is None:
+        options.append(concat(naturals(lo_int + 1, None), repeat(FRACTION, 0, 1)))
+    else:
+        options.append(concat(naturals(lo_int + 1, hi_int - 1), repeat(FRACTION, 0, 1)))
+        options.append(concat(naturals(hi_int, hi_int), _fraction_at_most(hi_frac, hi_excl)))
+    return alt(*options)
+
+
+def _split(value: Decimal) -> tuple[int, str]:
+    """Integer part and fraction digits (trailing zeros removed) of value >= 0."""
+    integer = int(value)
+    text = format(value - integer, "f")
+    fraction = text.split(".")[1].rstrip("0") if "." in text else ""
+    return integer, fraction
+
+
+def _fraction_at_least(digits: str, exclusive: bool) -> Expr:
+    """The optional `.F` part with 0.F >= 0.digits (> when exclusive)."""
+    if not digits:
+        nonzero = concat(DOT, repeat(DIGIT, 0, None), NONZERO, repeat(DIGIT, 0, None))
+        return nonzero if exclusive else repeat(FRACTION, 0, 1)
+    return concat(DOT, _digits_at_least(digits, exclusive))
+
+
+def _digits_at_least(digits: str, exclusive: bool) -> Expr:
+    """Digit strings F (non-empty) with 0.F >= 0.digits; digits has no trailing zero."""
+    d = int(digits[0])
+    bigger = concat(digit_class(d + 1, 9), repeat(DIGIT, 0, None))
+    rest = digits[1:]
+    if rest:
+        same = concat(digit_class(d, d), _digits_at_least(rest, exclusive))
+    elif exclusive:
+        same = concat(digit_class(d, d), repeat(DIGIT, 0, None), NONZERO, repeat(DIGIT, 0, None))
+    else:
+        same = concat(digit_class(d, d), repeat(DIGIT, 0, None))
+    return alt(bigger, same)
+
+
+def _fraction_at_most(digits: str, exclusive: bool) -> Expr:
+    """The optional `.F` part with 0.F <= 0.digits (< when exclusive)."""
+    if not digits:
+        # 0.F <= 0 only for F = 0*; < 0 never
+        return NOTHING if exclusive else ZERO_FRACTION
+    return repeat(concat(DOT, _digits_at_most(digits, exclusive)), 0, 1)
+
+
+def _digits_at_most(digits: str, exclusive: bool) -> Expr:
+    """Digit strings F (non-empty) with 0.F <= 0.digits; digits has no trailing zero."""
+    d = int(digits[0])
+    smaller = concat(digit_class(0, d - 1), repeat(DIGIT, 0, None))
+    rest = digits[1:]
+    if rest:
+        same = concat(digit_class(d, d), repeat(_digits_at_most(rest, exclusive), 0, 1))
+    else:
+        same = NOTHING if exclusive else concat(digit_class(d, d), repeat(literal("0"), 0, None))
+    return alt(smaller, same)
+
+
+def multiple_of(step: Decimal, integer: bool) -> Expr:
+    """Texts `-?(0|[1-9]\\d*)(\\.\\d+)?` of multiples of `step` (intersect with a number
+    language to exclude negative zero).
+
+    With step = p / 10^k, x is a multiple when x * 10^k is an integer divisible by p: a
+    remainder automaton over the digits, with only zeros allowed after the k-th fraction digit.
+    For integers it is enough that x * 10^k is divisible by p, i.e. x by p / gcd(p, 10^k).
+    """
+    if step <= 0:
+        raise GrammarError(f"multipleOf must be greater than 0, not {step}")
+    fraction = Fraction(step)
+    scale = 0
+    while (fraction * 10 ** scale).denominator != 1:
+        scale += 1
+        if scale > 30:
+            raise GrammarError(f"multipleOf {step} is not a finite decimal")
+    modulus = int(fraction * 10 ** scale)
+    if integer:
+        modulus //= math.gcd(modulus, 10 ** scale)
+        scale = 0
+    if modulus > MAX_MODULUS:
+        raise GrammarError(f"multipleOf {step} needs a remainder automaton of {modulus:,} "
+                           f"states (grammarc supports up to {MAX_MODULUS:,})")
+    return Automaton(_remainder_dfa(modulus, scale))
+
+
+def _remainder_dfa(m: int, scale: int):
+    """Minimal DFA of number texts whose value * 10^scale is an integer divisible by m."""
+    # state blocks: 0 dead, 1 start, 2 after "-", 3 the integer "0", then residues r of
+    # int[r] (integer digits), dot[r] (after "."), frac[j][r] (j = 1..scale fraction digits),
+    # tail[r] (after `scale` fraction digits: only zeros may follow)
+    ZERO, INT = 3, 4
+    DOT = INT + m
+    FRAC = DOT + m
+    TAIL = FRAC + scale * m
+    n = TAIL + m
+    table = np.zeros((n, 256), np.int32)
+    accepting = np.zeros(n, np.bool_)
+    digit = [ord(str(d)) for d in range(10)]
+    table[1, ord("-")] = 2
+    for start in (1, 2):
+        table[start, digit[0]] = ZERO
+        for d in range(1, 10):
+            table[start, digit[d]] = INT + d % m
+    table[ZERO, ord(".")] = DOT
+    accepting[ZERO] = True
+    for r in range(m):
+        for d in range(10):
+            table[INT + r, digit[d]] = INT + (10 * r + d) % m
+        table[INT + r, ord(".")] = DOT + r
+        accepting[INT + r] = (r * 10 ** scale) % m == 0
+        if scale:
+            for d in range(10):
+                table[DOT + r, digit[d]] = FRAC + (10 * r + d) % m
+        else:
+            table[DOT + r, digit[0]] = TAIL + r
+        for j in range(1, scale + 1):
+            state = FRAC + (j - 1) * m + r
+            accepting[state] = (r * 10 ** (scale - j)) % m == 0
+            if j < scale:
+                for d in range(10):
+                    table[state, digit[d]] = FRAC + j * m + (10 * r + d) % m
+            else:
+                table[state, digit[0]] = TAIL + r
+        table[TAIL + r, digit[0]] = TAIL + r
+        accepting[TAIL + r] = r == 0
+    return minimize(table, np.arange(256, dtype=np.int32), accepting)

@@ -1,0 +1,997 @@
+"""JSON Schema to the language of the JSON texts of its valid instances.
+
+Serialisation rules (documented in docs/json-schema.md):
+
+* whitespace follows the layout chosen by `--whitespace`;
+* at each position of the document, object keys follow one *ranking*: the property names of
+  every schema that can apply there (through `allOf`, `anyOf`, `oneOf`, `not`, `if`, `$ref`,
+  dependencies), in document order; keys not in the ranking come after the ranked ones, in any
+  order. Because every branch of a position uses the same ranking, intersections and
+  complements of branch languages are exact;
+* strings may use every JSON escape; numbers follow `numbers.py`;
+* values nest without bound only as far as the schema describes them: recursive `$ref`s are
+  unrolled `--max-depth` times, and values the schema leaves open (`{}`, `true`, additional
+  properties, items without a schema) nest at most `--max-depth` levels.
+
+Boolean keywords (`allOf`, `not`, `oneOf`, `if`/`then`/`else`, `dependentSchemas`,
+`contains`, patterns with lengths, ...) are computed on automata (`automaton.ops`).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from decimal import Decimal
+from functools import cached_property
+from itertools import combinations
+from typing import Any
+from urllib.parse import unquote, urldefrag, urljoin
+
+from ...automaton import EMPTY, NOTHING, Expr, Ops, alt, charset, concat, literal, repeat
+from ...errors import GrammarError
+from .. import FrontendOptions
+from ..regex import parse_regex
+from . import numbers, strings
+
+_ROOT_URI = "https://grammarc.invalid/root.json"
+_DRAFTS = (("draft-04", 4), ("draft-06", 6), ("draft-07", 7), ("2019-09", 2019),
+           ("2020-12", 2020))
+# keywords holding one subschema / a list of subschemas / a map of subschemas
+_SCHEMA_KEYWORDS = ("additionalProperties", "additionalItems", "contains", "propertyNames",
+                    "not", "if", "then", "else", "unevaluatedProperties", "unevaluatedItems",
+                    "contentSchema")
+_LIST_KEYWORDS = ("allOf", "anyOf", "oneOf", "prefixItems")
+_MAP_KEYWORDS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
+_UNSUPPORTED = ("unevaluatedProperties", "unevaluatedItems", "$dynamicRef", "$recursiveRef")
+_MAX_PATTERN_REGIONS = 8   # patternProperties per object (2^n key regions)
+_MAX_UNIQUE_VALUES = 10    # values an array with uniqueItems may draw from
+_TYPES = ("null", "boolean", "object", "array", "number", "integer", "string")
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where whitespace goes: around `:` and `,`, and inside brackets."""
+
+    open_object: Expr
+    close_object: Expr
+    open_array: Expr
+    close_array: Expr
+    colon: Expr
+    comma: Expr
+
+    @classmethod
+    def from_style(cls, style: str) -> "Layout":
+        if style == "default":  # json.dumps: ", " and ": "
+            return cls(literal("{"), literal("}"), literal("["), literal("]"), literal(": "),
+                       literal(", "))
+        if style == "compact":
+            return cls(literal("{"), literal("}"), literal("["), literal("]"), literal(":"),
+                       literal(","))
+        if style == "flexible":
+            # what JSON allows, bounded: spaces or tabs, or one line break and an indent
+            indent = repeat(charset([(9, 9), (32, 32)]), 0, 20)
+            ws = alt(indent, concat(repeat(literal("\r"), 0, 1), literal("\n"), indent))
+        else:
+            try:
+                ws = parse_regex(style)
+            except GrammarError as exc:
+                raise GrammarError(f"--whitespace {style!r}: {exc}") from None
+        return cls(concat(literal("{"), ws), concat(ws, literal("}")), concat(literal("["), ws),
+                   concat(ws, literal("]")), concat(ws, literal(":"), ws),
+                   concat(ws, literal(","), ws))
+
+
+@dataclass(frozen=True, eq=False)
+class Ref:
+    """A subschema with the base URI in effect at it."""
+
+    node: Any
+    base: str
+
+
+class Registry:
+    """Every subschema of the document: base URIs, `$id` resources, anchors, JSON pointers."""
+
+    def __init__(self, root: Any, draft: int) -> None:
+        self.root = root
+        self.draft = draft
+        self.resources: dict[str, Any] = {}
+        self.anchors: dict[tuple[str, str], Ref] = {}
+        self.pointer_of: dict[int, str] = {}
+        self._walk(root, _ROOT_URI, "")
+        self.resources.setdefault(_ROOT_URI, root)
+
+    def _walk(self, node: Any, base: str, pointer: str) -> None:
+        if not isinstance(node, dict):
+            return
+        self.pointer_of.setdefault(id(node), "#" + pointer)
+        node_id = node.get("$id" if self.draft >= 6 else "id")
+        if isinstance(node_id, str):
+            url, fragment = urldefrag(urljoin(base, node_id))
+            if url:
+                base = url
+                self.resources.setdefault(url, node)
+            if fragment and not fragment.startswith("/"):
+                self.anchors[(base, fragment)] = Ref(node, base)
+        for key in ("$anchor", "$dynamicAnchor"):
+            if isinstance(node.get(key), str):
+                self.anchors[(base, node[key])] = Ref(node, base)
+        for key in _SCHEMA_KEYWORDS:
+            if key in node:
+                self._walk(node[key], base, f"{pointer}/{key}")
+        for key in _LIST_KEYWORDS + ("items",):
+            value = node.get(key)
+            if isinstance(value, list):
+                for i, sub in enumerate(value):
+                    self._walk(sub, base, f"{pointer}/{key}/{i}")
+            elif key == "items":
+                self._walk(value, base, f"{pointer}/items")
+        for key in _MAP_KEYWORDS + ("dependencies",):
+            value = node.get(key)
+            if isinstance(value, dict):
+                for name, sub in value.items():
+                    self._walk(sub, base, f"{pointer}/{key}/{_escape(name)}")
+
+    def pointer(self, node: Any) -> str:
+        return self.pointer_of.get(id(node), "?")
+
+    def resolve(self, ref: Ref) -> Ref:
+        target = ref.node["$ref"]
+        if not isinstance(target, str):
+            raise GrammarError(f"{self.pointer(ref.node)}: $ref must be a string")
+        url, fragment = urldefrag(urljoin(ref.base, target))
+        resource = self.resources.get(url)
+        if resource is None:
+            raise GrammarError(f"{self.pointer(ref.node)}: unsupported $ref {target!r}: only "
+                               "references within the schema document are supported")
+        if not fragment:
+            return Ref(resource, url)
+        if fragment.startswith("/"):
+            node = resource
+            for token in fragment[1:].split("/"):
+                token = unquote(token).replace("~1", "/").replace("~0", "~")
+                if isinstance(node, dict) and token in node:
+                    node = node[token]
+                elif isinstance(node, list) and token.isdigit() and int(token) < len(node):
+                    node = node[int(token)]
+                else:
+                    raise GrammarError(f"{self.pointer(ref.node)}: $ref {target!r} points to "
+                                       "nothing in the document")
+            return Ref(node, url)
+        anchor = self.anchors.get((url, fragment))
+        if anchor is None:
+            raise GrammarError(f"{self.pointer(ref.node)}: $ref {target!r}: no anchor "
+                               f"{fragment!r}")
+        return anchor
+
+
+def _escape(name: str) -> str:
+    return name.replace("~", "~0").replace("/", "~1")
+
+
+def draft_of(root: Any) -> int:
+    uri = root.get("$schema", "") if isinstance(root, dict) else ""
+    for marker, draft in _DRAFTS:
+        if marker in str(uri):
+            return draft
+    return 2020
+
+
+class Position:
+    """A place in the document: the schemas that may apply to the value there, the key ranking
+    they imply, and the positions of the values below it (shared by all branches)."""
+
+    def __init__(self, compiler: "Compiler", refs: tuple[Ref, ...]) -> None:
+        self.compiler = compiler
+        self.refs = refs
+        self._children: dict[str, Position] = {}
+
+    @cached_property
+    def closure(self) -> list[Ref]:
+        """The schemas of this position and those applying in place (each once)."""
+        seen: set[int] = set()
+        out: list[Ref] = []
+        stack = list(reversed(self.refs))
+        while stack:
+            ref = stack.pop()
+            if not isinstance(ref.node, dict) or id(ref.node) in seen:
+                continue
+            seen.add(id(ref.node))
+            out.append(ref)
+            node = ref.node
+            inplace: list[Any] = []
+            for key in ("allOf", "anyOf", "oneOf"):
+                if isinstance(node.get(key), list):
+                    inplace.extend(node[key])
+            for key in ("not", "if", "then", "else"):
+                if key in node:
+                    inplace.append(node[key])
+            for key in ("dependentSchemas", "dependencies"):
+                if isinstance(node.get(key), dict):
+                    inplace.extend(v for v in node[key].values() if not isinstance(v, list))
+            subs = [Ref(sub, ref.base) for sub in inplace]
+            if "$ref" in node:
+                try:
+                    subs.insert(0, self.compiler.registry.resolve(ref))
+                except GrammarError:
+                    pass  # reported when the value is compiled
+            stack.extend(reversed(subs))
+        return out
+
+    @cached_property
+    def ranking(self) -> tuple[str, ...]:
+        names: dict[str, None] = {}
+        for ref in self.closure:
+            node = ref.node
+            for key in ("properties",):
+                if isinstance(node.get(key), dict):
+                    names.update(dict.fromkeys(node[key]))
+            if isinstance(node.get("required"), list):
+                names.update(dict.fromkeys(n for n in node["required"] if isinstance(n, str)))
+            for key in ("dependentRequired", "dependentSchemas", "dependencies"):
+                if isinstance(node.get(key), dict):
+                    for name, value in node[key].items():
+                        names[name] = None
+                        if isinstance(value, list):
+                            names.update(dict.fromkeys(v for v in value if isinstance(v, str)))
+            values = list(node["enum"]) if isinstance(node.get("enum"), list) else []
+            if "const" in node:
+                values.append(node["const"])
+            for value in values:
+                if isinstance(value, dict):
+                    names.update(dict.fromkeys(value))
+        return tuple(names)
+
+    def child(self, name: str) -> "Position":
+        """The position of the value of key `name`."""
+        position = self._children.get(name)
+        if position is None:
+            refs = []
+            for ref in self.closure:
+                node = ref.node
+                props = node.get("properties") if isinstance(node.get("properties"), dict) else {}
+                matched = False
+                if name in props:
+                    refs.append(Ref(props[name], ref.base))
+                    matched = True
+                for pattern, sub in _pattern_properties(node).items():
+                    if self.compiler.key_matches(pattern, name, node):
+                        refs.append(Ref(sub, ref.base))
+                        matched = True
+                if not matched and "additionalProperties" in node:
+                    refs.append(Ref(node["additionalProperties"], ref.base))
+            position = self._children[name] = Position(self.compiler, tuple(refs))
+        return position
+
+    @cached_property
+    def additional(self) -> "Position":
+        """The position of values of keys outside the ranking."""
+        refs = []
+        for ref in self.closure:
+            for sub in _pattern_properties(ref.node).values():
+                refs.append(Ref(sub, ref.base))
+            if "additionalProperties" in ref.node:
+                refs.append(Ref(ref.node["additionalProperties"], ref.base))
+        return Position(self.compiler, tuple(refs))
+
+    @cached_property
+    def items(self) -> "Position":
+        """The position of array elements (one for all indices)."""
+        refs = []
+        for ref in self.closure:
+            node = ref.node
+            for key in ("prefixItems", "items"):
+                value = node.get(key)
+                subs = value if isinstance(value, list) else [value] if key in node else []
+                refs.extend(Ref(sub, ref.base) for sub in subs)
+            for key in ("additionalItems", "contains"):
+                if key in node:
+                    refs.append(Ref(node[key], ref.base))
+        return Position(self.compiler, tuple(refs))
+
+    @cached_property
+    def keys(self) -> "Position":
+        """The position of object keys, as string values for `propertyNames`."""
+        refs = [Ref(r.node["propertyNames"], r.base) for r in self.closure
+                if "propertyNames" in r.node]
+        return Position(self.compiler, tuple(refs))
+
+
+def _pattern_properties(node: dict) -> dict[str, Any]:
+    value = node.get("patternProperties")
+    return value if isinstance(value, dict) else {}
+
+
+@dataclass
+class Compiler:
+    """Compiles one schema document; `value(ref, position)` is the workhorse."""
+
+    root: Any
+    options: FrontendOptions
+    registry: Registry = field(init=False)
+    ops: Ops = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.draft = draft_of(self.root)
+        self.registry = Registry(self.root, self.draft)
+        self.ops = Ops(self.options.max_states)
+        self.layout = Layout.from_style(self.options.whitespace)
+        self._active: dict[int, int] = {}
+        self._unrolled: set[str] = set()
+        self._any_cache: dict[tuple[int, int], Expr] = {}
+        self._key_dfas: dict[str, Any] = {}
+        self._check_supported()
+
+    # ------------------------------------------------------------------ entry points
+    def document(self) -> Expr:
+        root = Position(self, (Ref(self.root, _ROOT_URI),))
+        expr = self.value(Ref(self.root, _ROOT_URI), root)
+        if self._unrolled:
+            self.options.notice(
+                f"recursive $ref {', '.join(sorted(self._unrolled))} unrolled to depth "
+                f"{self.options.max_depth}; deeper values are not accepted (--max-depth)")
+        if expr == NOTHING:
+            raise GrammarError("the schema accepts no value at all")
+        return expr
+
+    def _check_supported(self) -> None:
+        found = []
+        for pointer, node in self._all_schemas():
+            for key in _UNSUPPORTED:
+                if key in node and node[key] is not True:
+                    found.append(f"{key} at {pointer}")
+        if found:
+            message = "unsupported JSON Schema keywords: " + ", ".join(found)
+            if not self.options.lenient:
+                raise GrammarError(message + " (--lenient ignores them, over-approximating)")
+            self.options.notice(message + "; ignored (--lenient)")
+
+    def _all_schemas(self):
+        stack = [self.root]
+        seen = set()
+        while stack:
+            node = stack.pop()
+            if not isinstance(node, dict) or id(node) in seen:
+                continue
+            seen.add(id(node))
+            yield self.registry.pointer(node), node
+            for key in _SCHEMA_KEYWORDS:
+                if key in node:
+                    stack.append(node[key])
+            for key in _LIST_KEYWORDS + ("items",):
+                value = node.get(key)
+                stack.extend(value if isinstance(value, list) else [value] if key in node else [])
+            for key in _MAP_KEYWORDS + ("dependencies",):
+                if isinstance(node.get(key), dict):
+                    stack.extend(node[key].values())
+
+    # ------------------------------------------------------------------ values
+    def value(self, ref: Ref, position: Position) -> Expr:
+        """The JSON texts of the values `ref` accepts at `position`."""
+        node = ref.node
+        if node is True:
+            return self.any(position)
+        if node is False:
+            return NOTHING
+        if not isinstance(node, dict):
+            raise GrammarError(f"{self.registry.pointer(node)}: a schema must be an object or "
+                               f"a boolean, not {json.dumps(node, default=str)[:40]}")
+        parts: list[Expr] = []
+        if "$ref" in node:
+            target = self.registry.resolve(ref)
+            depth = self._active.get(id(target.node), 0)
+            if depth >= self.options.max_depth + 1:
+                self._unrolled.add(node["$ref"])
+                return NOTHING
+            self._active[id(target.node)] = depth + 1
+            try:
+                referenced = self.value(target, position)
+            finally:
+                self._active[id(target.node)] = depth
+            if self.draft <= 7:
+                return referenced  # draft 7 and earlier: $ref replaces its siblings
+            parts.append(referenced)
+        if _constrains_locally(node):
+            parts.append(self.local(ref, position))
+        for branch in node.get("allOf", []) if isinstance(node.get("allOf"), list) else []:
+            parts.append(self.value(Ref(branch, ref.base), position))
+        if isinstance(node.get("anyOf"), list):
+            parts.append(alt(*(self.value(Ref(b, ref.base), position) for b in node["anyOf"])))
+        if isinstance(node.get("oneOf"), list):
+            parts.append(self.exactly_one([self.value(Ref(b, ref.base), position)
+                                           for b in node["oneOf"]]))
+        if "not" in node:
+            parts.append(self.ops.difference(self.any(position),
+                                              self.value(Ref(node["not"], ref.base), position)))
+        if "if" in node and ("then" in node or "else" in node):
+            condition = self.value(Ref(node["if"], ref.base), position)
+            then = self.value(Ref(node.get("then", True), ref.base), position)
+            otherwise = self.value(Ref(node.get("else", True), ref.base), position)
+            parts.append(alt(self.ops.intersect(condition, then),
+                             self.ops.difference(otherwise, condition)))
+        for key, dependency in self._dependent_schemas(node).items():
+            # objects with `key` must also satisfy the schema; others are unaffected
+            with_key = self.object_with_key(key, position)
+            parts.append(alt(self.ops.difference(self.any(position), with_key),
+                             self.ops.intersect(with_key,
+                                                self.value(Ref(dependency, ref.base), position))))
+        return self.intersect_all(parts) if parts else self.any(position)
+
+    def intersect_all(self, parts: list[Expr]) -> Expr:
+        if any(p == NOTHING for p in parts):
+            return NOTHING
+        result = parts[0]
+        for part in parts[1:]:
+            result = self.ops.intersect(result, part)
+        return result
+
+    def exactly_one(self, branches: list[Expr]) -> Expr:
+        options = []
+        for i, branch in enumerate(branches):
+            others = alt(*(b for j, b in enumerate(branches) if j != i))
+            options.append(self.ops.difference(branch, others))
+        return alt(*options)
+
+    @staticmethod
+    def _dependent_schemas(node: dict) -> dict[str, Any]:
+        out = {}
+        for key in ("dependentSchemas", "dependencies"):
+            if isinstance(node.get(key), dict):
+                out.update({k: v for k, v in node[key].items() if not isinstance(v, list)})
+        return out
+
+    def local(self, ref: Ref, position: Position) -> Expr:
+        """The language of the schema's own (non-applicator) keywords."""
+        node = ref.node
+        types = self._types(node)
+        if "const" in node or "enum" in node:
+            values = [node["const"]] if "const" in node else node["enum"]
+            if not isinstance(values, list):
+                raise GrammarError(f"{self.registry.pointer(node)}: enum must be an array")
+            allowed = [v for v in values if _json_type(v) in types or
+                       (_json_type(v) == "integer" and "number" in types)]
+            literals = alt(*(self.literal_value(v, position) for v in allowed))
+            if not _constrains_beyond_type(node):
+                return literals
+            return self.ops.intersect(literals, self._typed(ref, position, types))
+        return self._typed(ref, position, types)
+
+    def _types(self, node: dict) -> set[str]:
+        declared = node.get("type")
+        if declared is None:
+            return set(_TYPES)
+        names = [declared] if isinstance(declared, str) else declared
+        if not isinstance(names, list) or not all(n in _TYPES for n in names):
+            raise GrammarError(f"{self.registry.pointer(node)}: invalid type {declared!r}")
+        types = set(names)
+        if "number" in types:
+            types.add("integer")
+        return types
+
+    def _typed(self, ref: Ref, position: Position, types: set[str]) -> Expr:
+        node = ref.node
+        options = []
+        if "null" in types:
+            options.append(literal("null"))
+        if "boolean" in types:
+            options.append(alt(literal("true"), literal("false")))
+        if "number" in types or "integer" in types:
+            options.append(self.number(node, integer="number" not in types))
+        if "string" in types:
+            options.append(self.string(node))
+        if "array" in types:
+            options.append(self.array(ref, position))
+        if "object" in types:
+            options.append(self.object(ref, position))
+        return alt(*options)
+
+    # ------------------------------------------------------------------ scalars
+    def number(self, node: dict, integer: bool) -> Expr:
+        lo = hi = None
+        lo_excl = hi_excl = False
+        minimum, maximum = node.get("minimum"), node.get("maximum")
+        if isinstance(minimum, (int, Decimal)) and not isinstance(minimum, bool):
+            lo = Decimal(minimum)
+            lo_excl = node.get("exclusiveMinimum") is True
+        if isinstance(maximum, (int, Decimal)) and not isinstance(maximum, bool):
+            hi = Decimal(maximum)
+            hi_excl = node.get("exclusiveMaximum") is True
+        for key, is_lower in (("exclusiveMinimum", True), ("exclusiveMaximum", False)):
+            bound = node.get(key)
+            if isinstance(bound, (int, Decimal)) and not isinstance(bound, bool):
+                bound = Decimal(bound)
+                if is_lower and (lo is None or bound >= lo):
+                    lo, lo_excl = bound, True
+                elif not is_lower and (hi is None or bound <= hi):
+                    hi, hi_excl = bound, True
+        step = node.get("multipleOf")
+        if integer:
+            base = numbers.integers(lo, hi, lo_excl, hi_excl)
+        elif lo is None and hi is None and step is None:
+            return self._any_number
+        else:
+            base = numbers.decimals(self.ops, lo, hi, lo_excl, hi_excl)
+        if isinstance(step, (int, Decimal)) and not isinstance(step, bool):
+            try:
+                base = self.ops.intersect(base, numbers.multiple_of(Decimal(step), integer))
+            except GrammarError as exc:
+                raise GrammarError(f"{self.registry.pointer(node)}: {exc}") from None
+        return base
+
+    @cached_property
+    def _any_number(self) -> Expr:
+        negative_zero = concat(literal("-0"), numbers.ZERO_FRACTION,
+                               repeat(numbers.EXPONENT, 0, 1))
+        return self.ops.difference(numbers.ANY_NUMBER, negative_zero)
+
+    def string(self, node: dict) -> Expr:
+        values: list[Expr] = []
+        lo, hi = node.get("minLength"), node.get("maxLength")
+        if lo is not None or hi is not None:
+            values.append(strings.length_between(int(lo or 0), None if hi is None else int(hi)))
+        if isinstance(node.get("pattern"), str):
+            values.append(strings.pattern_language(node["pattern"],
+                                                   self.registry.pointer(node) + "/pattern"))
+        if isinstance(node.get("format"), str):
+            language = strings.format_language(node["format"])
+            if language is None:
+                self.options.notice(f"format {node['format']!r} at "
+                                    f"{self.registry.pointer(node)} is not checked")
+            else:
+                values.append(language)
+        if not values:
+            values.append(strings.length_between(0, None))
+        return self.intersect_all([strings.json_string(v) for v in values])
+
+    def literal_value(self, value: Any, position: Position) -> Expr:
+        """Every text of exactly this JSON value (numbers equal in value, any escapes)."""
+        if value is None:
+            return literal("null")
+        if isinstance(value, bool):
+            return literal("true" if value else "false")
+        if isinstance(value, (int, Decimal, float)):
+            number = Decimal(str(value)) if isinstance(value, float) else Decimal(value)
+            return numbers.decimals(self.ops, number, number)
+        if isinstance(value, str):
+            return strings.string_literal(value)
+        layout = self.layout
+        if isinstance(value, list):
+            items = [self.literal_value(v, position.items) for v in value]
+            body = concat(*[concat(layout.comma, x) if i else x for i, x in enumerate(items)])
+            return concat(layout.open_array, body, layout.close_array)
+        if isinstance(value, dict):
+            ranking = position.ranking
+            keys = sorted(value, key=lambda k: (0, ranking.index(k)) if k in ranking else (1, k))
+            members = [concat(strings.string_literal(k), layout.colon,
+                              self.literal_value(value[k], position.child(k))) for k in keys]
+            body = concat(*[concat(layout.comma, m) if i else m for i, m in enumerate(members)])
+            return concat(layout.open_object, body, layout.close_object)
+        raise GrammarError(f"not a JSON value: {value!r}")
+
+    # ------------------------------------------------------------------ any value
+    def any(self, position: Position, budget: int | None = None) -> Expr:
+        """Any JSON value at this position, containers nested at most `budget` levels."""
+        budget = self.options.max_depth if budget is None else budget
+        key = (id(position), budget)
+        cached = self._any_cache.get(key)
+        if cached is not None:
+            return cached
+        layout = self.layout
+        scalars = alt(literal("null"), literal("true"), literal("false"), self._any_number,
+                      strings.json_string(strings.length_between(0, None)))
+        if budget <= 0:
+            options = [scalars, concat(layout.open_array, layout.close_array),
+                       concat(layout.open_object, layout.close_object)]
+        else:
+            item = self.any(position.items, budget - 1)
+            array = concat(layout.open_array,
+                           repeat(concat(item, repeat(concat(layout.comma, item), 0, None)), 0, 1),
+                           layout.close_array)
+            options = [scalars, array, self._object_language(
+                position, [(k, self.any(position.child(k), budget - 1), False)
+                           for k in position.ranking],
+                self._unranked_key(position), self.any(position.additional, budget - 1),
+                (0, None), {})]
+        result = self._any_cache[key] = alt(*options)
+        return result
+
+    # ------------------------------------------------------------------ objects
+    def object(self, ref: Ref, position: Position) -> Expr:
+        node = ref.node
+        properties = node.get("properties") if isinstance(node.get("properties"), dict) else {}
+        patterns = _pattern_properties(node)
+        if "additionalProperties" in node:
+            extra_schema = node["additionalProperties"]
+        else:
+            extra_schema = True if self.options.additional_properties else False
+        required = set(node.get("required", []) if isinstance(node.get("required"), list) else [])
+        names_pos = position.keys
+        names_schema = node.get("propertyNames")
+        slots = []
+        for name in position.ranking:
+            child = position.child(name)
+            applicable = [properties[name]] if name in properties else []
+            applicable += [s for p, s in patterns.items() if self.key_matches(p, name, node)]
+            if not applicable:
+                applicable = [extra_schema]
+            if names_schema is not None and not self._name_allowed(names_schema, ref, name,
+                                                                   names_pos):
+                applicable = [False]
+            language = self.intersect_all([self.value(Ref(s, ref.base), child)
+                                           for s in applicable])
+            slots.append((name, language, name in required))
+        # keys outside the ranking, by which patterns they match
+        unranked = self._unranked_key(position)
+        if names_schema is not None:
+            unranked = self.ops.intersect(unranked, self._names_language(names_schema, ref,
+                                                                         names_pos))
+        entries = self._extra_entries(ref, position, unranked, patterns, extra_schema)
+        counts = (node.get("minProperties", 0) or 0, node.get("maxProperties"))
+        return self._object_language(position, slots, None, entries, counts,
+                                     self._dependent_required(node))
+
+    def _unranked_key(self, position: Position) -> Expr:
+        """JSON texts of keys that are not in the position's ranking."""
+        any_key = strings.json_string(strings.length_between(0, None))
+        if not position.ranking:
+            return any_key
+        return self.ops.difference(any_key, alt(*(strings.string_literal(k)
+                                                  for k in position.ranking)))
+
+    def _extra_entries(self, ref: Ref, position: Position, keys: Expr,
+                       patterns: dict[str, Any], extra_schema: Any) -> Expr:
+        """`key: value` for keys outside the ranking, split by the patterns they match."""
+        names = list(patterns)
+        if len(names) > _MAX_PATTERN_REGIONS:
+            raise GrammarError(f"{self.registry.pointer(ref.node)}: more than "
+                               f"{_MAX_PATTERN_REGIONS} patternProperties in one object")
+        key_languages = [strings.json_string(strings.pattern_language(
+            p, f"{self.registry.pointer(ref.node)}/patternProperties")) for p in names]
+        options = []
+        child = position.additional
+        for size in range(len(names) + 1):
+            for chosen in combinations(range(len(names)), size):
+                region = keys
+                for i in range(len(names)):
+                    op = self.ops.intersect if i in chosen else self.ops.difference
+                    region = op(region, key_languages[i])
+                if region == NOTHING:
+                    continue
+                schemas = [patterns[names[i]] for i in chosen] or [extra_schema]
+                value = self.intersect_all([self.value(Ref(s, ref.base), child)
+                                            for s in schemas])
+                if value != NOTHING:
+                    options.append(concat(region, self.layout.colon, value))
+        return alt(*options)
+
+    def _object_language(self, position: Position, slots: list[tuple[str, Expr, bool]],
+                         unranked_key: Expr | None, extra: Expr, counts: tuple[int, int | None],
+                         dependencies: dict[str, list[str]]) -> Expr:
+        """`{...}` with the ranked slots in order (each present or absent), then any number of
+        `extra` entries, honouring required keys, property counts and dependencies."""
+        layout = self.layout
+        if unranked_key is not None:  # `extra` is a value language; pair it with the keys
+            extra = concat(unranked_key, layout.colon, extra) if extra != NOTHING else NOTHING
+        min_count, max_count = counts
+        counting = bool(min_count) or max_count is not None
+        cap = max(min_count, max_count or 0) + 1 if counting else 1
+        names = [name for name, _, _ in slots]
+        involved = sorted({n for k, vs in dependencies.items() for n in [k, *vs] if n in names},
+                          key=names.index)
+        bit = {name: 1 << i for i, name in enumerate(involved)}
+        memo: dict[tuple[int, int, int], Expr] = {}
+
+        def members(i: int, count: int, present: int) -> Expr:
+            key = (i, count, present)
+            if key in memo:
+                return memo[key]
+            if i == len(slots):
+                result = self._extra_sequence(extra, count, min_count, max_count)
+            else:
+                name, language, required = slots[i]
+                options = []
+                demanded = required or any(present & bit.get(k, 0) and name in vs
+                                           for k, vs in dependencies.items())
+                if not demanded:
+                    options.append(members(i + 1, count, present))
+                needs_earlier = all(present & bit[n] for n in dependencies.get(name, [])
+                                    if n in bit and names.index(n) < i)
+                fits = max_count is None or count + 1 <= max_count
+                if language != NOTHING and needs_earlier and fits:
+                    entry = concat(strings.string_literal(name), layout.colon, language)
+                    options.append(concat(layout.comma if count else EMPTY, entry,
+                                          members(i + 1, min(count + 1, cap), present |
+                                                  bit.get(name, 0))))
+                result = alt(*options)
+            memo[key] = result
+            return result
+
+        body = members(0, 0, 0)
+        if body == NOTHING:
+            return NOTHING
+        return concat(layout.open_object, body, layout.close_object)
+
+    def _extra_sequence(self, entry: Expr, count: int, min_count: int,
+                        max_count: int | None) -> Expr:
+        """Entries after `count` members, so that the total is within the bounds."""
+        lo = max(0, min_count - count)
+        hi = None if max_count is None else max_count - count
+        if hi is not None and hi < lo:
+            return NOTHING
+        if entry == NOTHING or hi == 0:
+            return EMPTY if lo == 0 else NOTHING
+        comma = self.layout.comma
+        if count:
+            return repeat(concat(comma, entry), lo, hi)
+        rest = repeat(concat(comma, entry), max(lo - 1, 0), None if hi is None else hi - 1)
+        nonempty = concat(entry, rest)
+        return alt(EMPTY, nonempty) if lo == 0 else nonempty
+
+    @staticmethod
+    def _dependent_required(node: dict) -> dict[str, list[str]]:
+        out: dict[str, list[str]] = {}
+        for key in ("dependentRequired", "dependencies"):
+            if isinstance(node.get(key), dict):
+                for name, value in node[key].items():
+                    if isinstance(value, list):
+                        out.setdefault(name, []).extend(v for v in value if isinstance(v, str))
+        return out
+
+    def object_with_key(self, key: str, position: Position) -> Expr:
+        """Objects at this position (any values) that contain `key`."""
+        budget = self.options.max_depth - 1
+        slots = [(k, self.any(position.child(k), budget), k == key) for k in position.ranking]
+        return self._object_language(position, slots, self._unranked_key(position),
+                                     self.any(position.additional, budget), (0, None), {})
+
+    def _names_language(self, names_schema: Any, ref: Ref, position: Position) -> Expr:
+        strings_only = strings.json_string(strings.length_between(0, None))
+        return self.ops.intersect(self.value(Ref(names_schema, ref.base), position),
+                                  strings_only)
+
+    def _name_allowed(self, names_schema: Any, ref: Ref, name: str, position: Position) -> bool:
+        language = self._names_language(names_schema, ref, position)
+        dfa = self.ops.dfa(language)
+        return dfa is not None and dfa.accepts(json.dumps(name).encode())
+
+    def key_matches(self, pattern: str, name: str, node: dict) -> bool:
+        """Whether the ECMA-262 `pattern` matches the key `name` (as patternProperties do)."""
+        dfa = self._key_dfas.get(pattern)
+        if dfa is None:
+            where = self.registry.pointer(node) + "/patternProperties"
+            dfa = self._key_dfas[pattern] = self.ops.dfa(strings.pattern_language(pattern, where))
+        return dfa is not None and dfa.accepts(name.encode("utf-8", "surrogatepass"))
+
+    # ------------------------------------------------------------------ arrays
+    def array(self, ref: Ref, position: Position) -> Expr:
+        node = ref.node
+        if self.draft >= 2020:
+            prefix = node.get("prefixItems", [])
+            rest = node.get("items", True)
+        elif isinstance(node.get("items"), list):
+            prefix, rest = node["items"], node.get("additionalItems", True)
+        else:
+            prefix, rest = [], node.get("items", True)
+        if not isinstance(prefix, list):
+            raise GrammarError(f"{self.registry.pointer(node)}: prefixItems must be an array")
+        item_pos = position.items
+        elements = [self.value(Ref(s, ref.base), item_pos) for s in prefix]
+        rest_language = self.value(Ref(rest, ref.base), item_pos)
+        min_items = int(node.get("minItems", 0) or 0)
+        max_items = node.get("maxItems")
+        max_items = None if max_items is None else int(max_items)
+        contains = None
+        if "contains" in node and self.draft >= 6:
+            contains = self.value(Ref(node["contains"], ref.base), item_pos)
+        if node.get("uniqueItems") is True and (max_items is None or max_items > 1):
+            return self._unique_array(ref, item_pos, prefix, rest, min_items, max_items,
+                                      contains)
+        return self._array_language(elements, rest_language, min_items, max_items, contains,
+                                    node)
+
+    def _array_language(self, elements: list[Expr], rest: Expr, min_items: int,
+                        max_items: int | None, contains: Expr | None, node: dict) -> Expr:
+        """`[...]`: positional elements, then `rest` elements; item counts; `contains` counts
+        (a walk over (index, matches so far), closed by a loop once neither matters)."""
+        comma = self.layout.comma
+        if contains is not None:
+            min_contains = int(node.get("minContains", 1)) if self.draft >= 2019 else 1
+            max_contains = node.get("maxContains") if self.draft >= 2019 else None
+            max_contains = None if max_contains is None else int(max_contains)
+        else:
+            min_contains, max_contains = 0, None
+        cap = max(min_contains, max_contains or 0) + 1  # match counts saturate here
+
+        def split(language: Expr) -> list[tuple[Expr, int]]:
+            """(part of the element language, what it adds to the contains count)."""
+            if contains is None:
+                return [(language, 0)]
+            return [(self.ops.intersect(language, contains), 1),
+                    (self.ops.difference(language, contains), 0)]
+
+        parts_at = [split(e) for e in elements]
+        rest_parts = split(rest)
+        # from index `stable` on, only `rest` elements remain and no count depends on the index
+        stable = max(len(elements), min_items, 1) if max_items is None else max_items
+        memo: dict[tuple[int, int], Expr] = {}
+
+        def tail(i: int, found: int) -> Expr:
+            """The elements from index i on (i > 0: each after a comma), `found` matches."""
+            key = (i, found)
+            if key in memo:
+                return memo[key]
+            if i == stable and max_items is None:
+                result = self._loop(rest_parts, found, min_contains, max_contains)
+            else:
+                options = [EMPTY] if i >= min_items and found >= min_contains else []
+                if max_items is None or i < max_items:
+                    for part, adds in (parts_at[i] if i < len(elements) else rest_parts):
+                        counted = min(found + adds, cap)
+                        if part != NOTHING and (max_contains is None or counted <= max_contains):
+                            options.append(concat(comma if i else EMPTY, part,
+                                                  tail(i + 1, counted)))
+                result = alt(*options)
+            memo[key] = result
+            return result
+
+        body = tail(0, 0)
+        if body == NOTHING:
+            return NOTHING
+        return concat(self.layout.open_array, body, self.layout.close_array)
+
+    def _loop(self, rest_parts: list[tuple[Expr, int]], found: int, min_contains: int,
+              max_contains: int | None) -> Expr:
+        """Any number of `, element`, bringing the match count from `found` into range."""
+        comma = self.layout.comma
+        other = alt(*(p for p, adds in rest_parts if not adds))
+        match = alt(*(p for p, adds in rest_parts if adds))
+        others = repeat(concat(comma, other), 0, None)
+        lower = max(0, min_contains - found)
+        upper = None if max_contains is None else max_contains - found
+        if upper is not None and upper < lower:
+            return NOTHING
+        if match == NOTHING:
+            return others if lower == 0 else NOTHING
+        return concat(others, repeat(concat(comma, match, others), lower, upper))
+
+    def _unique_array(self, ref: Ref, item_pos: Position, prefix: list, rest: Any,
+                      min_items: int, max_items: int | None, contains: Expr | None) -> Expr:
+        """uniqueItems over a small finite set of values: a walk over subsets of used values."""
+        node = ref.node
+        pointer = self.registry.pointer(node)
+        schemas = list(prefix) + [rest]
+        choices = [self._finite_values(s) for s in schemas]
+        if contains is not None or any(c is None for c in choices):
+            message = (f"{pointer}: uniqueItems is supported only for items limited to a few "
+                       "values (enum, const, boolean or null), without contains")
+            if not self.options.lenient:
+                raise GrammarError(message)
+            self.options.notice(message + "; ignored (--lenient)")
+            return self._array_language(
+                [self.value(Ref(s, ref.base), item_pos) for s in prefix],
+                self.value(Ref(rest, ref.base), item_pos), min_items, max_items, contains, node)
+        universe: list[Any] = []
+        keys: list[Any] = []
+        for values in choices:
+            for v in values:
+                if _value_key(v) not in keys:
+                    keys.append(_value_key(v))
+                    universe.append(v)
+        if len(universe) > _MAX_UNIQUE_VALUES:
+            raise GrammarError(f"{pointer}: uniqueItems over {len(universe)} possible values "
+                               f"(grammarc supports up to {_MAX_UNIQUE_VALUES})")
+        literals = [self.literal_value(v, item_pos) for v in universe]
+        allowed = [{keys.index(_value_key(v)) for v in values} for values in choices]
+        longest = len(universe) if max_items is None else min(max_items, len(universe))
+        layout = self.layout
+        memo: dict[tuple[int, int], Expr] = {}
+
+        def tail(i: int, used: int) -> Expr:
+            key = (i, used)
+            if key in memo:
+                return memo[key]
+            options = [EMPTY] if i >= min_items else []
+            if i < longest:
+                position_allowed = allowed[min(i, len(prefix))]
+                for v in sorted(position_allowed):
+                    if not used & (1 << v):
+                        options.append(concat(layout.comma if i else EMPTY, literals[v],
+                                              tail(i + 1, used | (1 << v))))
+            memo[key] = result = alt(*options)
+            return result
+
+        body = tail(0, 0)
+        return NOTHING if body == NOTHING else concat(layout.open_array, body,
+                                                      layout.close_array)
+
+    def _finite_values(self, schema: Any) -> list[Any] | None:
+        """The values a schema allows when it is a small explicit set, else None."""
+        if schema is False:
+            return []
+        if not isinstance(schema, dict) or "$ref" in schema:
+            return None
+        if "const" in schema:
+            values = [schema["const"]]
+        elif isinstance(schema.get("enum"), list):
+            values = list(schema["enum"])
+        else:
+            types = self._types(schema)
+            if types - {"boolean", "null"}:
+                return None
+            values = ([True, False] if "boolean" in types else []) + \
+                ([None] if "null" in types else [])
+        types = self._types(schema)
+        return [v for v in values if _json_type(v) in types or
+                (_json_type(v) == "integer" and "number" in types)]
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int) or (isinstance(value, (Decimal, float)) and value == int(value)):
+        return "integer"
+    if isinstance(value, (Decimal, float)):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    return "object"
+
+
+def _value_key(value: Any) -> Any:
+    """A hashable identity of a JSON value, with JSON's equality (1 == 1.0, true != 1)."""
+    if isinstance(value, bool) or value is None:
+        return ("literal", value)
+    if isinstance(value, (int, float, Decimal)):
+        return ("number", Decimal(str(value)) if isinstance(value, float) else Decimal(value))
+    if isinstance(value, str):
+        return ("string", value)
+    return ("json", json.dumps(value, sort_keys=True, default=str))
+
+
+_TYPE_SPECIFIC = {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf",
+                  "minLength", "maxLength", "pattern", "format", "items", "prefixItems",
+                  "additionalItems", "minItems", "maxItems", "uniqueItems", "contains",
+                  "properties", "patternProperties", "additionalProperties", "required",
+                  "minProperties", "maxProperties", "propertyNames", "dependentRequired",
+                  "dependencies"}
+
+
+def _constrains_beyond_type(node: dict) -> bool:
+    return any(key in node for key in _TYPE_SPECIFIC)
+
+
+def _constrains_locally(node: dict) -> bool:
+    """Whether the schema restricts values by itself (not only through applicators)."""
+    return _constrains_beyond_type(node) or any(k in node for k in ("type", "enum", "const"))
+
+
+def compile_schema(root: Any, options: FrontendOptions) -> Expr:
+    """The language of the JSON texts of the instances `root` accepts."""
+    return Compiler(root, options).document()
+
+
+def canonical_dumps(schema: Any, instance: Any, whitespace: str = "default",
+                    ensure_ascii: bool = True) -> str:
+    """The text grammarc's table for `schema` expects for `instance`: keys in the ranking of
+    their position (then the others, sorted), separators of the whitespace style."""
+    compiler = Compiler(schema, FrontendOptions(whitespace=whitespace))
+    separators = (",", ":") if whitespace == "compact" else (", ", ": ")
+
+    def ordered(value: Any, position: Position) -> Any:
+        if isinstance(value, dict):
+            ranking = position.ranking
+            keys = sorted(value, key=lambda k: (0, ranking.index(k)) if k in ranking else (1, k))
+            return {k: ordered(value[k], position.child(k)) for k in keys}
+        if isinstance(value, list):
+            return [ordered(v, position.items) for v in value]
+        return value
+
+    root = Position(compiler, (Ref(schema, _ROOT_URI),))
+    return json.dumps(ordered(instance, root), separators=separators, ensure_ascii=ensure_ascii)
+
+
+__all__ = ["Compiler", "Layout", "canonical_dumps", "compile_schema", "draft_of"]

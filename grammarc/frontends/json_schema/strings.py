@@ -1,0 +1,359 @@
+"""JSON strings: value languages over characters, their JSON serialisation, patterns, formats.
+
+A string schema is first a *value* language (which strings are valid: lengths, `pattern`,
+`format`, `enum`); `serialized` then turns it into the language of JSON texts of those values,
+written the way JSON serialisers write them: printable ASCII characters as themselves, except
+`"` and `\\` (`\\"`, `\\\\`) and `/` (itself or `\\/`); control characters escaped (`\\n` and the
+other short forms, or `\\u00XX`); other characters as themselves or `\\uXXXX` in either case
+(beyond the BMP, a surrogate pair). So `json.dumps` output is accepted with or without
+`ensure_ascii`. Each text decodes to exactly one value, so intersections of serialised
+languages are the serialisations of the intersected values.
+
+`pattern` uses ECMA-262 syntax and search semantics (a match anywhere unless anchored with
+`^`/`$`), translated to Python's syntax and parsed by the regex front end.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from ...automaton import (
+    EMPTY, NOTHING, Alt, Automaton, CharSet, Concat, Expr, Repeat, alt, charset, concat,
+    literal, repeat,
+)
+from ...automaton.expr import MAX_CODE_POINT, complement_ranges, normalize_ranges
+from ...errors import GrammarError
+from ..regex import parse_regex
+
+ANY_CHAR = CharSet(normalize_ranges([(0, MAX_CODE_POINT)]))
+QUOTE = literal('"')
+_RAW_FORBIDDEN = ((0x00, 0x1F), (0x22, 0x22), (0x5C, 0x5C))
+# characters that may be written as \uXXXX: control characters and non-ASCII BMP characters
+_U_ESCAPED = normalize_ranges([(0x00, 0x1F), (0x7F, 0xFFFF)])
+_SHORT_ESCAPES = {0x22: '"', 0x5C: "\\", 0x2F: "/", 0x08: "b", 0x0C: "f", 0x0A: "n",
+                  0x0D: "r", 0x09: "t"}
+
+
+def json_string(value: Expr) -> Expr:
+    """JSON texts `"..."` of the strings in the value language."""
+    return concat(QUOTE, serialized(value), QUOTE)
+
+
+def serialized(value: Expr) -> Expr:
+    """Each character of the value language replaced by all its JSON spellings."""
+    if isinstance(value, CharSet):
+        return _spellings(value.ranges)
+    if isinstance(value, Concat):
+        return concat(*(serialized(p) for p in value.parts))
+    if isinstance(value, Alt):
+        return alt(*(serialized(o) for o in value.options))
+    if isinstance(value, Repeat):
+        return repeat(serialized(value.item), value.min, value.max)
+    if isinstance(value, Automaton):
+        raise TypeError("serialise value languages before combining them as automata")
+    raise TypeError(f"not an expression: {value!r}")
+
+
+@lru_cache(maxsize=8192)
+def _spellings(ranges: tuple[tuple[int, int], ...]) -> Expr:
+    raw = _intersect_ranges(ranges, complement_ranges(normalize_ranges(_RAW_FORBIDDEN)))
+    options: list[Expr] = [CharSet(raw)] if raw else []
+    for code, letter in _SHORT_ESCAPES.items():
+        if _contains(ranges, code):
+            options.append(literal("\\" + letter))
+    escapable = _intersect_ranges(ranges, _U_ESCAPED)
+    if escapable:
+        options.append(concat(literal("\\u"), alt(*(_hex4(lo, hi) for lo, hi in escapable))))
+    for lo, hi in _intersect_ranges(ranges, ((0x10000, MAX_CODE_POINT),)):
+        options.extend(_surrogate_pairs(lo, hi))
+    return alt(*options)
+
+
+def _contains(ranges, code: int) -> bool:
+    return any(lo <= code <= hi for lo, hi in ranges)
+
+
+def _intersect_ranges(a, b) -> tuple[tuple[int, int], ...]:
+    out = []
+    for lo1, hi1 in a:
+        for lo2, hi2 in b:
+            lo, hi = max(lo1, lo2), min(hi1, hi2)
+            if lo <= hi:
+                out.append((lo, hi))
+    return normalize_ranges(out)
+
+
+def _hex_digits(lo: int, hi: int) -> Expr:
+    """One hex digit with value lo..hi, either case."""
+    ranges = []
+    for value_lo, value_hi, base in ((0, 9, 48), (10, 15, 97), (10, 15, 65)):
+        a, b = max(lo, value_lo), min(hi, value_hi)
+        if a <= b:
+            ranges.append((base + a - value_lo, base + b - value_lo))
+    return charset(ranges)
+
+
+def _hex4(lo: int, hi: int, width: int = 4) -> Expr:
+    """Hex numerals of exactly `width` digits with values lo..hi."""
+    if width == 0:
+        return EMPTY
+    unit = 16 ** (width - 1)
+    a, b = lo // unit, hi // unit
+    if a == b:
+        return concat(_hex_digits(a, a), _hex4(lo % unit, hi % unit, width - 1))
+    options = [concat(_hex_digits(a, a), _hex4(lo % unit, unit - 1, width - 1))]
+    if b - a > 1:
+        options.append(concat(_hex_digits(a + 1, b - 1), repeat(_hex_digits(0, 15), width - 1,
+                                                                 width - 1)))
+    options.append(concat(_hex_digits(b, b), _hex4(0, hi % unit, width - 1)))
+    return alt(*options)
+
+
+def _surrogate_pairs(lo: int, hi: int) -> list[Expr]:
+    """`\\uHHHH\\uLLLL` spellings of the astral code points lo..hi."""
+    u = literal("\\u")
+    high_lo, low_lo = divmod(lo - 0x10000, 0x400)
+    high_hi, low_hi = divmod(hi - 0x10000, 0x400)
+
+    def pairs(high_a: int, high_b: int, low_a: int, low_b: int) -> Expr:
+        return concat(u, _hex4(0xD800 + high_a, 0xD800 + high_b), u,
+                      _hex4(0xDC00 + low_a, 0xDC00 + low_b))
+
+    if high_lo == high_hi:
+        return [pairs(high_lo, high_lo, low_lo, low_hi)]
+    out = [pairs(high_lo, high_lo, low_lo, 0x3FF), pairs(high_hi, high_hi, 0, low_hi)]
+    if high_hi - high_lo > 1:
+        out.append(pairs(high_lo + 1, high_hi - 1, 0, 0x3FF))
+    return out
+
+
+def string_literal(text: str) -> Expr:
+    """JSON texts of exactly this string value."""
+    return json_string(literal(text))
+
+
+def length_between(lo: int, hi: int | None) -> Expr:
+    """Value language: strings of lo..hi characters (code points)."""
+    return repeat(ANY_CHAR, lo, hi)
+
+
+# ---------------------------------------------------------------------------- patterns
+_ECMA_SPACE = ("\\t\\n\\x0b\\x0c\\r \\xa0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f"
+               "\\u3000\\ufeff")
+_ECMA_SPACE_RANGES = normalize_ranges([(9, 13), (32, 32), (0xA0, 0xA0), (0x1680, 0x1680),
+                                       (0x2000, 0x200A), (0x2028, 0x2029), (0x202F, 0x202F),
+                                       (0x205F, 0x205F), (0x3000, 0x3000), (0xFEFF, 0xFEFF)])
+_NOT_ECMA_SPACE = "".join(
+    f"\\U{lo:08x}-\\U{hi:08x}" for lo, hi in complement_ranges(_ECMA_SPACE_RANGES))
+_LINE_TERMINATORS = "\\n\\r\\u2028\\u2029"
+
+
+def pattern_language(pattern: str, where: str) -> Expr:
+    """Value language of strings in which the ECMA-262 `pattern` finds a match."""
+    python = _ecma_to_python(pattern, where)
+    options = []
+    for branch in _top_level_branches(python):
+        anchored_start = branch.startswith("^")
+        anchored_end = branch.endswith("$") and not branch.endswith("\\$")
+        body = branch[1 if anchored_start else 0:len(branch) - 1 if anchored_end else None]
+        try:
+            expr = parse_regex(body)
+        except GrammarError as exc:
+            raise GrammarError(f"{where}: pattern {pattern!r}: {_strip_position(exc)}") from None
+        prefix = EMPTY if anchored_start else repeat(ANY_CHAR, 0, None)
+        suffix = EMPTY if anchored_end else repeat(ANY_CHAR, 0, None)
+        options.append(concat(prefix, expr, suffix))
+    return alt(*options)
+
+
+def _strip_position(exc: GrammarError) -> str:
+    text = str(exc)
+    parts = text.split(": ", 1)
+    return parts[1] if len(parts) == 2 and parts[0].replace(":", "").isdigit() else text
+
+
+def _ecma_to_python(pattern: str, where: str) -> str:
+    """Rewrite the ECMA-262 constructs whose meaning differs in Python's `re`."""
+    out = []
+    i = 0
+    in_class = False
+    while i < len(pattern):
+        ch = pattern[i]
+        if ch == "\\" and i + 1 < len(pattern):
+            nxt = pattern[i + 1]
+            if nxt == "s":
+                out.append(_ECMA_SPACE if in_class else f"[{_ECMA_SPACE}]")
+            elif nxt == "S":
+                out.append(_NOT_ECMA_SPACE if in_class else f"[{_NOT_ECMA_SPACE}]")
+            elif nxt == "c" and i + 2 < len(pattern) and pattern[i + 2].isalpha():
+                out.append(f"\\x{ord(pattern[i + 2]) % 32:02x}")
+                i += 3
+                continue
+            elif nxt == "u" and pattern.startswith("{", i + 2):
+                end = pattern.find("}", i + 3)
+                if end < 0:
+                    raise GrammarError(f"{where}: pattern {pattern!r}: unterminated \\u{{...}}")
+                out.append(f"\\U{int(pattern[i + 3:end], 16):08x}")
+                i = end + 1
+                continue
+            elif nxt in "pP":
+                raise GrammarError(f"{where}: pattern {pattern!r}: Unicode property escapes "
+                                   "(\\p{...}) are not supported")
+            elif nxt == "k":
+                raise GrammarError(f"{where}: pattern {pattern!r}: backreferences are not "
+                                   "supported")
+            else:
+                out.append(pattern[i:i + 2])
+            i += 2
+            continue
+        if in_class:
+            if ch == "]":
+                in_class = False
+            out.append(ch)
+        elif pattern.startswith("[^]", i):
+            out.append("(?s:.)")
+            i += 3
+            continue
+        elif pattern.startswith("[]", i):
+            out.append("[^\\x00-\\U0010ffff]")
+            i += 2
+            continue
+        elif ch == "[":
+            in_class = True
+            out.append(ch)
+            if pattern.startswith("^", i + 1):
+                out.append("^")
+                i += 1
+            if pattern.startswith("]", i + 1):
+                out.append("\\]")
+                i += 1
+        elif ch == ".":
+            out.append(f"[^{_LINE_TERMINATORS}]")
+        elif pattern.startswith("(?<", i) and not pattern.startswith(("(?<=", "(?<!"), i):
+            out.append("(?P<")
+            i += 3
+            continue
+        else:
+            out.append(ch)
+        i += 1
+    return "".join(out)
+
+
+def _top_level_branches(pattern: str) -> list[str]:
+    """Split at `|` outside groups, classes and escapes."""
+    branches, depth, start, i, in_class = [], 0, 0, 0, False
+    while i < len(pattern):
+        ch = pattern[i]
+        if ch == "\\":
+            i += 2
+            continue
+        if in_class:
+            in_class = ch != "]"
+        elif ch == "[":
+            in_class = True
+            if pattern.startswith("^", i + 1):
+                i += 1
+            if pattern.startswith("]", i + 1):
+                i += 1
+        elif ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+        elif ch == "|" and depth == 0:
+            branches.append(pattern[start:i])
+            start = i + 1
+        i += 1
+    branches.append(pattern[start:])
+    return branches
+
+
+# ----------------------------------------------------------------------------- formats
+_DEC_OCTET = r"(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])"
+_IPV4 = rf"{_DEC_OCTET}(?:\.{_DEC_OCTET}){{3}}"
+_H16 = r"[0-9A-Fa-f]{1,4}"
+_LS32 = rf"(?:{_H16}:{_H16}|{_IPV4})"
+_IPV6 = ("(?:" + "|".join([
+    rf"(?:{_H16}:){{6}}{_LS32}",
+    rf"::(?:{_H16}:){{5}}{_LS32}",
+    rf"(?:{_H16})?::(?:{_H16}:){{4}}{_LS32}",
+    rf"(?:(?:{_H16}:){{0,1}}{_H16})?::(?:{_H16}:){{3}}{_LS32}",
+    rf"(?:(?:{_H16}:){{0,2}}{_H16})?::(?:{_H16}:){{2}}{_LS32}",
+    rf"(?:(?:{_H16}:){{0,3}}{_H16})?::{_H16}:{_LS32}",
+    rf"(?:(?:{_H16}:){{0,4}}{_H16})?::{_LS32}",
+    rf"(?:(?:{_H16}:){{0,5}}{_H16})?::{_H16}",
+    rf"(?:(?:{_H16}:){{0,6}}{_H16})?::",
+]) + ")")
+# a label: letters, digits, hyphens; no hyphen first or last; "--" never in 3rd-4th position
+# (reserved for A-labels, which grammarc does not validate)
+def _label(max_len: int) -> str:
+    a, c = "[A-Za-z0-9]", "[A-Za-z0-9-]"
+    return (f"(?:{a}(?:{c}?{a})?"                                  # 1 to 3 characters
+            f"|{a}{c}{{2}}{a}"                                     # 4
+            f"|{a}{c}(?:{a}{c}|-{a}){c}{{0,{max_len - 5}}}{a})")   # 5 to max_len
+
+
+_HOSTNAME = rf"{_label(63)}(?:\.{_label(63)}){{0,2}}(?:\.{_label(61)})?"
+_TWO = r"[0-9]{2}"
+_LEAP_YEAR = r"(?:[0-9]{2}(?:0[48]|[2468][048]|[13579][26])|(?:0[48]|[2468][048]|[13579][26]|00)00)"
+_FULL_DATE = ("(?:[0-9]{4}-(?:(?:0[13578]|1[02])-(?:0[1-9]|[12][0-9]|3[01])"
+              "|(?:0[469]|11)-(?:0[1-9]|[12][0-9]|30)|02-(?:0[1-9]|1[0-9]|2[0-8]))"
+              f"|{_LEAP_YEAR}-02-29)")
+_OFFSET = r"(?:[Zz]|[+-](?:[01][0-9]|2[0-3]):[0-5][0-9])"
+_FRACTION = r"(?:\.[0-9]+)?"
+_FULL_TIME = (rf"(?:(?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9]{_FRACTION}{_OFFSET}"
+              rf"|23:59:60{_FRACTION}(?:[Zz]|[+-]00:00))")
+_DUR_TIME = r"T(?:[0-9]+H(?:[0-9]+M(?:[0-9]+S)?)?|[0-9]+M(?:[0-9]+S)?|[0-9]+S)"
+_DUR_DATE = r"(?:[0-9]+D|[0-9]+M(?:[0-9]+D)?|[0-9]+Y(?:[0-9]+M(?:[0-9]+D)?)?)"
+_DURATION = rf"P(?:{_DUR_DATE}(?:{_DUR_TIME})?|{_DUR_TIME}|[0-9]+W)"
+_ATEXT = r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]"
+_QUOTED_LOCAL = r'"(?:[\x20\x21\x23-\x5b\x5d-\x7e]|\\[\x20-\x7e])*"'
+_EMAIL = (rf"(?:{_ATEXT}+(?:\.{_ATEXT}+)*|{_QUOTED_LOCAL})"
+          rf"@(?:{_HOSTNAME}|\[{_IPV4}\]|\[IPv6:{_IPV6}\])")
+# RFC 3986
+_UNRESERVED = r"[A-Za-z0-9._~-]"
+_PCT = r"%[0-9A-Fa-f]{2}"
+_SUB_DELIMS = r"[!$&'()*+,;=]"
+_PCHAR = rf"(?:{_UNRESERVED}|{_PCT}|{_SUB_DELIMS}|[:@])"
+_SCHEME = r"[A-Za-z][A-Za-z0-9+.-]*"
+_USERINFO = rf"(?:{_UNRESERVED}|{_PCT}|{_SUB_DELIMS}|:)*"
+_IPVFUTURE = rf"[vV][0-9A-Fa-f]+\.(?:{_UNRESERVED}|{_SUB_DELIMS}|:)+"
+_HOST = rf"(?:\[(?:{_IPV6}|{_IPVFUTURE})\]|{_IPV4}|(?:{_UNRESERVED}|{_PCT}|{_SUB_DELIMS})*)"
+_AUTHORITY = rf"(?:{_USERINFO}@)?{_HOST}(?::[0-9]*)?"
+_SEGMENT = rf"{_PCHAR}*"
+_SEGMENT_NZ = rf"{_PCHAR}+"
+_SEGMENT_NZ_NC = rf"(?:{_UNRESERVED}|{_PCT}|{_SUB_DELIMS}|@)+"
+_PATH_ABEMPTY = rf"(?:/{_SEGMENT})*"
+_PATH_ABSOLUTE = rf"/(?:{_SEGMENT_NZ}(?:/{_SEGMENT})*)?"
+_PATH_ROOTLESS = rf"{_SEGMENT_NZ}(?:/{_SEGMENT})*"
+_PATH_NOSCHEME = rf"{_SEGMENT_NZ_NC}(?:/{_SEGMENT})*"
+_QUERY = rf"(?:\?(?:{_PCHAR}|[/?])*)?(?:#(?:{_PCHAR}|[/?])*)?"
+_URI = (rf"{_SCHEME}:(?://{_AUTHORITY}{_PATH_ABEMPTY}|{_PATH_ABSOLUTE}|{_PATH_ROOTLESS}|)"
+        rf"{_QUERY}")
+_RELATIVE_REF = (rf"(?://{_AUTHORITY}{_PATH_ABEMPTY}|{_PATH_ABSOLUTE}|{_PATH_NOSCHEME}|)"
+                 rf"{_QUERY}")
+_HEX = "[0-9A-Fa-f]"
+
+FORMATS = {
+    "date": _FULL_DATE,
+    "time": _FULL_TIME,
+    "date-time": rf"{_FULL_DATE}[Tt]{_FULL_TIME}",
+    "duration": _DURATION,
+    "email": _EMAIL,
+    "hostname": _HOSTNAME,
+    "ipv4": _IPV4,
+    "ipv6": _IPV6,
+    "uri": _URI,
+    "uri-reference": rf"(?:{_URI}|{_RELATIVE_REF})",
+    "uuid": rf"{_HEX}{{8}}-{_HEX}{{4}}-{_HEX}{{4}}-{_HEX}{{4}}-{_HEX}{{12}}",
+}
+
+
+@lru_cache(maxsize=None)
+def format_language(name: str) -> Expr | None:
+    """Value language of a supported `format`, or None for formats grammarc does not check."""
+    regex = FORMATS.get(name)
+    return None if regex is None else parse_regex(regex)
+
+
+__all__ = ["ANY_CHAR", "FORMATS", "format_language", "json_string", "length_between",
+           "pattern_language", "serialized", "string_literal", "NOTHING"]
