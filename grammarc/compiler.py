@@ -11,7 +11,7 @@ import os
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
@@ -50,7 +50,19 @@ def compile(source: str | os.PathLike, tokenizer: Tokenizer | str | os.PathLike,
         trie = tokenizer_trie(tok)
     with _timed(timings, "alignment"):
         table = align(dfa, trie, tok.vocab_size, tok.eos_token_ids, progress=progress)
-    metadata = {
+    metadata = grammar_metadata(kind, text, name, tok, options, max_states)
+    byte_ptr, byte_ranges, byte_next = byte_dfa_ranges(dfa)
+    return Grammar(metadata, token_class=table.token_class, state_row=table.state_row,
+                   row_ptr=table.row_ptr, row_class=table.row_class, row_delta=table.row_delta,
+                   accepting=dfa.accepting, min_tokens_to_accept=table.min_tokens_to_accept,
+                   byte_ptr=byte_ptr, byte_ranges=byte_ranges, byte_next=byte_next)
+
+
+def grammar_metadata(kind: str, text: str, name: str | None, tok: Tokenizer,
+                     options: FrontendOptions, max_states: int) -> dict[str, Any]:
+    """The artifact metadata a compile records: every input that decides the tables (the
+    layout and checksum are added when it is saved)."""
+    return {
         "format": FORMAT_NAME,
         "format_version": FORMAT_VERSION,
         "grammarc_version": __version__,
@@ -64,11 +76,6 @@ def compile(source: str | os.PathLike, tokenizer: Tokenizer | str | os.PathLike,
         "start_state": 1,
         "dead_state": 0,
     }
-    byte_ptr, byte_ranges, byte_next = byte_dfa_ranges(dfa)
-    return Grammar(metadata, token_class=table.token_class, state_row=table.state_row,
-                   row_ptr=table.row_ptr, row_class=table.row_class, row_delta=table.row_delta,
-                   accepting=dfa.accepting, min_tokens_to_accept=table.min_tokens_to_accept,
-                   byte_ptr=byte_ptr, byte_ranges=byte_ranges, byte_next=byte_next)
 
 
 def read_source(source: str | os.PathLike, kind: str | None) -> tuple[str, str, str | None]:
