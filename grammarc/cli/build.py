@@ -170,7 +170,8 @@ def _expand(template: str, source: Path, tokenizer: str, where: str) -> str:
                             "placeholders are {stem} and {tokenizer}") from None
 
 
-@main.command("build", epilog=EXIT_CODES_HELP)
+@main.command("build", epilog=EXIT_CODES_HELP,
+              short_help="Build the artifacts grammarc.toml lists.")
 @click.argument("manifest", default="grammarc.toml",
                 type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--check", is_flag=True,

@@ -25,7 +25,8 @@ _MAX_DIFF_LINES = 40
 
 
 # ----------------------------------------------------------------------------------- verify
-@main.command("verify", epilog=EXIT_CODES_HELP)
+@main.command("verify", epilog=EXIT_CODES_HELP,
+              short_help="Check an artifact's integrity, tokenizer, source.")
 @_ARTIFACT
 @click.option("--tokenizer", "tokenizer_spec", metavar="TOKENIZER",
               help=f"Check the artifact was compiled for this vocabulary: {_TOKENIZER_HELP}.")
@@ -79,7 +80,8 @@ def verify_command(artifact: Path, tokenizer_spec: str | None, source: Path | No
 
 
 # ---------------------------------------------------------------------------------- inspect
-@main.command("inspect", epilog=EXIT_CODES_HELP)
+@main.command("inspect", epilog=EXIT_CODES_HELP,
+              short_help="Show what an artifact holds.")
 @_ARTIFACT
 @_JSON
 def inspect_command(artifact: Path, as_json: bool) -> None:
@@ -149,7 +151,8 @@ def _plural(count: int, noun: str) -> str:
 
 
 # ------------------------------------------------------------------------------------ check
-@main.command("check", epilog=EXIT_CODES_HELP)
+@main.command("check", epilog=EXIT_CODES_HELP,
+              short_help="Is a text or token sequence in the language?")
 @_ARTIFACT
 @click.argument("text", required=False)
 @click.option("--tokens", "token_ids", metavar="IDS",
@@ -254,8 +257,10 @@ def _expected_after(grammar: Grammar, prefix: bytes) -> dict[str, Any]:
     state = grammar.walk_bytes(prefix[:boundary])
     ranges = grammar.allowed_characters(state)
     can_end = grammar.is_accepting(state)
+    single = len(ranges) == 1 and ranges[0][0] == ranges[0][1]
     expected = "the end of the text" if can_end and not ranges else \
-        "one of " + describe_characters(ranges) + (", or the end of the text" if can_end else "")
+        ("" if single else "one of ") + describe_characters(ranges) + \
+        (", or the end of the text" if can_end else "")
     return {"byte_offset": boundary, "char_offset": len(text), "line": line, "column": column,
             "matched": text, "expected": [[chr(lo), chr(hi)] for lo, hi in ranges],
             "can_end": can_end, "expected_text": expected}
@@ -289,7 +294,8 @@ def _echo_check(report: dict[str, Any]) -> None:
 
 
 # ----------------------------------------------------------------------------------- sample
-@main.command("sample", epilog=EXIT_CODES_HELP)
+@main.command("sample", epilog=EXIT_CODES_HELP,
+              short_help="Print random strings of the language.")
 @_ARTIFACT
 @click.option("-n", "--count", type=click.IntRange(min=1), default=5, show_default=True,
               help="How many strings.")
