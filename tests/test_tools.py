@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -165,3 +166,15 @@ def test_sample_is_seeded_and_in_the_language():
     assert len(lines) == 4 and all(grammar.matches(line) for line in lines)
     assert_clean_error(run("sample", str(DATE), "--max-tokens", "10"),
                        "no string of the language fits in 10 tokens: the shortest takes 10 tokens")
+
+
+def test_sample_needs_a_tokenizer_it_can_load(tmp_path, bpe_tokenizer_json):
+    folder = tmp_path / "tok"
+    shutil.copytree(bpe_tokenizer_json.parent, folder)
+    artifact = tmp_path / "yes-no.npz"
+    grammarc.compile("yes|no", str(folder), kind="regex").save(artifact)
+    shutil.rmtree(folder)  # the tokenizer named in the artifact is gone
+    assert_clean_error(run("sample", str(artifact)),
+                       f"(the tokenizer named in {artifact}); pass --tokenizer")
+    given = run("sample", str(artifact), "--tokenizer", str(bpe_tokenizer_json), "-n", "3")
+    assert given.returncode == 0 and set(given.stdout.split()) <= {"yes", "no"}

@@ -42,7 +42,7 @@ def artifact_tokenizer(grammar: Grammar, spec: str | None, artifact_name: str):
     fingerprint."""
     from ..tokenizers import load_tokenizer
 
-    named = grammar.metadata["tokenizer"].get("name")
+    named = grammar.metadata["tokenizer"]["name"]
     try:
         tokenizer = load_tokenizer(spec or named, eos_token_ids=grammar.eos_token_ids)
     except TokenizerError as exc:
