@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import random
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -178,3 +180,10 @@ def test_sample_needs_a_tokenizer_it_can_load(tmp_path, bpe_tokenizer_json):
                        f"(the tokenizer named in {artifact}); pass --tokenizer")
     given = run("sample", str(artifact), "--tokenizer", str(bpe_tokenizer_json), "-n", "3")
     assert given.returncode == 0 and set(given.stdout.split()) <= {"yes", "no"}
+
+
+def test_the_command_line_starts_without_numba():
+    """Only compiling loads numba: the tools that read artifacts start in a fraction of that."""
+    code = "import sys, grammarc.cli; assert 'numba' not in sys.modules, 'numba imported'"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
