@@ -180,12 +180,12 @@ def _expand(template: str, source: Path, tokenizer: str, where: str) -> str:
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 def build_command(manifest: Path, check: bool, force: bool, as_json: bool) -> None:
     """Build the artifacts MANIFEST (default grammarc.toml) lists; skip the fresh ones."""
-    from ..compiler import compile as compile_grammar
-    from ..compiler import grammar_metadata, read_source
-
     if check and force:
         raise click.UsageError("--check and --force exclude each other")
     targets = read_manifest(manifest)
+    from ..compiler import compile as compile_grammar  # loads numba: after the cheap checks
+    from ..compiler import grammar_metadata, read_source
+
     loaded: dict[tuple[str, str, tuple[int, ...] | None], Any] = {}
     results = []
     for target in targets:
