@@ -230,6 +230,11 @@ def _parse_metadata(document: str) -> dict[str, Any]:
     _require(isinstance(tokenizer, dict), "metadata has no 'tokenizer' section")
     vocab_size = tokenizer.get("vocab_size")
     _require(_is_int(vocab_size) and vocab_size > 0, "invalid tokenizer.vocab_size")
+    _require(all(isinstance(tokenizer.get(k), str) for k in ("name", "fingerprint")),
+             "invalid tokenizer.name or tokenizer.fingerprint")
+    _require(all(isinstance(metadata.get(k), str) for k in ("kind", "source")),
+             "invalid kind or source")
+    _require(isinstance(metadata.get("options", {}), dict), "invalid options")
     eos = tokenizer.get("eos_token_ids")
     _require(isinstance(eos, list) and all(_is_int(e) and 0 <= e < vocab_size for e in eos),
              "invalid tokenizer.eos_token_ids")

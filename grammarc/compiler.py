@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from dataclasses import replace
 from decimal import Decimal
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
@@ -53,7 +53,19 @@ def compile(source: str | os.PathLike, tokenizer: Tokenizer | str | os.PathLike,
         trie = tokenizer_trie(tok)
     with _timed(timings, "alignment"):
         table = align(dfa, trie, tok.vocab_size, tok.eos_token_ids, progress=progress)
-    metadata = {
+    metadata = grammar_metadata(kind, text, name, tok, options, max_states)
+    byte_ptr, byte_ranges, byte_next = dfa.ranges()
+    return Grammar(metadata, token_class=table.token_class, state_row=table.state_row,
+                   row_ptr=table.row_ptr, row_class=table.row_class, row_delta=table.row_delta,
+                   accepting=dfa.accepting, min_tokens_to_accept=table.min_tokens_to_accept,
+                   byte_ptr=byte_ptr, byte_ranges=byte_ranges, byte_next=byte_next)
+
+
+def grammar_metadata(kind: str, text: str, name: str | None, tok: Tokenizer,
+                     options: FrontendOptions, max_states: int) -> dict[str, Any]:
+    """The artifact metadata a compile records: every input that decides the tables (the
+    layout and checksum are added when it is saved)."""
+    return {
         "format": FORMAT_NAME,
         "format_version": FORMAT_VERSION,
         "grammarc_version": __version__,
@@ -61,17 +73,12 @@ def compile(source: str | os.PathLike, tokenizer: Tokenizer | str | os.PathLike,
         "source": text,
         "source_sha256": hashlib.sha256(text.encode("utf-8")).hexdigest(),
         "source_name": name,
-        "options": options.to_metadata(),
+        "options": replace(options, max_states=max_states).to_metadata(),
         "tokenizer": {"name": tok.name, "fingerprint": tok.fingerprint,
                       "vocab_size": tok.vocab_size, "eos_token_ids": list(tok.eos_token_ids)},
         "start_state": 1,
         "dead_state": 0,
     }
-    byte_ptr, byte_ranges, byte_next = dfa.ranges()
-    return Grammar(metadata, token_class=table.token_class, state_row=table.state_row,
-                   row_ptr=table.row_ptr, row_class=table.row_class, row_delta=table.row_delta,
-                   accepting=dfa.accepting, min_tokens_to_accept=table.min_tokens_to_accept,
-                   byte_ptr=byte_ptr, byte_ranges=byte_ranges, byte_next=byte_next)
 
 
 def compile_json_schema(schema: dict | bool, tokenizer: Tokenizer | str | os.PathLike,

@@ -76,6 +76,15 @@ def test_rebuilds_are_byte_identical_across_processes(tmp_path, grammar, suffix)
     assert first == second == hashlib.sha256((tmp_path / f"c{suffix}").read_bytes()).hexdigest()
 
 
+def test_npz_and_safetensors_hold_the_same_content(grammar, tmp_path):
+    grammar.save(tmp_path / "g.npz")
+    grammar.save(tmp_path / "g.safetensors")
+    npz, st = read_artifact(tmp_path / "g.npz"), read_artifact(tmp_path / "g.safetensors")
+    assert npz.metadata == st.metadata  # the checksum included: it does not depend on the container
+    assert npz.tensors.keys() == st.tensors.keys()
+    assert all(np.array_equal(npz.tensors[name], st.tensors[name]) for name in npz.tensors)
+
+
 def test_failed_write_leaves_nothing(grammar, tmp_path):
     blocker = tmp_path / "not-a-dir"
     blocker.write_text("x")
@@ -152,6 +161,9 @@ def _rewrite(path: Path, out: Path, edit) -> None:
     (lambda m, t: m.update(format="other"), "not a grammarc artifact"),
     (lambda m, t: m.update(layout="sparse"), "unknown layout"),
     (lambda m, t: m["tokenizer"].update(eos_token_ids=[10**6]), "eos_token_ids"),
+    (lambda m, t: m["tokenizer"].pop("fingerprint"), "invalid tokenizer.name or tokenizer.fingerprint"),
+    (lambda m, t: m.update(source=None), "invalid kind or source"),
+    (lambda m, t: m.update(options=[1]), "invalid options"),
     (lambda m, t: m.update(num_states=3), "num_states does not match"),
 ])
 def test_hand_edited_artifacts_are_rejected(saved, tmp_path, edit, message):

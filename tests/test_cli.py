@@ -13,9 +13,9 @@ import grammarc
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+def run(*args: str, cwd: Path | None = None, input: str | None = None) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "grammarc", *args], capture_output=True,
-                          text=True, cwd=cwd)
+                          text=True, cwd=cwd, input=input)
 
 
 def assert_clean_error(result: subprocess.CompletedProcess, fragment: str) -> None:

@@ -1,13 +1,36 @@
-"""Expression trees to minimal byte-level DFAs (see `expr`, `nfa`, `dfa`)."""
+"""Expression trees to minimal byte-level DFAs (see `expr`, `nfa`, `dfa`).
+
+`dfa` needs numba, so it is imported on first use: the command line and the front ends'
+option types can be imported without loading numba.
+"""
 
 from __future__ import annotations
 
-from .dfa import DEFAULT_MAX_STATES, ByteDFA, build_dfa, determinize
+from typing import TYPE_CHECKING, Any
+
 from .expr import (
     EMPTY, NOTHING, Alt, Automaton, CharSet, Concat, Expr, Repeat, alt, charset, concat, literal,
     repeat,
 )
-from .ops import Ops
+
+if TYPE_CHECKING:
+    from .dfa import ByteDFA, build_dfa, determinize
+    from .ops import Ops
+
+DEFAULT_MAX_STATES = 100_000
+
+
+_LAZY = {"ByteDFA": "dfa", "build_dfa": "dfa", "determinize": "dfa", "Ops": "ops"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        value = getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = [

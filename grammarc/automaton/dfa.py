@@ -18,10 +18,9 @@ import numba
 import numpy as np
 
 from ..errors import GrammarError, TooManyStatesError
+from . import DEFAULT_MAX_STATES
 from .expr import Expr
 from .nfa import Fragment, NFABuilder
-
-DEFAULT_MAX_STATES = 100_000
 
 _NO_LIMIT = np.iinfo(np.int32).max
 # The subset construction may pass through more states than the minimal result has (copies

@@ -13,6 +13,7 @@ from ..automaton import DEFAULT_MAX_STATES
 from ..errors import GrammarcError
 from ..frontends import KINDS, FrontendOptions, grammar_stem
 from . import EXIT_CODES_HELP, main
+from .common import parse_ids
 
 
 class _AlignmentProgress:
@@ -40,15 +41,6 @@ class _AlignmentProgress:
     def close(self) -> None:
         if self.bar is not None:
             self.bar.__exit__(None, None, None)
-
-
-def _parse_ids(text: str | None) -> list[int] | None:
-    if text is None:
-        return None
-    try:
-        return [int(part) for part in text.split(",") if part.strip()]
-    except ValueError:
-        raise click.BadParameter(f"expected comma-separated token ids, got {text!r}") from None
 
 
 def _check_output(output: Path) -> None:
@@ -102,7 +94,7 @@ def compile_command(source: Path | None, pattern: str | None, kind: str | None,
         if source is None:
             raise click.UsageError("--regex needs -o/--output")
         output = Path(grammar_stem(source) + ".safetensors")
-    eos = _parse_ids(eos_ids)
+    eos = parse_ids(eos_ids)
     _check_output(output)
     started = time.perf_counter()
     tokenizer = load_tokenizer(tokenizer_spec, eos_token_ids=eos)

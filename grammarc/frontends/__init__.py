@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from ..automaton.dfa import DEFAULT_MAX_STATES
+from ..automaton import DEFAULT_MAX_STATES
 from ..automaton.expr import Expr
 from ..errors import GrammarcError
 

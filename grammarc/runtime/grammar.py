@@ -120,6 +120,66 @@ class Grammar:
             return int(state + self._row_delta[j])
         return 0
 
+    def allowed_counts(self) -> np.ndarray:
+        """Number of allowed tokens in each state (EOS included), without building masks."""
+        class_sizes = np.bincount(self._token_class, minlength=self.num_classes)
+        per_row = np.bincount(self._entry_key // self.num_classes,
+                              weights=class_sizes[self._row_class], minlength=self.num_rows)
+        return per_row.astype(np.int64)[self._state_row]
+
+    # ---------------------------------------------------------------- budgets
+    def mask_within(self, state: int, budget: int) -> np.ndarray:
+        """`mask(state)` restricted to tokens after which the text can still end within `budget`
+        more tokens, the final EOS token included.
+
+        A text token leading to state `t` fits when `1 + min_tokens_to_accept[t] + 1 <= budget`;
+        an EOS token (allowed only in accepting states) when `budget >= 1`. A fresh array.
+        """
+        state = self._check_state(state)
+        row = self._state_row[state]
+        lo, hi = self._row_ptr[row], self._row_ptr[row + 1]
+        reach = self._min_tokens[state + self._row_delta[lo:hi]]
+        class_fits = np.zeros(self.num_classes, np.bool_)
+        class_fits[self._row_class[lo:hi][(reach >= 0) & (reach + 2 <= budget)]] = True
+        mask = class_fits[self._token_class]
+        # an EOS token may share its class with text tokens that loop in accepting states
+        mask[list(self.eos_token_ids)] = bool(self._accepting[state]) and budget >= 1
+        return mask
+
+    def allowed_within(self, state: int, budget: int) -> np.ndarray:
+        """Sorted ids of the tokens of `mask_within(state, budget)`."""
+        return np.flatnonzero(self.mask_within(state, budget))
+
+    def sample_tokens(self, max_tokens: int, rng: np.random.Generator, *,
+                      eos_probability: float = 0.25) -> list[int] | None:
+        """A random token sequence of the language, at most `max_tokens` long counting its final
+        EOS token (the sequence ends with one when the grammar has EOS ids); None when no
+        accepted string fits.
+
+        Each step picks uniformly among the text tokens that still fit the remaining budget
+        (`mask_within`); in an accepting state it stops with probability `eos_probability`, or
+        when no text token fits.
+        """
+        eos = np.asarray(self.eos_token_ids, np.int64)
+        state, budget, tokens = self.initial_state, int(max_tokens), []
+        need = int(self._min_tokens[state])
+        if need < 0 or need + 1 > budget:
+            return None
+        while True:
+            mask = self.mask_within(state, budget)
+            mask[eos] = False
+            choices = np.flatnonzero(mask)
+            if self._accepting[state] and (not len(choices) or rng.random() < eos_probability):
+                if len(eos):
+                    tokens.append(int(eos[rng.integers(len(eos))]))
+                return tokens
+            if not len(choices):
+                raise ArtifactError("min_tokens_to_accept disagrees with the token table")
+            token = int(choices[rng.integers(len(choices))])
+            tokens.append(token)
+            state = self.next_state(state, token)
+            budget -= 1
+
     # ---------------------------------------------------------------- batched
     def advance(self, states, tokens):
         """Batched `next_state`: arrays (numpy or torch) of equal shape, same type back."""
@@ -169,6 +229,35 @@ class Grammar:
             if state == 0:
                 break
         return state
+
+    def allowed_characters(self, state: int) -> list[tuple[int, int]]:
+        """Inclusive code point ranges of the characters that may come next in byte-DFA state
+        `state` (a state reached at a character boundary), merged and sorted."""
+        table = self._byte_dfa()
+        tails: dict[tuple[int, int], list[tuple[int, int]]] = {}
+
+        def continuations(at: int, count: int) -> list[tuple[int, int]]:
+            """Values (6 bits per byte) of `count` continuation bytes that stay live from `at`."""
+            if count == 0:
+                return [(0, 0)]
+            key = (at, count)
+            if key not in tails:
+                span = 64 ** (count - 1)
+                found = [(c * span + lo, c * span + hi)
+                         for c in range(64) if table[at, 0x80 + c]
+                         for lo, hi in continuations(int(table[at, 0x80 + c]), count - 1)]
+                tails[key] = _merged(found)
+            return tails[key]
+
+        state = self._check_state(state)
+        found = [(b, b) for b in range(0x80) if table[state, b]]
+        for lead in range(0xC0, 0xF8):
+            if table[state, lead]:
+                count = 1 if lead < 0xE0 else 2 if lead < 0xF0 else 3
+                base = (lead & (0x3F >> count)) << (6 * count)
+                found += [(base + lo, base + hi)
+                          for lo, hi in continuations(int(table[state, lead]), count)]
+        return _merged(found)
 
     def matches(self, text: str | bytes) -> bool:
         """Whether the whole text is in the grammar's language (no tokenizer involved)."""
@@ -354,25 +443,57 @@ def load(path: str | os.PathLike, tokenizer=None) -> Grammar:
 
 
 def check_tokenizer(grammar: Grammar, tokenizer, artifact_name: str = "artifact") -> None:
-    """Raise `ArtifactError` unless `grammar` was compiled for `tokenizer`'s vocabulary.
-
-    The comparison uses the artifact's own EOS ids (chosen at compile time, e.g. by --eos),
-    so only the vocabulary itself has to match.
-    """
-    if not hasattr(tokenizer, "fingerprint"):
-        from ..tokenizers import load_tokenizer
-
-        tokenizer = load_tokenizer(tokenizer, eos_token_ids=grammar.eos_token_ids)
+    """Raise `ArtifactError` unless `grammar` was compiled for `tokenizer`'s vocabulary."""
+    tokenizer = _as_tokenizer(grammar, tokenizer)
     recorded = grammar.metadata["tokenizer"]
-    if tokenizer.vocab_size != recorded["vocab_size"]:
+    mismatches = tokenizer_mismatches(grammar, tokenizer)
+    if not mismatches:
+        return
+    field, _recorded, actual = mismatches[0]
+    if field == "vocab_size":
         raise ArtifactError(f"{artifact_name}: compiled for a vocabulary of "
                             f"{recorded['vocab_size']} tokens ({recorded.get('name')}), but "
-                            f"{tokenizer.name} has {tokenizer.vocab_size}")
+                            f"{tokenizer.name} has {actual}")
+    raise ArtifactError(f"{artifact_name}: compiled for tokenizer {recorded.get('name')} "
+                        f"(fingerprint {recorded['fingerprint'][:12]}), not for "
+                        f"{tokenizer.name} (fingerprint {actual[:12]})")
+
+
+def tokenizer_mismatches(grammar: Grammar, tokenizer) -> list[tuple[str, Any, Any]]:
+    """`(field, recorded in the artifact, of the tokenizer)` for `vocab_size` and `fingerprint`
+    where they differ; empty when the artifact was compiled for this vocabulary.
+
+    The fingerprint is taken with the artifact's own EOS ids (chosen at compile time, e.g. by
+    --eos), so only the vocabulary itself has to match.
+    """
+    tokenizer = _as_tokenizer(grammar, tokenizer)
+    recorded = grammar.metadata["tokenizer"]
+    if tokenizer.vocab_size != recorded["vocab_size"]:
+        return [("vocab_size", recorded["vocab_size"], tokenizer.vocab_size)]
     actual = tokenizer.with_eos(grammar.eos_token_ids).fingerprint
     if actual != recorded["fingerprint"]:
-        raise ArtifactError(f"{artifact_name}: compiled for tokenizer {recorded.get('name')} "
-                            f"(fingerprint {recorded['fingerprint'][:12]}), not for "
-                            f"{tokenizer.name} (fingerprint {actual[:12]})")
+        return [("fingerprint", recorded["fingerprint"], actual)]
+    return []
+
+
+def _as_tokenizer(grammar: Grammar, tokenizer):
+    """A `Tokenizer` as given, or loaded from anything `load_tokenizer` accepts."""
+    if hasattr(tokenizer, "fingerprint"):
+        return tokenizer
+    from ..tokenizers import load_tokenizer
+
+    return load_tokenizer(tokenizer, eos_token_ids=grammar.eos_token_ids)
+
+
+def _merged(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Sorted inclusive ranges with overlapping and adjacent ones joined."""
+    out: list[tuple[int, int]] = []
+    for lo, hi in sorted(ranges):
+        if out and lo <= out[-1][1] + 1:
+            out[-1] = (out[-1][0], max(out[-1][1], hi))
+        else:
+            out.append((lo, hi))
+    return out
 
 
 def _frozen(values, dtype) -> np.ndarray:
