@@ -30,6 +30,10 @@ class GrammarError(GrammarcError):
         super().__init__(f"{where}: {message}" if where else message)
 
 
+class UnsupportedError(GrammarError):
+    """A construct grammarc cannot compile exactly (lookaround, unevaluatedProperties, ...)."""
+
+
 class TooManyStatesError(GrammarError):
     """The automaton grew past the --max-states limit."""
 

@@ -17,7 +17,7 @@ import re._parser as P  # type: ignore[import-not-found]
 from ..automaton.expr import (
     CharSet, Expr, alt, complement_ranges, concat, normalize_ranges, repeat,
 )
-from ..errors import GrammarError
+from ..errors import GrammarError, UnsupportedError
 from . import FrontendOptions
 
 _ANY = ((0, 0x10FFFF),)
@@ -70,7 +70,7 @@ class _Converter:
     def unsupported(self, construct: str, detail: str = "") -> GrammarError:
         offset = _find_construct(self.pattern, construct)
         what = f"{construct} is not supported" + (f" ({detail})" if detail else "")
-        return GrammarError(f"unsupported regex construct: {what}; grammarc compiles regular "
+        return UnsupportedError(f"unsupported regex construct: {what}; grammarc compiles regular "
                             "languages of the text alone", source_name=self.source_name,
                             text=self.pattern, offset=offset)
 

@@ -18,7 +18,7 @@ from ...automaton import (
     EMPTY, NOTHING, Automaton, Expr, Ops, alt, charset, concat, literal, repeat,
 )
 from ...automaton.dfa import minimize
-from ...errors import GrammarError
+from ...errors import GrammarError, UnsupportedError
 
 DIGIT = charset([(48, 57)])
 NONZERO = charset([(49, 57)])
@@ -212,7 +212,7 @@ def multiple_of(step: Decimal, integer: bool) -> Expr:
         modulus //= math.gcd(modulus, 10 ** scale)
         scale = 0
     if modulus > MAX_MODULUS:
-        raise GrammarError(f"multipleOf {step} needs a remainder automaton of {modulus:,} "
+        raise UnsupportedError(f"multipleOf {step} needs a remainder automaton of {modulus:,} "
                            f"states (grammarc supports up to {MAX_MODULUS:,})")
     return Automaton(_remainder_dfa(modulus, scale))
 

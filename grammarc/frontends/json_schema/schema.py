@@ -27,8 +27,10 @@ from itertools import combinations
 from typing import Any
 from urllib.parse import unquote, urldefrag, urljoin
 
-from ...automaton import EMPTY, NOTHING, Expr, Ops, alt, charset, concat, literal, repeat
-from ...errors import GrammarError
+from ...automaton import (
+    EMPTY, NOTHING, Automaton, Expr, Ops, alt, charset, concat, literal, repeat,
+)
+from ...errors import GrammarError, UnsupportedError
 from .. import FrontendOptions
 from ..regex import parse_regex
 from . import numbers, strings
@@ -98,6 +100,7 @@ class Registry:
         self.resources: dict[str, Any] = {}
         self.anchors: dict[tuple[str, str], Ref] = {}
         self.pointer_of: dict[int, str] = {}
+        self.base_of: dict[int, str] = {}
         self._walk(root, _ROOT_URI, "")
         self.resources.setdefault(_ROOT_URI, root)
 
@@ -106,13 +109,16 @@ class Registry:
             return
         self.pointer_of.setdefault(id(node), "#" + pointer)
         node_id = node.get("$id" if self.draft >= 6 else "id")
+        if "$ref" in node and self.draft <= 7:
+            node_id = None  # draft 7 and earlier: $ref makes its siblings, $id too, ignored
         if isinstance(node_id, str):
-            url, fragment = urldefrag(urljoin(base, node_id))
+            url, fragment = urldefrag(_join(base, node_id))
             if url:
                 base = url
                 self.resources.setdefault(url, node)
             if fragment and not fragment.startswith("/"):
                 self.anchors[(base, fragment)] = Ref(node, base)
+        self.base_of.setdefault(id(node), base)
         for key in ("$anchor", "$dynamicAnchor"):
             if isinstance(node.get(key), str):
                 self.anchors[(base, node[key])] = Ref(node, base)
@@ -132,6 +138,10 @@ class Registry:
                 for name, sub in value.items():
                     self._walk(sub, base, f"{pointer}/{key}/{_escape(name)}")
 
+    def at(self, node: Any, parent_base: str) -> Ref:
+        """A subschema with its own base URI (its `$id` applied)."""
+        return Ref(node, self.base_of.get(id(node), parent_base))
+
     def pointer(self, node: Any) -> str:
         return self.pointer_of.get(id(node), "?")
 
@@ -139,11 +149,11 @@ class Registry:
         target = ref.node["$ref"]
         if not isinstance(target, str):
             raise GrammarError(f"{self.pointer(ref.node)}: $ref must be a string")
-        url, fragment = urldefrag(urljoin(ref.base, target))
+        url, fragment = urldefrag(_join(ref.base, target))
         resource = self.resources.get(url)
         if resource is None:
-            raise GrammarError(f"{self.pointer(ref.node)}: unsupported $ref {target!r}: only "
-                               "references within the schema document are supported")
+            raise UnsupportedError(f"{self.pointer(ref.node)}: unsupported $ref {target!r}: "
+                                   "only references within the schema document are supported")
         if not fragment:
             return Ref(resource, url)
         if fragment.startswith("/"):
@@ -157,12 +167,19 @@ class Registry:
                 else:
                     raise GrammarError(f"{self.pointer(ref.node)}: $ref {target!r} points to "
                                        "nothing in the document")
-            return Ref(node, url)
+            return Ref(node, self.base_of.get(id(node), url))
         anchor = self.anchors.get((url, fragment))
         if anchor is None:
             raise GrammarError(f"{self.pointer(ref.node)}: $ref {target!r}: no anchor "
                                f"{fragment!r}")
         return anchor
+
+
+def _join(base: str, reference: str) -> str:
+    """`urljoin`, also for bases like `urn:uuid:...` that urljoin does not resolve against."""
+    if reference.startswith("#"):
+        return urldefrag(base).url + reference
+    return urljoin(base, reference)
 
 
 def _escape(name: str) -> str:
@@ -196,6 +213,7 @@ class Position:
             ref = stack.pop()
             if not isinstance(ref.node, dict) or id(ref.node) in seen:
                 continue
+            ref = self.compiler.registry.at(ref.node, ref.base)
             seen.add(id(ref.node))
             out.append(ref)
             node = ref.node
@@ -209,7 +227,7 @@ class Position:
             for key in ("dependentSchemas", "dependencies"):
                 if isinstance(node.get(key), dict):
                     inplace.extend(v for v in node[key].values() if not isinstance(v, list))
-            subs = [Ref(sub, ref.base) for sub in inplace]
+            subs = [self.compiler.registry.at(sub, ref.base) for sub in inplace]
             if "$ref" in node:
                 try:
                     subs.insert(0, self.compiler.registry.resolve(ref))
@@ -252,14 +270,14 @@ class Position:
                 props = node.get("properties") if isinstance(node.get("properties"), dict) else {}
                 matched = False
                 if name in props:
-                    refs.append(Ref(props[name], ref.base))
+                    refs.append(self.compiler.registry.at(props[name], ref.base))
                     matched = True
                 for pattern, sub in _pattern_properties(node).items():
                     if self.compiler.key_matches(pattern, name, node):
-                        refs.append(Ref(sub, ref.base))
+                        refs.append(self.compiler.registry.at(sub, ref.base))
                         matched = True
                 if not matched and "additionalProperties" in node:
-                    refs.append(Ref(node["additionalProperties"], ref.base))
+                    refs.append(self.compiler.registry.at(node["additionalProperties"], ref.base))
             position = self._children[name] = Position(self.compiler, tuple(refs))
         return position
 
@@ -269,9 +287,9 @@ class Position:
         refs = []
         for ref in self.closure:
             for sub in _pattern_properties(ref.node).values():
-                refs.append(Ref(sub, ref.base))
+                refs.append(self.compiler.registry.at(sub, ref.base))
             if "additionalProperties" in ref.node:
-                refs.append(Ref(ref.node["additionalProperties"], ref.base))
+                refs.append(self.compiler.registry.at(ref.node["additionalProperties"], ref.base))
         return Position(self.compiler, tuple(refs))
 
     @cached_property
@@ -283,16 +301,16 @@ class Position:
             for key in ("prefixItems", "items"):
                 value = node.get(key)
                 subs = value if isinstance(value, list) else [value] if key in node else []
-                refs.extend(Ref(sub, ref.base) for sub in subs)
+                refs.extend(self.compiler.registry.at(sub, ref.base) for sub in subs)
             for key in ("additionalItems", "contains"):
                 if key in node:
-                    refs.append(Ref(node[key], ref.base))
+                    refs.append(self.compiler.registry.at(node[key], ref.base))
         return Position(self.compiler, tuple(refs))
 
     @cached_property
     def keys(self) -> "Position":
         """The position of object keys, as string values for `propertyNames`."""
-        refs = [Ref(r.node["propertyNames"], r.base) for r in self.closure
+        refs = [self.compiler.registry.at(r.node["propertyNames"], r.base) for r in self.closure
                 if "propertyNames" in r.node]
         return Position(self.compiler, tuple(refs))
 
@@ -312,20 +330,21 @@ class Compiler:
     ops: Ops = field(init=False)
 
     def __post_init__(self) -> None:
+        self.root = _exact_numbers(self.root)
         self.draft = draft_of(self.root)
         self.registry = Registry(self.root, self.draft)
         self.ops = Ops(self.options.max_states)
         self.layout = Layout.from_style(self.options.whitespace)
         self._active: dict[int, int] = {}
         self._unrolled: set[str] = set()
-        self._any_cache: dict[tuple[int, int], Expr] = {}
+        self._any_cache: dict[tuple, Expr] = {}
         self._key_dfas: dict[str, Any] = {}
         self._check_supported()
 
     # ------------------------------------------------------------------ entry points
     def document(self) -> Expr:
-        root = Position(self, (Ref(self.root, _ROOT_URI),))
-        expr = self.value(Ref(self.root, _ROOT_URI), root)
+        root_ref = self.registry.at(self.root, _ROOT_URI)
+        expr = self.value(root_ref, Position(self, (root_ref,)))
         if self._unrolled:
             self.options.notice(
                 f"recursive $ref {', '.join(sorted(self._unrolled))} unrolled to depth "
@@ -343,7 +362,7 @@ class Compiler:
         if found:
             message = "unsupported JSON Schema keywords: " + ", ".join(found)
             if not self.options.lenient:
-                raise GrammarError(message + " (--lenient ignores them, over-approximating)")
+                raise UnsupportedError(message + " (--lenient ignores them, over-approximating)")
             self.options.notice(message + "; ignored (--lenient)")
 
     def _all_schemas(self):
@@ -373,6 +392,7 @@ class Compiler:
             return self.any(position)
         if node is False:
             return NOTHING
+        ref = self.registry.at(node, ref.base)
         if not isinstance(node, dict):
             raise GrammarError(f"{self.registry.pointer(node)}: a schema must be an object or "
                                f"a boolean, not {json.dumps(node, default=str)[:40]}")
@@ -515,7 +535,7 @@ class Compiler:
             try:
                 base = self.ops.intersect(base, numbers.multiple_of(Decimal(step), integer))
             except GrammarError as exc:
-                raise GrammarError(f"{self.registry.pointer(node)}: {exc}") from None
+                raise type(exc)(f"{self.registry.pointer(node)}: {exc}") from None
         return base
 
     @cached_property
@@ -526,9 +546,9 @@ class Compiler:
 
     def string(self, node: dict) -> Expr:
         values: list[Expr] = []
-        lo, hi = node.get("minLength"), node.get("maxLength")
+        lo, hi = _count(node, "minLength"), _count(node, "maxLength")
         if lo is not None or hi is not None:
-            values.append(strings.length_between(int(lo or 0), None if hi is None else int(hi)))
+            values.append(strings.length_between(lo or 0, hi))
         if isinstance(node.get("pattern"), str):
             values.append(strings.pattern_language(node["pattern"],
                                                    self.registry.pointer(node) + "/pattern"))
@@ -572,7 +592,8 @@ class Compiler:
     def any(self, position: Position, budget: int | None = None) -> Expr:
         """Any JSON value at this position, containers nested at most `budget` levels."""
         budget = self.options.max_depth if budget is None else budget
-        key = (id(position), budget)
+        # where no schema applies, every position has the same "any value": share it
+        key = ("bare", budget) if not position.closure else (id(position), budget)
         cached = self._any_cache.get(key)
         if cached is not None:
             return cached
@@ -592,7 +613,9 @@ class Compiler:
                            for k in position.ranking],
                 self._unranked_key(position), self.any(position.additional, budget - 1),
                 (0, None), {})]
-        result = self._any_cache[key] = alt(*options)
+        # as a minimal DFA, so the next level up embeds it once per use, not a whole tree
+        dfa = self.ops.dfa(alt(*options))
+        result = self._any_cache[key] = NOTHING if dfa is None else Automaton(dfa)
         return result
 
     # ------------------------------------------------------------------ objects
@@ -605,6 +628,10 @@ class Compiler:
         else:
             extra_schema = True if self.options.additional_properties else False
         required = set(node.get("required", []) if isinstance(node.get("required"), list) else [])
+        unranked = (set(properties) | required) - set(position.ranking)
+        if unranked:  # the ranking comes from every schema here; missing names are a bug
+            raise RuntimeError(f"internal error: {sorted(unranked)} missing from the key ranking "
+                               f"at {self.registry.pointer(node)}")
         names_pos = position.keys
         names_schema = node.get("propertyNames")
         slots = []
@@ -626,7 +653,7 @@ class Compiler:
             unranked = self.ops.intersect(unranked, self._names_language(names_schema, ref,
                                                                          names_pos))
         entries = self._extra_entries(ref, position, unranked, patterns, extra_schema)
-        counts = (node.get("minProperties", 0) or 0, node.get("maxProperties"))
+        counts = (_count(node, "minProperties") or 0, _count(node, "maxProperties"))
         return self._object_language(position, slots, None, entries, counts,
                                      self._dependent_required(node))
 
@@ -643,7 +670,7 @@ class Compiler:
         """`key: value` for keys outside the ranking, split by the patterns they match."""
         names = list(patterns)
         if len(names) > _MAX_PATTERN_REGIONS:
-            raise GrammarError(f"{self.registry.pointer(ref.node)}: more than "
+            raise UnsupportedError(f"{self.registry.pointer(ref.node)}: more than "
                                f"{_MAX_PATTERN_REGIONS} patternProperties in one object")
         key_languages = [strings.json_string(strings.pattern_language(
             p, f"{self.registry.pointer(ref.node)}/patternProperties")) for p in names]
@@ -765,11 +792,11 @@ class Compiler:
     # ------------------------------------------------------------------ arrays
     def array(self, ref: Ref, position: Position) -> Expr:
         node = ref.node
-        if self.draft >= 2020:
+        if isinstance(node.get("items"), list):  # draft 2019-09 and earlier: a tuple
+            prefix, rest = node["items"], node.get("additionalItems", True)
+        elif self.draft >= 2020:
             prefix = node.get("prefixItems", [])
             rest = node.get("items", True)
-        elif isinstance(node.get("items"), list):
-            prefix, rest = node["items"], node.get("additionalItems", True)
         else:
             prefix, rest = [], node.get("items", True)
         if not isinstance(prefix, list):
@@ -777,9 +804,8 @@ class Compiler:
         item_pos = position.items
         elements = [self.value(Ref(s, ref.base), item_pos) for s in prefix]
         rest_language = self.value(Ref(rest, ref.base), item_pos)
-        min_items = int(node.get("minItems", 0) or 0)
-        max_items = node.get("maxItems")
-        max_items = None if max_items is None else int(max_items)
+        min_items = _count(node, "minItems") or 0
+        max_items = _count(node, "maxItems")
         contains = None
         if "contains" in node and self.draft >= 6:
             contains = self.value(Ref(node["contains"], ref.base), item_pos)
@@ -795,9 +821,9 @@ class Compiler:
         (a walk over (index, matches so far), closed by a loop once neither matters)."""
         comma = self.layout.comma
         if contains is not None:
-            min_contains = int(node.get("minContains", 1)) if self.draft >= 2019 else 1
-            max_contains = node.get("maxContains") if self.draft >= 2019 else None
-            max_contains = None if max_contains is None else int(max_contains)
+            min_contains = _count(node, "minContains") if self.draft >= 2019 else None
+            min_contains = 1 if min_contains is None else min_contains
+            max_contains = _count(node, "maxContains") if self.draft >= 2019 else None
         else:
             min_contains, max_contains = 0, None
         cap = max(min_contains, max_contains or 0) + 1  # match counts saturate here
@@ -865,7 +891,7 @@ class Compiler:
             message = (f"{pointer}: uniqueItems is supported only for items limited to a few "
                        "values (enum, const, boolean or null), without contains")
             if not self.options.lenient:
-                raise GrammarError(message)
+                raise UnsupportedError(message)
             self.options.notice(message + "; ignored (--lenient)")
             return self._array_language(
                 [self.value(Ref(s, ref.base), item_pos) for s in prefix],
@@ -878,7 +904,7 @@ class Compiler:
                     keys.append(_value_key(v))
                     universe.append(v)
         if len(universe) > _MAX_UNIQUE_VALUES:
-            raise GrammarError(f"{pointer}: uniqueItems over {len(universe)} possible values "
+            raise UnsupportedError(f"{pointer}: uniqueItems over {len(universe)} possible values "
                                f"(grammarc supports up to {_MAX_UNIQUE_VALUES})")
         literals = [self.literal_value(v, item_pos) for v in universe]
         allowed = [{keys.index(_value_key(v)) for v in values} for values in choices]
@@ -923,6 +949,28 @@ class Compiler:
         types = self._types(schema)
         return [v for v in values if _json_type(v) in types or
                 (_json_type(v) == "integer" and "number" in types)]
+
+
+def _count(node: dict, key: str) -> int | None:
+    """A non-negative integer keyword (1.0 counts as 1), or None when absent."""
+    value = node.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, Decimal)) or value < 0 or \
+            value != int(value):
+        raise GrammarError(f"{key} must be a non-negative integer, not {value}")
+    return int(value)
+
+
+def _exact_numbers(value: Any) -> Any:
+    """The schema with floats replaced by the Decimals they were written as (0.1 stays 0.1)."""
+    if isinstance(value, float):
+        return Decimal(repr(value))
+    if isinstance(value, dict):
+        return {k: _exact_numbers(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_exact_numbers(v) for v in value]
+    return value
 
 
 def _json_type(value: Any) -> str:
@@ -979,6 +1027,7 @@ def canonical_dumps(schema: Any, instance: Any, whitespace: str = "default",
     """The text grammarc's table for `schema` expects for `instance`: keys in the ranking of
     their position (then the others, sorted), separators of the whitespace style."""
     compiler = Compiler(schema, FrontendOptions(whitespace=whitespace))
+    schema = compiler.root
     separators = (",", ":") if whitespace == "compact" else (", ", ": ")
 
     def ordered(value: Any, position: Position) -> Any:
@@ -990,7 +1039,8 @@ def canonical_dumps(schema: Any, instance: Any, whitespace: str = "default",
             return [ordered(v, position.items) for v in value]
         return value
 
-    root = Position(compiler, (Ref(schema, _ROOT_URI),))
+    root_ref = compiler.registry.at(schema, _ROOT_URI)
+    root = Position(compiler, (root_ref,))
     return json.dumps(ordered(instance, root), separators=separators, ensure_ascii=ensure_ascii)
 
 

@@ -22,7 +22,7 @@ from ...automaton import (
     literal, repeat,
 )
 from ...automaton.expr import MAX_CODE_POINT, complement_ranges, normalize_ranges
-from ...errors import GrammarError
+from ...errors import GrammarError, UnsupportedError
 from ..regex import parse_regex
 
 ANY_CHAR = CharSet(normalize_ranges([(0, MAX_CODE_POINT)]))
@@ -159,7 +159,8 @@ def pattern_language(pattern: str, where: str) -> Expr:
         try:
             expr = parse_regex(body)
         except GrammarError as exc:
-            raise GrammarError(f"{where}: pattern {pattern!r}: {_strip_position(exc)}") from None
+            kind = UnsupportedError if isinstance(exc, UnsupportedError) else GrammarError
+            raise kind(f"{where}: pattern {pattern!r}: {_strip_position(exc)}") from None
         prefix = EMPTY if anchored_start else repeat(ANY_CHAR, 0, None)
         suffix = EMPTY if anchored_end else repeat(ANY_CHAR, 0, None)
         options.append(concat(prefix, expr, suffix))
@@ -197,10 +198,10 @@ def _ecma_to_python(pattern: str, where: str) -> str:
                 i = end + 1
                 continue
             elif nxt in "pP":
-                raise GrammarError(f"{where}: pattern {pattern!r}: Unicode property escapes "
+                raise UnsupportedError(f"{where}: pattern {pattern!r}: Unicode property escapes "
                                    "(\\p{...}) are not supported")
             elif nxt == "k":
-                raise GrammarError(f"{where}: pattern {pattern!r}: backreferences are not "
+                raise UnsupportedError(f"{where}: pattern {pattern!r}: backreferences are not "
                                    "supported")
             else:
                 out.append(pattern[i:i + 2])

@@ -1,0 +1,291 @@
+"""JSON Schema front end: exact numbers and strings, serialisation rules, keywords, errors, and
+instances sampled from real SmolLM2 tables validated with the `jsonschema` library."""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+import subprocess
+import sys
+from decimal import Decimal
+from pathlib import Path
+
+import jsonschema
+import numpy as np
+import pytest
+
+import grammarc
+from grammarc.automaton import Ops, build_dfa
+from grammarc.errors import GrammarError, UnsupportedError
+from grammarc.frontends import FrontendOptions
+from grammarc.frontends.json_schema import canonical_dumps, numbers, strings
+from grammarc.frontends.json_schema.schema import compile_schema
+
+ROOT = Path(__file__).resolve().parent.parent
+SCHEMAS = sorted((ROOT / "grammars").glob("*.schema.json"))
+
+
+def dfa_of(schema, **options):
+    notices = []
+    opts = FrontendOptions(notice=notices.append, **options)
+    return build_dfa(compile_schema(schema, opts)), notices
+
+
+def accepts(dfa, text: str) -> bool:
+    return dfa.accepts(text.encode("utf-8"))
+
+
+# ------------------------------------------------------------------ numbers
+NUMBER = re.compile(r"-?(0|[1-9]\d*)(\.\d+)?")
+NUMBER_TEXTS = sorted({*(str(i) for i in range(-120, 121)), *(f"{i}.0" for i in range(-30, 31)),
+                       *(f"{a}.{f}" for a in range(-12, 13) for f in
+                         ("5", "25", "05", "50", "1", "99", "001", "75", "4999", "5001", "0")),
+                       *(f"-0.{f}" for f in ("5", "25", "05", "1")), "-0", "-0.0", "00", "01",
+                       "1.", ".5", "-", "1e5", "0.0"})
+BOUNDS = [None, Decimal(0), Decimal(1), Decimal("1.5"), Decimal("-2.5"), Decimal(10),
+          Decimal("0.05"), Decimal("-0.25"), Decimal("9.99"), Decimal(-7)]
+
+
+def _in_range(text, lo, hi, lo_excl, hi_excl, integer) -> bool:
+    if not NUMBER.fullmatch(text) or (text.startswith("-") and Decimal(text) == 0):
+        return False
+    value = Decimal(text)
+    if integer and not re.fullmatch(r"-?\d+(\.0+)?", text):
+        return False
+    if lo is not None and (value <= lo if lo_excl else value < lo):
+        return False
+    return not (hi is not None and (value >= hi if hi_excl else value > hi))
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_number_ranges_against_brute_force(seed):
+    rng = random.Random(seed)
+    ops = Ops(100_000)
+    for _ in range(10):
+        lo, hi = rng.choice(BOUNDS), rng.choice(BOUNDS)
+        lo_excl, hi_excl = rng.random() < 0.5, rng.random() < 0.5
+        for integer in (True, False):
+            expr = numbers.integers(lo, hi, lo_excl, hi_excl) if integer else \
+                numbers.decimals(ops, lo, hi, lo_excl, hi_excl)
+            dfa = ops.dfa(expr)
+            for text in NUMBER_TEXTS:
+                expected = _in_range(text, lo, hi, lo_excl, hi_excl, integer)
+                got = dfa is not None and dfa.accepts(text.encode())
+                assert got == expected, (lo, hi, lo_excl, hi_excl, integer, text)
+
+
+@pytest.mark.parametrize("step", ["0.5", "0.25", "3", "0.01", "7", "1.5", "10"])
+def test_multiple_of_against_brute_force(step):
+    ops = Ops(100_000)
+    for integer in (True, False):
+        base = numbers.integers(None, None) if integer else numbers.decimals(ops, None, None)
+        dfa = ops.dfa(ops.intersect(base, numbers.multiple_of(Decimal(step), integer)))
+        for text in NUMBER_TEXTS:
+            expected = _in_range(text, None, None, False, False, integer) and \
+                Decimal(text) % Decimal(step) == 0
+            assert dfa.accepts(text.encode()) == expected, (step, integer, text)
+
+
+def test_multiple_of_with_a_huge_modulus_is_unsupported():
+    with pytest.raises(UnsupportedError, match="remainder automaton"):
+        dfa_of({"type": "integer", "multipleOf": Decimal("0.123456789")})
+
+
+# ------------------------------------------------------------------ strings
+def test_string_spellings_match_json_dumps():
+    dfa = build_dfa(strings.json_string(strings.length_between(0, 3)))
+    rng = random.Random(0)
+    chars = ["a", '"', "\\", "/", "\n", "\x01", "\x7f", "é", "😀", "\u2028", "\uffff", "\U0010ffff"]
+    for _ in range(3000):
+        value = "".join(rng.choice(chars) for _ in range(rng.randint(0, 4)))
+        for ensure_ascii in (True, False):
+            text = json.dumps(value, ensure_ascii=ensure_ascii)
+            assert accepts(dfa, text) == (len(value) <= 3), text
+    for text, ok in [('"\\u00E9"', True), ('"\\/"', True), ('"\\uD83D\\uDE00"', True),
+                     ('"\\u0041"', False), ('"\\ud83d"', False), ('"\\x41"', False),
+                     ('"\x01"', False), ('"\\u000a"', True)]:
+        assert accepts(dfa, text) == ok, text
+
+
+@pytest.mark.parametrize("fmt,text,ok", [
+    ("date", "2024-02-29", True), ("date", "2023-02-29", False), ("date", "1900-02-29", False),
+    ("date", "2000-02-29", True), ("date", "2024-04-31", False),
+    ("time", "23:59:60Z", True), ("time", "22:59:60Z", False), ("time", "08:30:06.5+01:00", True),
+    ("time", "12:00:00", False), ("date-time", "2024-01-31T23:59:59z", True),
+    ("duration", "P4DT12H30M5S", True), ("duration", "P1Y2D", False), ("duration", "P2W", True),
+    ("email", "joe.bloggs@example.com", True), ("email", '"joe bloggs"@example.com', True),
+    ("email", "te..st@example.com", False), ("email", "joe@[IPv6:::1]", True),
+    ("hostname", "a--b.example.com", True), ("hostname", "XN--aa---o47jg78q", False),
+    ("hostname", "a" * 63 + ".com", True), ("hostname", "a" * 64 + ".com", False),
+    ("ipv4", "192.168.0.1", True), ("ipv4", "192.168.0.01", False),
+    ("ipv6", "::ffff:192.168.0.1", True), ("ipv6", "1::2::3", False),
+    ("uri", "http://foo.bar/?baz=qux#quux", True), ("uri", "//foo.bar", False),
+    ("uri-reference", "//foo.bar", True), ("uuid", "2EB8AA08-AA98-11EA-B4AA-73B441D16380", True),
+    ("uuid", "2eb8aa08-aa98-11ea-b4aa-73b441d1638", False),
+])
+def test_formats(fmt, text, ok):
+    dfa, _ = dfa_of({"type": "string", "format": fmt})
+    assert accepts(dfa, json.dumps(text)) == ok
+
+
+@pytest.mark.parametrize("pattern,yes,no", [
+    ("^a", ["a", "abc"], ["ba"]), ("a$", ["ba"], ["ab"]), ("b", ["abc"], ["ac", ""]),
+    ("^a|c$", ["ax", "xc"], ["xa"]), ("^\\s+$", ["\u00a0 \t"], ["x"]), ("^.$", ["é"], ["\n"]),
+    ("^(?<word>[a-z]+)-\\d$", ["ab-1"], ["ab-"]), ("^[^]$", ["\n"], [""]),
+])
+def test_ecma_patterns_search_semantics(pattern, yes, no):
+    dfa, _ = dfa_of({"type": "string", "pattern": pattern})
+    for value in yes:
+        assert accepts(dfa, json.dumps(value)), value
+    for value in no:
+        assert not accepts(dfa, json.dumps(value)), value
+
+
+# ------------------------------------------------------------------ serialisation rules
+def test_keys_follow_the_ranking_and_whitespace_styles():
+    schema = {"type": "object", "properties": {"b": {"type": "integer"}, "a": {"type": "string"}},
+              "required": ["a"]}
+    for style, separators in (("default", (", ", ": ")), ("compact", (",", ":"))):
+        dfa, _ = dfa_of(schema, whitespace=style)
+        assert accepts(dfa, json.dumps({"b": 1, "a": "x"}, separators=separators))
+        assert not accepts(dfa, json.dumps({"a": "x", "b": 1}, separators=separators))
+    flexible, _ = dfa_of(schema, whitespace="flexible")
+    assert accepts(flexible, json.dumps({"b": 1, "a": "x"}, indent=2))
+    assert not accepts(flexible, '{"a": "x"' + " " * 25 + "}")  # bounded whitespace
+    custom, _ = dfa_of(schema, whitespace="[ ]?")
+    assert accepts(custom, '{ "b" :1,"a": "x"}')
+
+
+def test_additional_keys_come_after_ranked_keys_in_any_order():
+    schema = {"properties": {"a": {"type": "integer"}}, "additionalProperties": {"type": "boolean"}}
+    dfa, _ = dfa_of(schema)
+    assert accepts(dfa, '{"a": 1, "y": true, "x": false}')
+    assert accepts(dfa, '{"x": false, "y": true}')
+    assert not accepts(dfa, '{"x": false, "a": 1}')
+    assert not accepts(dfa, '{"a": 1, "x": 3}')
+    strict, _ = dfa_of({"properties": {"a": {"type": "integer"}}}, additional_properties=False)
+    assert not accepts(strict, '{"a": 1, "x": 3}')
+
+
+def test_integers_numbers_and_negative_zero():
+    integer, _ = dfa_of({"type": "integer", "minimum": 0})
+    assert accepts(integer, "0") and accepts(integer, "7.0") and not accepts(integer, "-0")
+    assert not accepts(integer, "-7") and not accepts(integer, "07") and not accepts(integer, "1e2")
+    number, _ = dfa_of({"type": "number"})
+    assert accepts(number, "-1.5e-3") and not accepts(number, "-0") and not accepts(number, "-0e1")
+    bounded, _ = dfa_of({"type": "number", "maximum": 1000})
+    assert accepts(bounded, "999.5") and not accepts(bounded, "1e2")  # no exponent when bounded
+
+
+def test_recursive_refs_are_unrolled_with_a_notice():
+    schema = json.loads((ROOT / "grammars" / "tree.schema.json").read_text())
+    dfa, notices = dfa_of(schema, max_depth=2)
+    assert any("#/$defs/node" in n and "depth 2" in n for n in notices)
+    nested = {"value": 1, "children": [{"value": 2, "children": [{"value": 3}]}]}
+    assert accepts(dfa, canonical_dumps(schema, nested))
+    deeper = {"value": 1, "children": [{"value": 2, "children": [{"value": 3, "children": [
+        {"value": 4, "children": [{"value": 5}]}]}]}]}
+    assert not accepts(dfa, canonical_dumps(schema, deeper))
+
+
+@pytest.mark.parametrize("schema,valid,invalid", [
+    ({"oneOf": [{"type": "integer"}, {"minimum": 2}]}, [1, 2.5], [3]),
+    ({"not": {"type": "string"}}, [1, None, {"a": [1]}], ["x"]),
+    ({"if": {"type": "integer"}, "then": {"minimum": 5}, "else": {"type": "string"}},
+     [6, "x"], [4, 1.5]),
+    ({"dependentRequired": {"a": ["b"]}}, [{"b": 1}, {"a": 1, "b": 2}], [{"a": 1}]),
+    ({"dependentSchemas": {"a": {"required": ["c"]}}}, [{"a": 1, "c": 2}, {}], [{"a": 1}]),
+    ({"propertyNames": {"maxLength": 2}}, [{"ab": 1}], [{"abc": 1}]),
+    ({"patternProperties": {"^x": {"type": "integer"}, "y$": {"minimum": 3}}},
+     [{"xy": 3, "z": "s"}], [{"xy": 2}, {"x": "s"}]),
+    ({"contains": {"type": "integer"}, "minContains": 2, "maxContains": 3},
+     [[1, "a", 2], [1, 2, 3]], [[1], [1, 2, 3, 4], ["a"]]),
+    ({"items": {"enum": ["a", "b", "c"]}, "uniqueItems": True}, [["a", "c"], []], [["a", "a"]]),
+    ({"minProperties": 2, "maxProperties": 3}, [{"a": 1, "b": 2}], [{"a": 1}, {"a": 1, "b": 2,
+                                                                          "c": 3, "d": 4}]),
+    ({"const": {"b": [1, "x"], "a": None}}, [{"b": [1.0, "x"], "a": None}], [{"a": None}]),
+    ({"prefixItems": [{"type": "string"}], "items": {"type": "integer"}, "maxItems": 3},
+     [["a", 1, 2], []], [[1], ["a", "b"], ["a", 1, 2, 3]]),
+])
+def test_keywords(schema, valid, invalid):
+    dfa, _ = dfa_of(schema)
+    for instance in valid:
+        assert accepts(dfa, canonical_dumps(schema, instance)), instance
+    for instance in invalid:
+        assert not accepts(dfa, canonical_dumps(schema, instance)), instance
+
+
+def test_unsupported_keywords_are_listed_with_pointers_and_lenient_ignores_them():
+    schema = {"properties": {"a": {"unevaluatedProperties": False}},
+              "items": {"$dynamicRef": "#x"}}
+    with pytest.raises(UnsupportedError) as info:
+        dfa_of(schema)
+    assert "unevaluatedProperties at #/properties/a" in str(info.value)
+    assert "$dynamicRef at #/items" in str(info.value)
+    _, notices = dfa_of(schema, lenient=True)
+    assert any("ignored (--lenient)" in n for n in notices)
+    with pytest.raises(UnsupportedError, match="uniqueItems is supported only"):
+        dfa_of({"items": {"type": "string"}, "uniqueItems": True})
+    with pytest.raises(UnsupportedError, match="only references within the schema"):
+        dfa_of({"$ref": "https://example.com/other.json"})
+
+
+def test_empty_language_and_bad_schemas_are_errors():
+    with pytest.raises(GrammarError, match="accepts no value"):
+        dfa_of({"allOf": [{"type": "string"}, {"type": "integer"}]})
+    with pytest.raises(GrammarError, match="maxLength must be a non-negative integer"):
+        dfa_of({"maxLength": -1})
+    with pytest.raises(GrammarError, match="#/properties/a: invalid type"):
+        dfa_of({"properties": {"a": {"type": "text"}}})
+
+
+def test_cli_compiles_a_schema_file_and_reports_json_errors(tmp_path):
+    good = ROOT / "grammars" / "person.schema.json"
+    out = tmp_path / "person.safetensors"
+    result = subprocess.run([sys.executable, "-m", "grammarc", "compile", str(good),
+                             "--tokenizer", "smollm2", "-o", str(out)], capture_output=True,
+                            text=True)
+    assert result.returncode == 0, result.stderr
+    assert grammarc.load(out).kind == "json-schema"
+    bad = tmp_path / "bad.schema.json"
+    bad.write_text('{\n  "type": "object",\n  "properties": {"a": }\n}\n')
+    result = subprocess.run([sys.executable, "-m", "grammarc", "compile", str(bad),
+                             "--tokenizer", "smollm2"], capture_output=True, text=True,
+                            cwd=tmp_path)
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert result.stderr.strip() == "error: bad.schema.json:3:23: invalid JSON: Expecting value"
+
+
+# ------------------------------------------------------------------ real tables, sampled
+def _exact(text: str):
+    """JSON numbers as exact values for the oracle (floats make 0.47 % 0.01 fail)."""
+    value = Decimal(text)
+    return int(value) if value == value.to_integral_value() else value
+
+
+@pytest.mark.parametrize("path", SCHEMAS, ids=lambda p: p.name)
+def test_sampled_instances_validate(path, smollm2):
+    """Random token walks through the SmolLM2 table always give valid instances."""
+    schema = json.loads(path.read_text(), parse_float=_exact)
+    grammar = grammarc.compile_json_schema(schema, smollm2, options=FrontendOptions(
+        notice=lambda message: None))
+    validator = jsonschema.validators.validator_for(schema)(
+        schema, format_checker=jsonschema.FormatChecker())
+    rng = np.random.default_rng(0)
+    for _ in range(12):
+        ids = grammar.sample_tokens(400, rng)
+        assert ids is not None
+        assert ids[-1] in smollm2.eos_token_ids
+        text = smollm2.decode_bytes(ids[:-1]).decode("utf-8")
+        instance = json.loads(text, parse_float=_exact)
+        validator.validate(instance)
+
+
+def test_compile_json_schema_records_the_schema(smollm2):
+    schema = {"type": "object", "properties": {"z": {"type": "boolean"}, "a": {"const": 1}}}
+    grammar = grammarc.compile_json_schema(schema, smollm2)
+    assert json.loads(grammar.source) == schema
+    assert list(json.loads(grammar.source)["properties"]) == ["z", "a"]  # order kept
+    assert grammar.matches('{"z": true, "a": 1}') and not grammar.matches('{"a": 1, "z": true}')
+
