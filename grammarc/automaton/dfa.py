@@ -27,8 +27,11 @@ from .nfa import Fragment
 
 _NO_LIMIT = np.iinfo(np.int32).max
 # The subset construction may pass through more states than the minimal result has (copies
-# of an ambiguous item in a bounded repeat); it may use this many times --max-states.
+# of an ambiguous item in a bounded repeat); it may use this many times --max-states, and
+# SUBSET_ENTRIES times as many NFA states summed over its subsets (which bounds its memory and
+# time when the NFA is large, e.g. deeply unrolled recursive rules).
 SUBSET_FACTOR = 10
+SUBSET_ENTRIES = 32
 
 
 @dataclass(frozen=True)
@@ -84,15 +87,18 @@ def determinize(frag: Fragment, max_states: int = _NO_LIMIT,
     nfa_label = np.full(frag.num_states, -1, np.int32)
     nfa_label[frag.labels[:, 0]] = frag.labels[:, 1]
     limit = min(SUBSET_FACTOR * max_states, _NO_LIMIT)
+    entries = SUBSET_ENTRIES * limit
     trans, accepting, labels, status, conflict = _subset_construction(
         frag.num_states, eps_ptr, eps_dst[:, 0], edge_ptr,
         np.ascontiguousarray(edge_cols[:, 0]), np.ascontiguousarray(edge_cols[:, 1]),
         np.ascontiguousarray(edge_cols[:, 2]), tag_ptr, np.ascontiguousarray(tag_cols[:, 0]),
-        np.ascontiguousarray(tag_cols[:, 1]), num_families, num_classes, limit, nfa_label)
+        np.ascontiguousarray(tag_cols[:, 1]), num_families, num_classes, limit, entries,
+        nfa_label)
     if status == 1:
         raise TooManyStatesError(
-            f"determinising needs more than {limit:,} intermediate DFA states "
-            f"({SUBSET_FACTOR} x --max-states {max_states:,}); raise --max-states")
+            f"determinising needs more than {limit:,} intermediate DFA states or {entries:,} "
+            f"NFA states in their subsets ({SUBSET_FACTOR} x --max-states {max_states:,}); "
+            "raise --max-states")
     if status == 2:
         state, cls, first, second = (int(v) for v in conflict)
         text = _witness(trans, byte_class, state, cls).decode("utf-8", "backslashreplace")
@@ -267,11 +273,11 @@ def _prune(buf, k, tag_ptr, tag_family, tag_rank, best_stamp, best_rank, stamp):
 @numba.njit(cache=True)
 def _subset_construction(n_nfa, eps_ptr, eps_dst, edge_ptr, edge_clo, edge_chi, edge_dst,
                          tag_ptr, tag_family, tag_rank, n_families, n_classes, max_states,
-                         nfa_label):
+                         max_entries, nfa_label):
     """Subset construction; DFA state 0 is the empty set, 1 the start closure.
 
-    Returns (trans, accepting, labels, status, conflict); status 1 means max_states was
-    exceeded, status 2 that the subset reached from DFA state conflict[0] (-1: the start) by
+    Returns (trans, accepting, labels, status, conflict); status 1 means max_states DFA states
+    or max_entries NFA states summed over the subsets were exceeded, status 2 that the subset reached from DFA state conflict[0] (-1: the start) by
     class conflict[1] holds NFA states labelled conflict[2] and conflict[3].
     """
     cap = 256
@@ -343,9 +349,13 @@ def _subset_construction(n_nfa, eps_ptr, eps_dst, edge_ptr, edge_clo, edge_chi, 
             c = touched[ti]
             k = 0
             it = head[c]
+            stamp += 1  # several NFA states may move to the same one: keep it once
             while it != -1:
-                buf[k] = item_val[it]
-                k += 1
+                v = item_val[it]
+                if mark[v] != stamp:
+                    mark[v] = stamp
+                    buf[k] = v
+                    k += 1
                 it = item_next[it]
             head[c] = -1
             stamp += 1
@@ -369,7 +379,7 @@ def _subset_construction(n_nfa, eps_ptr, eps_dst, edge_ptr, edge_clo, edge_chi, 
                     break
             slot = (slot + 1) & (table_size - 1)
         if found == -1:
-            if n_dfa >= max_states:
+            if n_dfa >= max_states or set_off[n_dfa] + k > max_entries:
                 return trans[:n_dfa], accepting[:n_dfa], labels[:n_dfa], 1, conflict
             if n_dfa == cap:
                 cap *= 2
