@@ -83,5 +83,9 @@ def parser_for(kind: str) -> Parser:
         from .regex import parse_regex
 
         return parse_regex
+    if kind == "gbnf":
+        from .gbnf import parse_gbnf
+
+        return parse_gbnf
     raise GrammarcError(f"the {kind} front end is not available in this version of grammarc "
-                        "(supported now: regex)")
+                        "(supported now: regex, gbnf)")
