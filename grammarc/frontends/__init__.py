@@ -87,5 +87,9 @@ def parser_for(kind: str) -> Parser:
         from .gbnf import parse_gbnf
 
         return parse_gbnf
+    if kind == "lark":
+        from .lark_grammar import parse_lark
+
+        return parse_lark
     raise GrammarcError(f"the {kind} front end is not available in this version of grammarc "
-                        "(supported now: regex, gbnf)")
+                        "(supported now: regex, lark, gbnf)")
