@@ -102,10 +102,11 @@ def determinize(frag: Fragment, max_states: int = _NO_LIMIT,
     if status == 2:
         state, cls, first, second = (int(v) for v in conflict)
         text = _witness(trans, byte_class, state, cls).decode("utf-8", "backslashreplace")
-        raise GrammarError(f"ambiguous state machine: the text {text!r} can end in state "
-                           f"{label_names[first]!r} or in state {label_names[second]!r} (the "
-                           "transitions out of a state must not overlap, and a transition's "
-                           "text must not continue as another's)")
+        first_name, second_name = sorted((label_names[first], label_names[second]))
+        raise GrammarError(f"ambiguous state machine: after {text!r} the state could be "
+                           f"{first_name!r} or {second_name!r}; no text of a transition may "
+                           "be read, or begin a longer text, by another path out of the same "
+                           "state (end free text with a delimiter)")
     dfa = minimize(trans, byte_class, accepting, labels if len(frag.labels) else None,
                    label_names)
     if dfa.num_states > max_states:

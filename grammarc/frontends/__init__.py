@@ -91,5 +91,9 @@ def parser_for(kind: str) -> Parser:
         from .lark_grammar import parse_lark
 
         return parse_lark
+    if kind == "fsm":
+        from .fsm import parse_fsm
+
+        return parse_fsm
     raise GrammarcError(f"the {kind} front end is not available in this version of grammarc "
-                        "(supported now: regex, lark, gbnf)")
+                        "(supported now: regex, lark, gbnf, fsm)")
