@@ -35,4 +35,4 @@ def main() -> None:
 
 
 # the commands register themselves on `main`
-from . import compile_cmd  # noqa: E402,F401
+from . import compile_cmd, dot  # noqa: E402,F401

@@ -141,8 +141,7 @@ class _Builder:
                 what = f"{what} {str(token)!r}"
             expected = sorted({_TOKEN_NAMES.get(t, t) for t in exc.expected})
             hint = f"; expected {' or '.join(expected)}" if len(expected) <= 3 else ""
-            offset = min(token.start_pos if token.start_pos is not None else len(self.text),
-                         len(self.text))
+            offset = len(self.text) if token.type == "$END" else token.start_pos
             return self.error(f"GBNF syntax error: unexpected {what}{hint}", offset)
         return self.error(f"GBNF syntax error: {exc}", len(self.text))
 
