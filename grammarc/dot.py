@@ -40,8 +40,9 @@ def dot_source(byte_ptr: np.ndarray, byte_ranges: np.ndarray, byte_next: np.ndar
             groups[int(state_labels[state])].append(state)
         for label, members in sorted(groups.items()):
             if label >= 0:
-                lines.append(f"  subgraph cluster_{label} {{ label=\"{_quote(state_names[label])}\"; "
-                             + " ".join(f"s{s};" for s in members) + " }")
+                name = _quote(state_names[label])
+                members_text = " ".join(f"s{s};" for s in members)
+                lines.append(f"  subgraph cluster_{label} {{ label=\"{name}\"; {members_text} }}")
     for state in order:
         by_target: dict[int, list[tuple[int, int]]] = defaultdict(list)
         for lo, hi, target in automaton[state]:
@@ -80,7 +81,8 @@ class _CharFolder:
         self._suffix_memo: dict[tuple[int, int], CharEdges] = {}
 
     def byte_edges(self, state: int) -> list[tuple[int, int, int]]:
-        return [(*self.ranges[j], self.next[j]) for j in range(self.ptr[state], self.ptr[state + 1])]
+        return [(*self.ranges[j], self.next[j])
+                for j in range(self.ptr[state], self.ptr[state + 1])]
 
     def char_edges(self, state: int) -> CharEdges:
         out: CharEdges = []

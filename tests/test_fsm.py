@@ -174,6 +174,8 @@ def test_spec_errors_have_positions(old, new, message):
     ('{"start": "a",\n "accept": ["c"] "states": {}}', "f.fsm.json:2:18: invalid JSON: "
                                                        "Expecting ',' delimiter"),
     ('["a"]', "f.fsm.json:1:1: a state-machine spec is a mapping"),
+    ('{"start": "a", "accept": ["b"], "states": {"a": [{"to": "b", "text": "\\ud800"}], '
+     '"b": []}}', "f.fsm.json:1:50: a transition of state 'a': text holds a lone surrogate"),
 ])
 def test_json_spec_errors_have_positions(text, message):
     with pytest.raises(GrammarError) as info:

@@ -46,7 +46,8 @@ INVALID = {
     "chess.gbnf": ["1. e4\n", "1. e9 e5\n", "e4 e5\n"],
     "english.gbnf": ["", " leading", "trailing ", "naïve"],
     "japanese.gbnf": ["", "abc", "こんにちは "],
-    "json.gbnf": ['', '[1]', '{"a": 1,}', "{'a': 1}", '{"a": 1.5}', '{"a":{"b":{"c":{"d":{"e":{}}}}}}'],
+    "json.gbnf": ['', '[1]', '{"a": 1,}', "{'a': 1}", '{"a": 1.5}',
+                  '{"a":{"b":{"c":{"d":{"e":{}}}}}}'],
     "json_arr.gbnf": ['[]', '[\n1,2]', '{"a": 1}'],
     "list.gbnf": ["", "- milk", "-milk\n", "- \n"],
 }
@@ -138,7 +139,8 @@ def _language(text: str, start: str | None = None):
     # escapes in literals and classes, code points beyond the BMP
     (r'root ::= "a\x41\u00e9\U0001F600\n\t\\\"\[\]"', ['aAé😀\n\t\\"[]'], ["aAé😀"]),
     # ranges, negation, '-' at the edges, escaped ']'
-    (r'root ::= [a-c0-1] [^a-z\n] [-x] [\]z-]', ["a!-]", "1Z-]", "cAx-"], ["d!-]", "aa-]", "a\n-]"]),
+    (r'root ::= [a-c0-1] [^a-z\n] [-x] [\]z-]', ["a!-]", "1Z-]", "cAx-"],
+     ["d!-]", "aa-]", "a\n-]"]),
     ('root ::= . "x"', ["\nx", "😀x"], ["x"]),
     # groups, alternatives, repetitions
     ('root ::= ("ab" | "c")+ "d"? [0-9]{2} "e"{1,} "f"{0,2} "g"{2,3}',

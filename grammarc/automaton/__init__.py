@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from .dfa import ByteDFA, determinize
 from .expr import (
-    EMPTY, NOTHING, Alt, CharSet, Concat, Expr, Graph, Repeat, alt, charset, concat, literal, repeat,
+    EMPTY, NOTHING, Alt, CharSet, Concat, Expr, Graph, Repeat, alt, charset, concat, literal,
+    repeat,
 )
 from .nfa import NFABuilder
 

@@ -278,8 +278,9 @@ def _subset_construction(n_nfa, eps_ptr, eps_dst, edge_ptr, edge_clo, edge_chi, 
     """Subset construction; DFA state 0 is the empty set, 1 the start closure.
 
     Returns (trans, accepting, labels, status, conflict); status 1 means max_states DFA states
-    or max_entries NFA states summed over the subsets were exceeded, status 2 that the subset reached from DFA state conflict[0] (-1: the start) by
-    class conflict[1] holds NFA states labelled conflict[2] and conflict[3].
+    or max_entries NFA states summed over the subsets were exceeded, status 2 that the subset
+    reached from DFA state conflict[0] (-1: the start) by class conflict[1] holds NFA states
+    labelled conflict[2] and conflict[3].
     """
     cap = 256
     trans = np.zeros((cap, n_classes), np.int32)

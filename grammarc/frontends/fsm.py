@@ -173,6 +173,9 @@ class _Spec:
         if not isinstance(value, str):
             raise self.error(f"{where}: {kinds[0]} must be a string (quote it), not {value!r}",
                              transition)
+        if any(0xD800 <= ord(c) <= 0xDFFF for c in value):
+            raise self.error(f"{where}: {kinds[0]} holds a lone surrogate (not a character)",
+                             transition)
         if kinds[0] == "text":
             label = literal(value)
         else:
@@ -185,7 +188,6 @@ class _Spec:
             raise self.error(f"{where} to {transition['to']!r} can read the empty text; "
                              "every transition must read at least one character", transition)
         return dst, label
-
 
     def check_paths(self, names: list[str], start: int, accepting: list[int],
                     edges: list[tuple[int, int, Expr]], states: dict) -> None:

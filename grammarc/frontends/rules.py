@@ -148,7 +148,10 @@ def _split(expr: Expr, name: str, at_end: bool, refs: _RefCache) -> tuple[Expr, 
             return None
         return alt(*(p[0] for p in parts)), alt(*(p[1] for p in parts))
     if isinstance(expr, Concat):
-        edge, rest = (expr.parts[-1], expr.parts[:-1]) if at_end else (expr.parts[0], expr.parts[1:])
+        if at_end:
+            edge, rest = expr.parts[-1], expr.parts[:-1]
+        else:
+            edge, rest = expr.parts[0], expr.parts[1:]
         inner = _split(edge, name, at_end, refs)
         if inner is None or any(name in refs(p) for p in rest):
             return None
