@@ -7,7 +7,9 @@ from __future__ import annotations
 import random
 import re
 
+import lark
 import numpy as np
+from helpers import mutate
 
 _GBNF_TOKEN = re.compile(r"""
     (?P<space>[ \t\r\n]+|\#[^\n]*)
@@ -161,3 +163,31 @@ def greedy_tokens(tokenizer, text: str) -> list[int]:
         else:
             raise ValueError(f"no token for {data[pos:pos + 1]!r}")
     return out
+
+
+def earley_accepts(parser: lark.Lark, text: str) -> bool:
+    """Whether a Lark parser parses `text`."""
+    try:
+        parser.parse(text)
+    except lark.exceptions.LarkError:
+        return False
+    return True
+
+
+def check_against_earley(grammar, tokenizer, parser: lark.Lark, rng: random.Random,
+                         exact: bool, alphabet: str, walks: int = 10, budget: int = 12,
+                         mutants: int = 3) -> None:
+    """Texts of random token walks to EOS parse with `parser`; so do their mutants the table
+    accepts (the table never allows a string outside the grammar), and when `exact` (no
+    recursion was unrolled) the table accepts every mutant the parser accepts."""
+    texts = []
+    for _ in range(walks):
+        text = tokenizer.decode_bytes(token_walk(grammar, rng, budget)).decode("utf-8")
+        assert grammar.matches(text) and earley_accepts(parser, text), text
+        texts.append(text)
+    for text in texts:
+        for _ in range(mutants):
+            mutant = mutate(text, rng, alphabet)
+            in_table = grammar.matches(mutant)
+            if in_table or exact:
+                assert in_table == earley_accepts(parser, mutant), mutant

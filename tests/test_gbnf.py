@@ -8,8 +8,8 @@ from pathlib import Path
 
 import lark
 import pytest
-from grammar_oracles import gbnf_to_lark, token_walk
-from helpers import SHARED, mutate
+from grammar_oracles import check_against_earley, earley_accepts, gbnf_to_lark
+from helpers import SHARED
 
 import grammarc
 from grammarc.automaton import build_dfa
@@ -73,14 +73,6 @@ def _oracle(path: Path) -> lark.Lark:
     return lark.Lark(gbnf_to_lark(path.read_text(encoding="utf-8")), lexer="dynamic")
 
 
-def _accepts(oracle: lark.Lark, text: str) -> bool:
-    try:
-        oracle.parse(text)
-    except lark.exceptions.LarkError:
-        return False
-    return True
-
-
 @needs_shared
 @pytest.mark.conformance
 @pytest.mark.parametrize("path", GBNF_FILES, ids=lambda p: p.name)
@@ -89,19 +81,8 @@ def test_conformance_walks_parse_with_earley(path, compiled, smollm2):
     accepts do too, and for the grammars without recursion the table is exact."""
     grammar, notices = compiled[path.name]
     assert bool(notices) == (path.name in RECURSIVE)
-    oracle = _oracle(path)
-    rng = random.Random(path.name)
-    texts = []
-    for _ in range(10):
-        text = smollm2.decode_bytes(token_walk(grammar, rng, budget=12)).decode("utf-8")
-        assert grammar.matches(text) and _accepts(oracle, text), text
-        texts.append(text)
-    for text in texts:
-        for _ in range(3):
-            mutant = mutate(text, rng, ALPHABET)
-            in_table = grammar.matches(mutant)
-            if in_table or path.name not in RECURSIVE:
-                assert in_table == _accepts(oracle, mutant), mutant
+    check_against_earley(grammar, smollm2, _oracle(path), random.Random(path.name),
+                         exact=path.name not in RECURSIVE, alphabet=ALPHABET)
 
 
 @needs_shared
@@ -111,11 +92,11 @@ def test_conformance_hand_written_strings(name, compiled):
     grammar, _ = compiled[name]
     oracle = _oracle(GBNF_DIR / name)
     for text in VALID[name]:
-        assert grammar.matches(text) and _accepts(oracle, text), text
+        assert grammar.matches(text) and earley_accepts(oracle, text), text
     for text in INVALID[name]:
         assert not grammar.matches(text), text
     for text in TOO_DEEP.get(name, []):
-        assert _accepts(oracle, text) and not grammar.matches(text), text
+        assert earley_accepts(oracle, text) and not grammar.matches(text), text
 
 
 @needs_shared

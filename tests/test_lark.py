@@ -8,8 +8,7 @@ from pathlib import Path
 
 import lark
 import pytest
-from grammar_oracles import token_walk
-from helpers import mutate
+from grammar_oracles import check_against_earley, earley_accepts
 
 import grammarc
 from grammarc.automaton import build_dfa
@@ -56,14 +55,6 @@ def _oracle(path: Path) -> lark.Lark:
     return lark.Lark(path.read_text(encoding="utf-8"), lexer="dynamic")
 
 
-def _accepts(oracle: lark.Lark, text: str) -> bool:
-    try:
-        oracle.parse(text)
-    except lark.exceptions.LarkError:
-        return False
-    return True
-
-
 def test_there_are_lark_examples():
     assert len(LARK_FILES) >= 5
 
@@ -73,19 +64,9 @@ def test_walks_parse_with_earley(path, compiled, smollm2):
     """Texts of random token walks to EOS on SmolLM2 parse with Lark's Earley parser; so do
     mutants the table accepts, and for grammars without recursion the table is exact."""
     grammar = compiled[path.name]
-    oracle = _oracle(path)
-    rng = random.Random(path.name)
-    texts = []
-    for _ in range(10):
-        text = smollm2.decode_bytes(token_walk(grammar, rng, budget=15)).decode("utf-8")
-        assert grammar.matches(text) and _accepts(oracle, text), text
-        texts.append(text)
-    for text in texts:
-        for _ in range(4):
-            mutant = mutate(text, rng, ALPHABET)
-            in_table = grammar.matches(mutant)
-            if in_table or path.name not in RECURSIVE:
-                assert in_table == _accepts(oracle, mutant), mutant
+    check_against_earley(grammar, smollm2, _oracle(path), random.Random(path.name),
+                         exact=path.name not in RECURSIVE, alphabet=ALPHABET, budget=15,
+                         mutants=4)
 
 
 @pytest.mark.parametrize("name", sorted(VALID))
@@ -93,9 +74,9 @@ def test_hand_written_strings(name, compiled):
     grammar = compiled[name]
     oracle = _oracle(GRAMMARS / name)
     for text in VALID[name]:
-        assert grammar.matches(text) and _accepts(oracle, text), text
+        assert grammar.matches(text) and earley_accepts(oracle, text), text
     for text in INVALID[name]:
-        assert not grammar.matches(text) and not _accepts(oracle, text), text
+        assert not grammar.matches(text) and not earley_accepts(oracle, text), text
 
 
 def _language(text: str, start: str | None = None, notices: list[str] | None = None):
@@ -125,9 +106,9 @@ def test_features(source, accepted, rejected):
     dfa = _language(source)
     oracle = lark.Lark(source, lexer="dynamic")
     for text in accepted:
-        assert dfa.accepts(text.encode()) and _accepts(oracle, text), text
+        assert dfa.accepts(text.encode()) and earley_accepts(oracle, text), text
     for text in rejected:
-        assert not dfa.accepts(text.encode()) and not _accepts(oracle, text), text
+        assert not dfa.accepts(text.encode()) and not earley_accepts(oracle, text), text
 
 
 def test_start_option_and_recursion_notice():
