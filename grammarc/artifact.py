@@ -44,6 +44,8 @@ _COMMON = {
     "byte_ranges": ("u", 2),
     "byte_next": ("u", 1),
 }
+# present exactly when the metadata names the states (`state_names`: state-machine specs)
+_STATE_NAMES = {"state_name": ("i", 1)}
 _LAYOUT_TENSORS = {
     "factored": {"class_ptr": ("u", 1), "class_tokens": ("u", 1), "state_row": ("u", 1),
                  "row_ptr": ("u", 1), "row_class": ("u", 1), "row_delta": ("i", 1)},
@@ -94,10 +96,9 @@ def write_artifact(path: str | os.PathLike, metadata: dict[str, Any],
     """Write an artifact atomically; the container follows the suffix of `path`."""
     path = Path(path)
     suffix = artifact_suffix(path)
-    layout = metadata["layout"]
-    spec = {**_COMMON, **_LAYOUT_TENSORS[layout]}
+    spec = _tensor_spec(metadata)
     if set(tensors) != set(spec):
-        raise ValueError(f"tensors for layout {layout!r} must be {sorted(spec)}")
+        raise ValueError(f"tensors for layout {metadata['layout']!r} must be {sorted(spec)}")
     stored = {name: np.ascontiguousarray(arr, dtype=smallest_dtype(arr, spec[name][0] == "i"))
               for name, arr in tensors.items()}
     metadata = dict(metadata, checksum=checksum(metadata, stored))
@@ -131,6 +132,14 @@ def read_artifact(path: str | os.PathLike) -> ArtifactData:
         raise ArtifactError(f"{path}: not a readable grammarc artifact "
                             f"({type(exc).__name__}: {_one_line(exc)})") from None
     return ArtifactData(metadata, tensors)
+
+
+def _tensor_spec(metadata: dict[str, Any]) -> dict[str, tuple[str, int]]:
+    """Name -> (signedness, number of dimensions) of the tensors an artifact must hold."""
+    spec = {**_COMMON, **_LAYOUT_TENSORS[metadata["layout"]]}
+    if "state_names" in metadata:
+        spec.update(_STATE_NAMES)
+    return spec
 
 
 def artifact_suffix(path: Path) -> str:
@@ -241,6 +250,10 @@ def _parse_metadata(document: str) -> dict[str, Any]:
     for key in ("num_states", "num_classes", "num_rows"):
         if key in metadata:
             _require(_is_int(metadata[key]) and metadata[key] >= 0, f"invalid {key}")
+    if "state_names" in metadata:
+        names = metadata["state_names"]
+        _require(isinstance(names, list) and all(isinstance(n, str) for n in names),
+                 "state_names must be a list of strings")
     return metadata
 
 
@@ -256,7 +269,7 @@ def _require(condition: bool, message: str) -> None:
 def _validate(metadata: dict[str, Any], raw: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """Check names, dtypes, shapes and every index range; return widened arrays."""
     layout = metadata["layout"]
-    spec = {**_COMMON, **_LAYOUT_TENSORS[layout]}
+    spec = _tensor_spec(metadata)
     missing = sorted(set(spec) - set(raw))
     extra = sorted(set(raw) - set(spec))
     _require(not missing, f"missing tensors: {', '.join(missing)}")
@@ -289,6 +302,12 @@ def _validate(metadata: dict[str, Any], raw: dict[str, np.ndarray]) -> dict[str,
     _require(bool(np.all(ranges <= 255)) and bool(np.all(ranges[:, 0] <= ranges[:, 1])),
              "byte_ranges must hold ranges lo <= hi within 0..255")
     _require(bool(np.all(t["byte_next"] < num_states)), "byte_next out of range")
+    if "state_name" in t:
+        labels = t["state_name"]
+        _require(len(labels) == num_states, "state_name has the wrong length")
+        _require(bool(np.all((labels >= -1) & (labels < len(metadata["state_names"])))),
+                 "state_name out of range")
+        _require(labels[0] == -1, "the dead state 0 cannot have a name")
 
     if layout == "factored":
         num_classes = len(t["class_ptr"]) - 1

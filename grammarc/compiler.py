@@ -21,8 +21,8 @@ import numpy as np
 from ._version import __version__
 from .align import align, tokenizer_trie
 from .artifact import FORMAT_NAME, FORMAT_VERSION
-from .automaton import DEFAULT_MAX_STATES, build_dfa
-from .errors import GrammarcError
+from .automaton import DEFAULT_MAX_STATES, ByteDFA, build_dfa
+from .errors import GrammarcError, GrammarError, TooManyStatesError
 from .frontends import FrontendOptions, kind_for_path, parser_for, source_text
 from .runtime import Grammar
 from .tokenizers import Tokenizer, load_tokenizer
@@ -45,20 +45,20 @@ def compile(source: str | os.PathLike, tokenizer: Tokenizer | str | os.PathLike,
     kind, text, name = read_source(source, kind)
     tok = load_tokenizer(tokenizer)
     options = replace(options or FrontendOptions(), max_states=max_states)
-    with _timed(timings, "front end"):
-        expr = parser_for(kind)(text, name, options)
-    with _timed(timings, "byte DFA"):
-        dfa = build_dfa(expr, max_states=max_states)
+    dfa = build_automaton(kind, text, name, options, max_states, timings)
     with _timed(timings, "trie"):
         trie = tokenizer_trie(tok)
     with _timed(timings, "alignment"):
         table = align(dfa, trie, tok.vocab_size, tok.eos_token_ids, progress=progress)
     metadata = grammar_metadata(kind, text, name, tok, options, max_states)
+    if dfa.labels is not None:
+        metadata["state_names"] = list(dfa.label_names)
     byte_ptr, byte_ranges, byte_next = dfa.ranges()
     return Grammar(metadata, token_class=table.token_class, state_row=table.state_row,
                    row_ptr=table.row_ptr, row_class=table.row_class, row_delta=table.row_delta,
                    accepting=dfa.accepting, min_tokens_to_accept=table.min_tokens_to_accept,
-                   byte_ptr=byte_ptr, byte_ranges=byte_ranges, byte_next=byte_next)
+                   byte_ptr=byte_ptr, byte_ranges=byte_ranges, byte_next=byte_next,
+                   state_labels=dfa.labels)
 
 
 def grammar_metadata(kind: str, text: str, name: str | None, tok: Tokenizer,
@@ -79,6 +79,31 @@ def grammar_metadata(kind: str, text: str, name: str | None, tok: Tokenizer,
         "start_state": 1,
         "dead_state": 0,
     }
+
+
+def build_automaton(kind: str, text: str, name: str | None, options: FrontendOptions,
+                    max_states: int = DEFAULT_MAX_STATES,
+                    timings: dict[str, float] | None = None) -> ByteDFA:
+    """The character-level automaton of a grammar source: its front end, then the minimal
+    byte DFA. Errors of the automaton stage name the source file, and a too-many-states
+    error repeats the front end's notices (e.g. which recursive rules were unrolled)."""
+    notices: list[str] = []
+
+    def notice(message: str) -> None:
+        notices.append(message)
+        options.notice(message)
+
+    with _timed(timings, "front end"):
+        expr = parser_for(kind)(text, name, replace(options, notice=notice))
+    with _timed(timings, "byte DFA"):
+        try:
+            return build_dfa(expr, max_states=max_states)
+        except GrammarError as exc:
+            if exc.line is not None:
+                raise
+            message = "; ".join([exc.message, *notices]) \
+                if isinstance(exc, TooManyStatesError) else exc.message
+            raise type(exc)(message, source_name=name) from None
 
 
 def compile_json_schema(schema: dict | bool, tokenizer: Tokenizer | str | os.PathLike,

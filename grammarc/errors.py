@@ -15,11 +15,16 @@ class GrammarcError(Exception):
 class GrammarError(GrammarcError):
     """A grammar source that is invalid or uses something grammarc cannot compile exactly.
 
-    `line` and `column` are 1-based positions in the source text, when known.
+    `line` and `column` are 1-based positions in the source text, when known; `message` and
+    `offset` are the message and character offset as given, so that a front end that embeds
+    one language in another (a regex inside a grammar file) can report the error at its place
+    in the outer file.
     """
 
     def __init__(self, message: str, *, source_name: str | None = None,
                  text: str | None = None, offset: int | None = None) -> None:
+        self.message = message
+        self.offset = offset
         self.line: int | None = None
         self.column: int | None = None
         if text is not None and offset is not None:

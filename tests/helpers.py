@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import random
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
+
+SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 
 
 def sample_dfa_strings(dfa, rng: random.Random, count: int, max_len: int = 40) -> list[bytes]:
@@ -50,3 +55,19 @@ def moore_classes(trans: np.ndarray, accepting: np.ndarray) -> int:
         if len(np.unique(new)) == len(np.unique(labels)):
             return len(np.unique(new))
         labels = new
+
+
+def run_cli(*args: str, cwd: Path | None = None,
+            input: str | None = None) -> subprocess.CompletedProcess:
+    """`grammarc ARGS...` as a real subprocess (`input` goes to its stdin)."""
+    return subprocess.run([sys.executable, "-m", "grammarc", *args], capture_output=True,
+                          text=True, cwd=cwd, input=input)
+
+
+def assert_clean_error(result: subprocess.CompletedProcess, fragment: str) -> None:
+    """Exit code 1 and one line `error: ...` holding `fragment` on stderr, no traceback."""
+    assert result.returncode == 1, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("error: ") and fragment in lines[0], lines[0]
+    assert "Traceback" not in result.stderr

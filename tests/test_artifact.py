@@ -225,3 +225,37 @@ def test_load_checks_the_tokenizer(saved, smollm2, bpe_tokenizer_json):
     other = grammarc.Tokenizer.from_token_bytes(changed, smollm2.eos_token_ids)
     with pytest.raises(ArtifactError, match="fingerprint"):
         grammarc.load(saved, tokenizer=other)
+
+
+@pytest.fixture(scope="module")
+def saved_fsm(smollm2, tmp_path_factory) -> Path:
+    """A state-machine artifact: it has the optional state names."""
+    path = tmp_path_factory.mktemp("fsm") / "form.safetensors"
+    grammarc.compile(Path(__file__).resolve().parent.parent / "grammars" /
+                     "form-filling.fsm.yaml", smollm2).save(path)
+    return path
+
+
+def _set(tensors, name, change):
+    arr = tensors[name].copy()
+    change(arr)
+    tensors[name] = arr
+
+
+@pytest.mark.parametrize("edit,message", [
+    (lambda m, t: _set(t, "state_name", lambda a: a.__setitem__(3, 5)), "state_name out of range"),
+    (lambda m, t: _set(t, "state_name", lambda a: a.__setitem__(0, 0)),
+     "the dead state 0 cannot have a name"),
+    (lambda m, t: t.update(state_name=t["state_name"][:-1]), "state_name has the wrong length"),
+    (lambda m, t: t.update(state_name=np.zeros(len(t["state_name"]), np.uint8)),
+     "tensor state_name has dtype uint8"),
+    (lambda m, t: t.pop("state_name"), "missing tensors: state_name"),
+    (lambda m, t: m.pop("state_names"), "unexpected tensors: state_name"),
+    (lambda m, t: m.update(state_names=["start", 3]), "state_names must be a list of strings"),
+])
+def test_hand_edited_state_names_are_rejected(saved_fsm, tmp_path, edit, message):
+    grammarc.load(saved_fsm)
+    out = tmp_path / "edited.safetensors"
+    _rewrite(saved_fsm, out, edit)
+    with pytest.raises(ArtifactError, match=message):
+        grammarc.load(out)

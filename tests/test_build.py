@@ -7,7 +7,8 @@ import shutil
 from pathlib import Path
 
 import pytest
-from test_cli import assert_clean_error, run
+from helpers import assert_clean_error
+from helpers import run_cli as run
 
 import grammarc
 from grammarc.artifact import read_artifact, write_artifact

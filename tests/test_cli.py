@@ -2,28 +2,15 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from helpers import assert_clean_error
+from helpers import run_cli as run
 
 import grammarc
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def run(*args: str, cwd: Path | None = None, input: str | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "grammarc", *args], capture_output=True,
-                          text=True, cwd=cwd, input=input)
-
-
-def assert_clean_error(result: subprocess.CompletedProcess, fragment: str) -> None:
-    assert result.returncode == 1, result.stderr
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1, result.stderr
-    assert lines[0].startswith("error: ") and fragment in lines[0], lines[0]
-    assert "Traceback" not in result.stderr
 
 
 def test_version():
@@ -71,13 +58,13 @@ def test_default_output_name_layout_and_eos(tmp_path):
     (["--regex", "a", "-o", "blocker/out.safetensors"], "cannot write"),
     (["missing.regex"], "cannot read grammar file"),
     (["binary.regex"], "not UTF-8"),
-    (["grammar.lark"], "lark front end is not available"),
+    (["grammar.lark"], "grammar.lark:1:12: invalid Lark grammar: unexpected token ')'"),
     (["grammar.txt"], "cannot tell the grammar kind"),
 ])
 def test_bad_input_is_one_line_exit_1(tmp_path, args, fragment):
     (tmp_path / "blocker").write_text("a file, not a folder")
     (tmp_path / "binary.regex").write_bytes(b"\xff\xfe")
-    (tmp_path / "grammar.lark").write_text("start: 'a'\n")
+    (tmp_path / "grammar.lark").write_text('start: "a" )\n')
     (tmp_path / "grammar.txt").write_text("a\n")
     full = ["compile", *args]
     if "--tokenizer" not in args:

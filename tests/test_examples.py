@@ -6,7 +6,8 @@ from __future__ import annotations
 import ast
 
 import pytest
-from test_cli import ROOT, run
+from helpers import run_cli as run
+from test_cli import ROOT
 
 import grammarc
 from grammarc.cli.build import read_manifest

@@ -11,7 +11,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from test_cli import ROOT, assert_clean_error, run
+from helpers import assert_clean_error
+from helpers import run_cli as run
+from test_cli import ROOT
 
 import grammarc
 

@@ -1,7 +1,7 @@
-"""Expression trees to minimal byte-level DFAs (see `expr`, `nfa`, `dfa`).
+"""Expression trees to minimal byte-level DFAs (see `expr`, `nfa`, `dfa`, `ops`).
 
-`dfa` needs numba, so it is imported on first use: the command line and the front ends'
-option types can be imported without loading numba.
+`dfa` and `ops` need numba, so they are imported on first use: the command line and the front
+ends' option types can be imported without loading numba.
 """
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .expr import (
-    EMPTY, NOTHING, Alt, Automaton, CharSet, Concat, Expr, Repeat, alt, charset, concat, literal,
-    repeat,
+    EMPTY, NOTHING, Alt, Automaton, CharSet, Concat, Expr, Graph, Repeat, alt, charset, concat,
+    literal, repeat,
 )
 
 if TYPE_CHECKING:
@@ -18,7 +18,6 @@ if TYPE_CHECKING:
     from .ops import Ops
 
 DEFAULT_MAX_STATES = 100_000
-
 
 _LAZY = {"ByteDFA": "dfa", "build_dfa": "dfa", "determinize": "dfa", "Ops": "ops"}
 
@@ -35,6 +34,6 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "EMPTY", "NOTHING", "Alt", "Automaton", "ByteDFA", "CharSet", "Concat", "DEFAULT_MAX_STATES",
-    "Expr", "Ops", "Repeat", "alt", "build_dfa", "charset", "concat", "determinize", "literal",
-    "repeat",
+    "Expr", "Graph", "Ops", "Repeat", "alt", "build_dfa", "charset", "concat", "determinize",
+    "literal", "repeat",
 ]

@@ -8,6 +8,11 @@ equal languages give identical `ByteDFA`s (the minimal DFA in canonical numberin
 
 The hot loops (subset construction, minimisation) are numba kernels, compiled once and cached
 on disk; they are compile-side only and never imported by the runtime.
+
+When the NFA labels its states (the nodes of a `Graph`), every DFA state carries the one label
+of its NFA states, and minimisation never merges states of different labels; a DFA state whose
+NFA states have two labels means the text read so far does not determine the node, which is
+reported as a `GrammarError`.
 """
 
 from __future__ import annotations
@@ -24,8 +29,11 @@ from .nfa import Fragment, NFABuilder
 
 _NO_LIMIT = np.iinfo(np.int32).max
 # The subset construction may pass through more states than the minimal result has (copies
-# of an ambiguous item in a bounded repeat); it may use this many times --max-states.
+# of an ambiguous item in a bounded repeat); it may use this many times --max-states, and
+# SUBSET_ENTRIES times as many NFA states summed over its subsets (which bounds its memory and
+# time when the NFA is large, e.g. deeply unrolled recursive rules).
 SUBSET_FACTOR = 10
+SUBSET_ENTRIES = 32
 
 
 @dataclass(frozen=True)
@@ -35,6 +43,8 @@ class ByteDFA:
     trans: np.ndarray       # int32 [num_states, num_classes]
     byte_class: np.ndarray  # int32 [256]: the class of each byte value
     accepting: np.ndarray   # bool [num_states]
+    labels: np.ndarray | None = None  # int32 [num_states]: index into label_names, -1 for none
+    label_names: tuple[str, ...] = ()
 
     @property
     def num_states(self) -> int:
@@ -84,12 +94,18 @@ def build_dfa(expr: Expr, max_states: int = DEFAULT_MAX_STATES) -> ByteDFA:
     `max_states` bounds the DFA (and, scaled, the NFA it is built from) so that a grammar that
     blows up fails with `TooManyStatesError` instead of exhausting memory.
     """
-    fragment = NFABuilder(max_states=max(20 * max_states, 1_000_000)).build(expr)
-    return determinize(fragment, max_states=max_states)
+    builder = NFABuilder(max_states=max(20 * max_states, 1_000_000))
+    fragment = builder.build(expr)
+    return determinize(fragment, max_states=max_states, label_names=tuple(builder.label_names))
 
 
-def determinize(frag: Fragment, max_states: int = _NO_LIMIT) -> ByteDFA:
-    """The canonical minimal DFA of an NFA fragment (entry 0, accepting exit 1)."""
+def determinize(frag: Fragment, max_states: int = _NO_LIMIT,
+                label_names: tuple[str, ...] = ()) -> ByteDFA:
+    """The canonical minimal DFA of an NFA fragment (entry 0, accepting exit 1).
+
+    `label_names` name the fragment's labels (see nfa.py); a DFA state whose NFA states carry
+    two different labels raises `GrammarError` with a text that reaches it.
+    """
     edges = frag.edges
     byte_class = _byte_classes(edges[:, 1], edges[:, 2])
     num_classes = int(byte_class[-1]) + 1
@@ -99,17 +115,31 @@ def determinize(frag: Fragment, max_states: int = _NO_LIMIT) -> ByteDFA:
                                          edges[:, 3]], axis=1))
     tag_ptr, tag_cols = _csr(frag.num_states, frag.tags[:, 0], frag.tags[:, 1:3])
     num_families = max(frag.num_families, 1)
+    nfa_label = np.full(frag.num_states, -1, np.int32)
+    nfa_label[frag.labels[:, 0]] = frag.labels[:, 1]
     limit = min(SUBSET_FACTOR * max_states, _NO_LIMIT)
-    trans, accepting, status = _subset_construction(
+    entries = SUBSET_ENTRIES * limit
+    trans, accepting, labels, status, conflict = _subset_construction(
         frag.num_states, eps_ptr, eps_dst[:, 0], edge_ptr,
         np.ascontiguousarray(edge_cols[:, 0]), np.ascontiguousarray(edge_cols[:, 1]),
         np.ascontiguousarray(edge_cols[:, 2]), tag_ptr, np.ascontiguousarray(tag_cols[:, 0]),
-        np.ascontiguousarray(tag_cols[:, 1]), num_families, num_classes, limit)
-    if status:
+        np.ascontiguousarray(tag_cols[:, 1]), num_families, num_classes, limit, entries,
+        nfa_label)
+    if status == 1:
         raise TooManyStatesError(
-            f"determinising needs more than {limit:,} intermediate DFA states "
-            f"({SUBSET_FACTOR} x --max-states {max_states:,}); raise --max-states")
-    dfa = minimize(trans, byte_class, accepting)
+            f"determinising needs more than {limit:,} intermediate DFA states or {entries:,} "
+            f"NFA states in their subsets ({SUBSET_FACTOR} x --max-states {max_states:,}); "
+            "raise --max-states")
+    if status == 2:
+        state, cls, first, second = (int(v) for v in conflict)
+        text = _witness(trans, byte_class, state, cls).decode("utf-8", "backslashreplace")
+        first_name, second_name = sorted((label_names[first], label_names[second]))
+        raise GrammarError(f"ambiguous state machine: after {text!r} the state could be "
+                           f"{first_name!r} or {second_name!r}; no text of a transition may "
+                           "be read, or begin a longer text, by another path out of the same "
+                           "state (end free text with a delimiter)")
+    dfa = minimize(trans, byte_class, accepting, labels if len(frag.labels) else None,
+                   label_names)
     if dfa.num_states > max_states:
         raise TooManyStatesError(
             f"the automaton needs {dfa.num_states:,} DFA states, more than --max-states "
@@ -117,15 +147,23 @@ def determinize(frag: Fragment, max_states: int = _NO_LIMIT) -> ByteDFA:
     return dfa
 
 
-def minimize(trans: np.ndarray, byte_class: np.ndarray, accepting: np.ndarray) -> ByteDFA:
+def minimize(trans: np.ndarray, byte_class: np.ndarray, accepting: np.ndarray,
+             labels: np.ndarray | None = None, label_names: tuple[str, ...] = ()) -> ByteDFA:
     """Minimise a complete DFA whose state 0 is dead and state 1 the start; canonical result.
 
     States that cannot reach acceptance fall into the dead state's block, so the result is
-    trimmed as well. An empty language raises `GrammarError`.
+    trimmed as well. States with different `labels` are never merged. An empty language raises
+    `GrammarError`.
     """
     trans = np.ascontiguousarray(trans, dtype=np.int32)
     accepting = np.ascontiguousarray(accepting, dtype=np.bool_)
-    block, num_blocks = _hopcroft(trans, accepting)
+    if labels is None:
+        initial = accepting.astype(np.int32)
+    else:
+        # a label only separates states that can still reach acceptance
+        labels = np.where(_coreachable(trans, accepting), labels, -1).astype(np.int32)
+        initial = accepting + 2 * (labels + 1)
+    block, num_blocks = _hopcroft(trans, initial.astype(np.int32))
     dead, start = block[0], block[1]
     if dead == start:
         raise GrammarError("the grammar matches no string at all (its language is empty)")
@@ -137,7 +175,34 @@ def minimize(trans: np.ndarray, byte_class: np.ndarray, accepting: np.ndarray) -
     new_id[order] = np.arange(len(order), dtype=np.int32)
     canon = new_id[block_trans[order]]
     canon_accepting = accepting[rep[order]]
-    return _merge_byte_classes(canon, byte_class, canon_accepting)
+    dfa = _merge_byte_classes(canon, byte_class, canon_accepting)
+    if labels is None:
+        return dfa
+    return ByteDFA(dfa.trans, dfa.byte_class, dfa.accepting, labels[rep[order]], label_names)
+
+
+def _witness(trans: np.ndarray, byte_class: np.ndarray, state: int, cls: int) -> bytes:
+    """Bytes leading from the start to `state` and then over a byte of class `cls` (none when
+    `state` is -1: the start state itself)."""
+    if state < 0:
+        return b""
+    _, first_byte = np.unique(byte_class, return_index=True)
+    parent = {1: (-1, -1)}
+    queue = [1]
+    for s in queue:
+        if s == state:
+            break
+        for c in range(trans.shape[1]):
+            t = int(trans[s, c])
+            if t not in parent:
+                parent[t] = (s, c)
+                queue.append(t)
+    path = [cls]
+    s = state
+    while parent[s][0] != -1:
+        s, c = parent[s]
+        path.append(c)
+    return bytes(int(first_byte[c]) for c in reversed(path))
 
 
 def _merge_byte_classes(trans: np.ndarray, byte_class: np.ndarray,
@@ -239,14 +304,20 @@ def _prune(buf, k, tag_ptr, tag_family, tag_rank, best_stamp, best_rank, stamp):
 
 @numba.njit(cache=True)
 def _subset_construction(n_nfa, eps_ptr, eps_dst, edge_ptr, edge_clo, edge_chi, edge_dst,
-                         tag_ptr, tag_family, tag_rank, n_families, n_classes, max_states):
+                         tag_ptr, tag_family, tag_rank, n_families, n_classes, max_states,
+                         max_entries, nfa_label):
     """Subset construction; DFA state 0 is the empty set, 1 the start closure.
 
-    Returns (trans, accepting, status); status 1 means max_states was exceeded.
+    Returns (trans, accepting, labels, status, conflict); status 1 means max_states DFA states
+    or max_entries NFA states summed over the subsets were exceeded, status 2 that the subset
+    reached from DFA state conflict[0] (-1: the start) by class conflict[1] holds NFA states
+    labelled conflict[2] and conflict[3].
     """
     cap = 256
     trans = np.zeros((cap, n_classes), np.int32)
     accepting = np.zeros(cap, np.bool_)
+    labels = np.full(cap, -1, np.int32)
+    conflict = np.full(4, -1, np.int64)
     set_off = np.zeros(cap + 1, np.int64)
     set_data = np.empty(1024, np.int32)
     set_hash = np.zeros(cap, np.uint64)
@@ -311,9 +382,13 @@ def _subset_construction(n_nfa, eps_ptr, eps_dst, edge_ptr, edge_clo, edge_chi, 
             c = touched[ti]
             k = 0
             it = head[c]
+            stamp += 1  # several NFA states may move to the same one: keep it once
             while it != -1:
-                buf[k] = item_val[it]
-                k += 1
+                v = item_val[it]
+                if mark[v] != stamp:
+                    mark[v] = stamp
+                    buf[k] = v
+                    k += 1
                 it = item_next[it]
             head[c] = -1
             stamp += 1
@@ -337,8 +412,8 @@ def _subset_construction(n_nfa, eps_ptr, eps_dst, edge_ptr, edge_clo, edge_chi, 
                     break
             slot = (slot + 1) & (table_size - 1)
         if found == -1:
-            if n_dfa >= max_states:
-                return trans[:n_dfa], accepting[:n_dfa], 1
+            if n_dfa >= max_states or set_off[n_dfa] + k > max_entries:
+                return trans[:n_dfa], accepting[:n_dfa], labels[:n_dfa], 1, conflict
             if n_dfa == cap:
                 cap *= 2
                 new_trans = np.zeros((cap, n_classes), np.int32)
@@ -347,6 +422,9 @@ def _subset_construction(n_nfa, eps_ptr, eps_dst, edge_ptr, edge_clo, edge_chi, 
                 new_acc = np.zeros(cap, np.bool_)
                 new_acc[:n_dfa] = accepting
                 accepting = new_acc
+                new_labels = np.full(cap, -1, np.int32)
+                new_labels[:n_dfa] = labels
+                labels = new_labels
                 new_off = np.zeros(cap + 1, np.int64)
                 new_off[:n_dfa + 1] = set_off[:n_dfa + 1]
                 set_off = new_off
@@ -364,6 +442,15 @@ def _subset_construction(n_nfa, eps_ptr, eps_dst, edge_ptr, edge_clo, edge_chi, 
             for i in range(k):
                 if buf[i] == 1:
                     accepting[n_dfa] = True
+                label = nfa_label[buf[i]]
+                if label >= 0 and labels[n_dfa] != label:
+                    if labels[n_dfa] >= 0:
+                        conflict[0] = d
+                        conflict[1] = touched[ti] if d >= 0 else -1
+                        conflict[2] = labels[n_dfa]
+                        conflict[3] = label
+                        return trans[:n_dfa], accepting[:n_dfa], labels[:n_dfa], 2, conflict
+                    labels[n_dfa] = label
             table[slot] = n_dfa
             found = n_dfa
             n_dfa += 1
@@ -380,12 +467,46 @@ def _subset_construction(n_nfa, eps_ptr, eps_dst, edge_ptr, edge_clo, edge_chi, 
             ti += 1
         else:
             d += 1
-    return trans[:n_dfa].copy(), accepting[:n_dfa].copy(), 0
+    return trans[:n_dfa].copy(), accepting[:n_dfa].copy(), labels[:n_dfa].copy(), 0, conflict
 
 
 @numba.njit(cache=True)
-def _hopcroft(trans, accepting):
-    """Hopcroft's partition refinement; returns (block of each state, number of blocks)."""
+def _coreachable(trans, accepting):
+    """Which states can reach an accepting state."""
+    n, k = trans.shape
+    in_ptr = np.zeros(n + 1, np.int64)
+    for s in range(n):
+        for a in range(k):
+            in_ptr[trans[s, a] + 1] += 1
+    for i in range(n):
+        in_ptr[i + 1] += in_ptr[i]
+    fill = in_ptr[:-1].copy()
+    in_src = np.empty(n * k, np.int32)
+    for s in range(n):
+        for a in range(k):
+            t = trans[s, a]
+            in_src[fill[t]] = s
+            fill[t] += 1
+    live = accepting.copy()
+    stack = np.flatnonzero(accepting).astype(np.int32)
+    sp = len(stack)
+    stack = np.concatenate((stack, np.empty(n, np.int32)))
+    while sp > 0:
+        sp -= 1
+        t = stack[sp]
+        for j in range(in_ptr[t], in_ptr[t + 1]):
+            s = in_src[j]
+            if not live[s]:
+                live[s] = True
+                stack[sp] = s
+                sp += 1
+    return live
+
+
+@numba.njit(cache=True)
+def _hopcroft(trans, initial):
+    """Hopcroft's partition refinement from the partition of states by their `initial` class;
+    returns (block of each state, number of blocks)."""
     n, k = trans.shape
     inv_ptr = np.zeros(n * k + 1, np.int64)
     for s in range(n):
@@ -407,43 +528,31 @@ def _hopcroft(trans, accepting):
     bstart = np.zeros(n + 1, np.int64)
     bend = np.zeros(n + 1, np.int64)
     nmark = np.zeros(n + 1, np.int64)
-    n_acc = 0
-    for s in range(n):
-        if accepting[s]:
-            n_acc += 1
-    i_acc = 0
-    i_rej = n_acc
-    for s in range(n):
-        if accepting[s]:
-            elems[i_acc] = s
-            pos[s] = i_acc
-            i_acc += 1
-        else:
-            elems[i_rej] = s
-            pos[s] = i_rej
-            i_rej += 1
+    order = np.argsort(initial, kind="mergesort")
     n_blocks = 0
-    if n_acc > 0:
-        bstart[n_blocks] = 0
-        bend[n_blocks] = n_acc
-        n_blocks += 1
-    if n_acc < n:
-        bstart[n_blocks] = n_acc
-        bend[n_blocks] = n
-        n_blocks += 1
-    for b in range(n_blocks):
-        for i in range(bstart[b], bend[b]):
-            block[elems[i]] = b
+    largest = 0
+    for i in range(n):
+        s = order[i]
+        elems[i] = s
+        pos[s] = i
+        if i == 0 or initial[s] != initial[order[i - 1]]:
+            bstart[n_blocks] = i
+            n_blocks += 1
+        bend[n_blocks - 1] = i + 1
+        block[s] = n_blocks - 1
+        if bend[n_blocks - 1] - bstart[n_blocks - 1] > bend[largest] - bstart[largest]:
+            largest = n_blocks - 1
 
+    # every initial block but the largest splits the others
     in_work = np.zeros(n * k, np.bool_)
     work = np.empty(n * k, np.int64)
     n_work = 0
-    if n_blocks == 2:
-        smaller = 0 if bend[0] - bstart[0] <= bend[1] - bstart[1] else 1
-        for a in range(k):
-            work[n_work] = smaller * k + a
-            in_work[smaller * k + a] = True
-            n_work += 1
+    for b in range(n_blocks):
+        if b != largest:
+            for a in range(k):
+                work[n_work] = b * k + a
+                in_work[b * k + a] = True
+                n_work += 1
 
     splitter = np.empty(n, np.int32)
     touched = np.empty(n, np.int32)

@@ -49,6 +49,22 @@ class Repeat:
     max: int | None
 
 
+@dataclass(frozen=True)
+class Graph:
+    """A state machine with named nodes: the strings that spell a path of edges from `start`
+    to a node in `accepting`, each edge reading one string of its label's language.
+
+    The automaton built from it keeps the names: every DFA state knows which node the text
+    read so far has reached (an edge's label is read while still in its source node), and
+    determinisation fails when a text can reach two different nodes (see `build_dfa`).
+    """
+
+    names: tuple[str, ...]                          # node i is called names[i]
+    start: int
+    accepting: tuple[int, ...]
+    edges: tuple[tuple[int, int, "Expr"], ...]      # (source node, target node, label)
+
+
 @dataclass(frozen=True, eq=False)
 class Automaton:
     """A language given by an already built byte DFA (the result of a boolean operation).
@@ -57,7 +73,7 @@ class Automaton:
     dfa: "ByteDFA"
 
 
-Expr = Union[CharSet, Concat, Alt, Repeat, Automaton]
+Expr = Union[CharSet, Concat, Alt, Repeat, Automaton, Graph]
 
 EMPTY = Concat(())
 NOTHING = CharSet(())

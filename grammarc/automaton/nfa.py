@@ -14,6 +14,10 @@ lower rank accepts every continuation the other accepts (more copies may still f
 subset construction uses them to keep only the lowest-ranked of such states in a subset, which
 does not change the subset's language but stops `x{0,n}` of an item whose copies can overlap
 from exploring every combination of copies.
+
+Labels `(state, label)` name the node of a `Graph` that owns a state: the node's own state and
+the inner states of the edges that leave it (`NFABuilder.label_names[label]` is the name). The
+subset construction gives each DFA state the one label of its NFA states.
 """
 
 from __future__ import annotations
@@ -24,12 +28,13 @@ from functools import lru_cache
 import numpy as np
 
 from ..errors import TooManyStatesError
-from .expr import Alt, Automaton, CharSet, Concat, Expr, Repeat
+from .expr import Alt, Automaton, CharSet, Concat, Expr, Graph, Repeat
 from .utf8 import utf8_sequences
 
 _EMPTY_EPS = np.zeros((0, 2), np.int32)
 _EMPTY_EDGES = np.zeros((0, 4), np.int32)
 _EMPTY_TAGS = np.zeros((0, 3), np.int32)
+_EMPTY_LABELS = np.zeros((0, 2), np.int32)
 
 
 @dataclass(frozen=True)
@@ -41,6 +46,7 @@ class Fragment:
     edges: np.ndarray  # int32 (k, 4): src, byte lo, byte hi, dst
     tags: np.ndarray = field(default_factory=lambda: _EMPTY_TAGS)  # (k, 3): state, family, rank
     num_families: int = 0
+    labels: np.ndarray = field(default_factory=lambda: _EMPTY_LABELS)  # (k, 2): state, label
 
 
 class _Stamper:
@@ -51,6 +57,7 @@ class _Stamper:
         self.eps: list[np.ndarray] = []
         self.edges: list[np.ndarray] = []
         self.tags: list[np.ndarray] = []
+        self.labels: list[np.ndarray] = []
         self.next_family = 0
         self.char_edges: list[tuple[int, int, int, int]] = []  # written by `char`, no numpy
 
@@ -104,6 +111,11 @@ class _Stamper:
             tags[:, :, 1] = families[:, t[:, 1]]
             tags[:, :, 2] = t[:, 2]
             self.tags.append(tags.reshape(-1, 3))
+        if len(frag.labels):
+            labels = np.empty((copies, len(frag.labels), 2), np.int32)
+            labels[:, :, 0] = mapping[:, frag.labels[:, 0]]
+            labels[:, :, 1] = frag.labels[:, 1]
+            self.labels.append(labels.reshape(-1, 2))
         return mapping
 
     def new_families(self, count: int) -> np.ndarray:
@@ -114,6 +126,10 @@ class _Stamper:
     def add_tags(self, states: np.ndarray, families: np.ndarray, ranks: np.ndarray) -> None:
         self.tags.append(np.stack([states, families, ranks], axis=-1).astype(np.int32).reshape(-1, 3))
 
+    def add_labels(self, states: np.ndarray, label: int) -> None:
+        self.labels.append(np.stack([states, np.full(len(states), label)], axis=-1)
+                           .astype(np.int32).reshape(-1, 2))
+
     def add_eps(self, src: np.ndarray, dst: np.ndarray) -> None:
         self.eps.append(np.stack([src, dst], axis=-1).astype(np.int32).reshape(-1, 2))
 
@@ -123,7 +139,8 @@ class _Stamper:
         eps = np.concatenate(self.eps) if self.eps else _EMPTY_EPS
         edges = np.concatenate(self.edges) if self.edges else _EMPTY_EDGES
         tags = np.concatenate(self.tags) if self.tags else _EMPTY_TAGS
-        return Fragment(self.next_free, eps, edges, tags, self.next_family)
+        labels = np.concatenate(self.labels) if self.labels else _EMPTY_LABELS
+        return Fragment(self.next_free, eps, edges, tags, self.next_family, labels)
 
 
 class NFABuilder:
@@ -132,6 +149,7 @@ class NFABuilder:
     def __init__(self, max_states: int) -> None:
         self.max_states = max_states
         self._memo: dict[int, tuple[Expr, Fragment]] = {}
+        self.label_names: list[str] = []  # label id -> name, for the Graph nodes built
 
     def build(self, expr: Expr) -> Fragment:
         key = id(expr)
@@ -148,6 +166,8 @@ class NFABuilder:
             frag = self._repeat(expr)
         elif isinstance(expr, Automaton):
             frag = _dfa_fragment(expr.dfa)
+        elif isinstance(expr, Graph):
+            frag = self._graph(expr)
         else:
             raise TypeError(f"not an expression: {expr!r}")
         self._check_size(frag.num_states)
@@ -205,6 +225,30 @@ class NFABuilder:
             stamper.add_eps(joints[lo:], np.ones(optional + 1, np.int32))
         return stamper.fragment()
 
+    def _graph(self, expr: Graph) -> Fragment:
+        """Node states joined by their edges' fragments; entry and exit reach them by epsilon
+        edges, so no edge enters the entry even when an edge returns to the start node."""
+        stamper = _Stamper(2)
+        nodes = stamper.new_states(len(expr.names))
+        labels = list(range(len(self.label_names), len(self.label_names) + len(nodes)))
+        self.label_names.extend(expr.names)
+        for node, label in zip(nodes, labels):
+            stamper.add_labels(node[None], label)
+        accepting = nodes[list(expr.accepting)]
+        stamper.add_eps(np.concatenate([[0], accepting]),
+                        np.concatenate([[nodes[expr.start]], np.ones(len(accepting), np.int32)]))
+        for src, dst, label in expr.edges:
+            first = stamper.next_free
+            if isinstance(label, CharSet):
+                stamper.char(label.ranges, int(nodes[src]), int(nodes[dst]))
+            else:
+                inner = self.build(label)
+                if len(inner.labels):
+                    raise ValueError("a Graph cannot be nested inside another Graph's edge")
+                stamper.place(inner, nodes[src:src + 1], nodes[dst:dst + 1])
+            # the edge's inner states belong to its source node
+            stamper.add_labels(np.arange(first, stamper.next_free), labels[src])
+        return stamper.fragment()
 
     @staticmethod
     def _tag_optional_copies(stamper: _Stamper, mapping: np.ndarray, joints: np.ndarray,

@@ -35,5 +35,4 @@ def main() -> None:
 
 
 # the commands register themselves on `main`
-from . import compile_cmd  # noqa: E402,F401
-from . import build, tools  # noqa: E402,F401
+from . import build, compile_cmd, dot, tools  # noqa: E402,F401

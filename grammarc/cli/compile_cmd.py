@@ -51,13 +51,44 @@ def _check_output(output: Path) -> None:
         raise GrammarcError(f"cannot write {output}: {parent} is not a directory")
 
 
+def frontend_options(command):
+    """The options of the front ends (shared by the commands that read grammar sources)."""
+    for option in reversed([
+        click.option("--kind", type=click.Choice(KINDS),
+                     help="Grammar kind; by default it follows the SOURCE suffix "
+                          "(.regex, .json, .lark, .gbnf, .fsm.yaml)."),
+        click.option("--max-states", type=click.IntRange(min=2), default=DEFAULT_MAX_STATES,
+                     show_default=True, help="Fail instead of building a DFA larger than this."),
+        click.option("--max-depth", type=click.IntRange(min=0), default=4, show_default=True,
+                     help="How deep recursive rules and $refs are unrolled."),
+        click.option("--start", metavar="RULE", help="Start rule of a Lark or GBNF grammar."),
+        click.option("--whitespace", default="default", show_default=True, metavar="STYLE",
+                     help="JSON whitespace: default, compact, flexible, or a regex."),
+        click.option("--no-additional-properties", "strict_objects", is_flag=True,
+                     help="JSON Schema: forbid properties a schema does not declare."),
+        click.option("--lenient", is_flag=True,
+                     help="JSON Schema: ignore unsupported keywords (with a notice) instead of "
+                          "failing."),
+    ]):
+        command = option(command)
+    return command
+
+
+def make_frontend_options(max_depth: int, start: str | None, whitespace: str,
+                          strict_objects: bool, lenient: bool, quiet: bool) -> FrontendOptions:
+    """`FrontendOptions` from the command-line options; notices go to stderr unless quiet."""
+    return FrontendOptions(
+        max_depth=max_depth, start=start, whitespace=whitespace,
+        additional_properties=not strict_objects, lenient=lenient,
+        notice=(lambda message: None) if quiet else
+        (lambda message: click.echo(f"notice: {message}", err=True)))
+
+
 @main.command("compile", epilog=EXIT_CODES_HELP)
 @click.argument("source", required=False, type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--regex", "pattern", metavar="PATTERN",
               help="Compile this regex instead of a SOURCE file.")
-@click.option("--kind", type=click.Choice(KINDS),
-              help="Grammar kind; by default it follows the SOURCE suffix "
-                   "(.regex, .json, .lark, .gbnf, .fsm.yaml).")
+@frontend_options
 @click.option("--tokenizer", "tokenizer_spec", required=True, metavar="TOKENIZER",
               help="smollm2, a tokenizer.json (or its folder), a .gguf file, or a Hugging Face "
                    "repo id in the local cache.")
@@ -68,17 +99,6 @@ def _check_output(output: Path) -> None:
               help="Comma-separated end-of-sequence token ids (default: the model's end tokens).")
 @click.option("--layout", type=click.Choice(["factored", "csr", "dense"]), default="factored",
               show_default=True, help="How the token table is stored.")
-@click.option("--max-states", type=click.IntRange(min=2), default=DEFAULT_MAX_STATES,
-              show_default=True, help="Fail instead of building a DFA larger than this.")
-@click.option("--max-depth", type=click.IntRange(min=0), default=4, show_default=True,
-              help="How deep recursive rules and $refs are unrolled.")
-@click.option("--start", metavar="RULE", help="Start rule of a Lark or GBNF grammar.")
-@click.option("--whitespace", default="default", show_default=True, metavar="STYLE",
-              help="JSON whitespace: default, compact, flexible, or a regex.")
-@click.option("--no-additional-properties", "strict_objects", is_flag=True,
-              help="JSON Schema: forbid properties a schema does not declare.")
-@click.option("--lenient", is_flag=True,
-              help="JSON Schema: ignore unsupported keywords (with a notice) instead of failing.")
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing but errors.")
 def compile_command(source: Path | None, pattern: str | None, kind: str | None,
                     tokenizer_spec: str, output: Path | None, eos_ids: str | None, layout: str,
@@ -98,11 +118,7 @@ def compile_command(source: Path | None, pattern: str | None, kind: str | None,
     _check_output(output)
     started = time.perf_counter()
     tokenizer = load_tokenizer(tokenizer_spec, eos_token_ids=eos)
-    options = FrontendOptions(
-        max_depth=max_depth, start=start, whitespace=whitespace,
-        additional_properties=not strict_objects, lenient=lenient,
-        notice=(lambda message: None) if quiet else
-        (lambda message: click.echo(f"notice: {message}", err=True)))
+    options = make_frontend_options(max_depth, start, whitespace, strict_objects, lenient, quiet)
     progress = _AlignmentProgress(quiet)
     try:
         grammar = compile_grammar(pattern if pattern is not None else source, tokenizer,

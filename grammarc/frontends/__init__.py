@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import importlib
 import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -77,17 +78,18 @@ def source_text(kind: str, text: str) -> str:
     return text
 
 
+_PARSERS = {  # kind -> (module, function), imported on first use
+    "regex": ("regex", "parse_regex"),
+    "json-schema": ("json_schema", "parse_json_schema"),
+    "lark": ("lark_grammar", "parse_lark"),
+    "gbnf": ("gbnf", "parse_gbnf"),
+    "fsm": ("fsm", "parse_fsm"),
+}
+
+
 def parser_for(kind: str) -> Parser:
     """The front end's parse function `(text, source_name, options) -> Expr`."""
-    if kind not in KINDS:
+    if kind not in _PARSERS:
         raise GrammarcError(f"unknown grammar kind {kind!r}; choose one of {', '.join(KINDS)}")
-    if kind == "regex":
-        from .regex import parse_regex
-
-        return parse_regex
-    if kind == "json-schema":
-        from .json_schema import parse_json_schema
-
-        return parse_json_schema
-    raise GrammarcError(f"the {kind} front end is not available in this version of grammarc "
-                        "(supported now: regex, json-schema)")
+    module, function = _PARSERS[kind]
+    return getattr(importlib.import_module(f".{module}", __name__), function)

@@ -35,7 +35,10 @@ class Grammar:
                  state_row: np.ndarray, row_ptr: np.ndarray, row_class: np.ndarray,
                  row_delta: np.ndarray, accepting: np.ndarray,
                  min_tokens_to_accept: np.ndarray, byte_ptr: np.ndarray,
-                 byte_ranges: np.ndarray, byte_next: np.ndarray) -> None:
+                 byte_ranges: np.ndarray, byte_next: np.ndarray,
+                 state_labels: np.ndarray | None = None) -> None:
+        """`state_labels[s]` indexes `metadata["state_names"]` (-1: no name); state machine
+        specs have them."""
         self.metadata = metadata
         self._token_class = _frozen(token_class, np.int64)
         self._state_row = _frozen(state_row, np.int64)
@@ -47,6 +50,7 @@ class Grammar:
         self._byte_ptr = _frozen(byte_ptr, np.int64)
         self._byte_ranges = _frozen(byte_ranges, np.int64)
         self._byte_next = _frozen(byte_next, np.int64)
+        self._state_labels = None if state_labels is None else _frozen(state_labels, np.int64)
         self.num_classes = int(self._token_class.max(initial=0)) + 1
         # global sort key of every row entry, for vectorised transitions
         rows_of_entry = np.repeat(np.arange(len(self._row_ptr) - 1), np.diff(self._row_ptr))
@@ -98,6 +102,12 @@ class Grammar:
     # ------------------------------------------------------------- single state
     def is_accepting(self, state: int) -> bool:
         return bool(self._accepting[self._check_state(state)])
+
+    def state_name(self, state: int) -> str | None:
+        """The name of the workflow state the text has reached in `state`, for grammars
+        compiled from a state-machine spec (None for other grammars and the dead state)."""
+        label = -1 if self._state_labels is None else self._state_labels[self._check_state(state)]
+        return self.metadata["state_names"][label] if label >= 0 else None
 
     def mask(self, state: int) -> np.ndarray:
         """Read-only boolean array over the vocabulary: True where the token is allowed."""
@@ -293,6 +303,8 @@ class Grammar:
             "byte_ranges": self._byte_ranges,
             "byte_next": self._byte_next,
         }
+        if self._state_labels is not None:
+            tensors["state_name"] = self._state_labels
         if layout == "factored":
             # a stable sort on 16-bit keys is a radix sort in numpy
             keys = self._token_class.astype(np.uint16 if self.num_classes <= 1 << 16 else np.int64)
@@ -345,7 +357,7 @@ class Grammar:
                 if k not in ("num_classes", "num_rows", "checksum")}
         return cls(meta, accepting=t["accepting"], min_tokens_to_accept=t["min_tokens_to_accept"],
                    byte_ptr=t["byte_ptr"], byte_ranges=t["byte_ranges"],
-                   byte_next=t["byte_next"], **parts)
+                   byte_next=t["byte_next"], state_labels=t.get("state_name"), **parts)
 
     # -------------------------------------------------------------- internals
     def _check_state(self, state) -> int:

@@ -1,0 +1,48 @@
+"""`grammarc dot`: the character-level automaton of a grammar source or an artifact, as DOT."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from ..artifact import SUFFIXES, read_artifact
+from ..errors import GrammarcError
+from . import EXIT_CODES_HELP, main
+from .compile_cmd import frontend_options, make_frontend_options
+
+
+@main.command("dot", epilog=EXIT_CODES_HELP)
+@click.argument("source", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
+              help="Write the DOT text here instead of to standard output.")
+@frontend_options
+@click.option("-q", "--quiet", is_flag=True, help="Print no notices.")
+def dot_command(source: Path, output: Path | None, kind: str | None, max_states: int,
+                max_depth: int, start: str | None, whitespace: str, strict_objects: bool,
+                lenient: bool, quiet: bool) -> None:
+    """Print the automaton of SOURCE (a grammar file, or a .safetensors / .npz artifact) in
+    Graphviz DOT: edges labelled with character ranges, accepting states as double circles,
+    the states of a state-machine spec grouped by name. Render it with `dot -Tsvg`."""
+    from ..dot import dot_source
+
+    if source.suffix.lower() in SUFFIXES:
+        data = read_artifact(source)
+        t = data.tensors
+        text = dot_source(t["byte_ptr"], t["byte_ranges"], t["byte_next"], t["accepting"],
+                          t.get("state_name"), data.metadata.get("state_names", ()))
+    else:
+        from ..compiler import build_automaton, read_source
+
+        kind, grammar, name = read_source(source, kind)
+        options = make_frontend_options(max_depth, start, whitespace, strict_objects, lenient,
+                                        quiet)
+        dfa = build_automaton(kind, grammar, name, options, max_states)
+        text = dot_source(*dfa.ranges(), dfa.accepting, dfa.labels, dfa.label_names)
+    if output is None:
+        click.echo(text, nl=False)
+        return
+    try:
+        output.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise GrammarcError(f"cannot write {output}: {exc.strerror or exc}") from None

@@ -1,0 +1,133 @@
+"""Lark front end: grammars in Lark's syntax, loaded by the `lark` library itself.
+
+Lark reads the grammar (rules, terminals, `%import` of its bundled grammars, `%ignore`,
+templates, `?`/`*`/`+`/`[..]`/`~ n..m`) and turns it into plain rules over terminals; this
+module compiles those. The language is the set of terminal sequences the start rule derives,
+each terminal spelled by a string of its own language, with the `%ignore`d terminals allowed
+(any number of times) before, between and after them. A terminal's language is its regex under
+grammarc's regex semantics (full match, ASCII classes); Lark's lexers match differently
+(longest or lazy match, contextual), so they may reject a few strings of this language. The
+terminals of Lark's `common` grammar that rely on lazy matching or lookbehind
+(`ESCAPED_STRING`, `C_COMMENT`) are replaced by exact equivalents. Recursion is unrolled as
+`rules.expand_rules` describes.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+
+import lark
+from lark.exceptions import LarkError, UnexpectedInput
+
+from ..automaton.expr import Expr, alt, concat, repeat
+from ..errors import GrammarError
+from . import FrontendOptions
+from .regex import parse_regex
+from .rules import Ref, expand_rules
+
+_POSITION = re.compile(r" at line (\d+),? column (\d+)")
+
+
+def parse_lark(text: str, source_name: str | None = None,
+               options: FrontendOptions | None = None) -> Expr:
+    """The expression tree of a Lark grammar's start rule (`start` unless `options.start`)."""
+    options = options or FrontendOptions()
+    loaded = _load(text, source_name, options.start or "start")
+    terminals = {t.name: t for t in loaded.terminals}
+    ignored = alt(*(_terminal(terminals[name], text, source_name)
+                    for name in loaded.ignore_tokens))
+    skip = repeat(ignored, 0, None)
+    spelled: dict[str, Expr] = {}  # terminal name -> its language, then what may be ignored
+
+    def symbol(sym) -> Expr:
+        if not sym.is_term:
+            return Ref(sym.name)
+        if sym.name not in spelled:
+            if sym.name not in terminals:
+                raise GrammarError(f"terminal {sym.name} has no pattern (%declare); grammarc "
+                                   "cannot compile it", source_name=source_name)
+            spelled[sym.name] = concat(_terminal(terminals[sym.name], text, source_name), skip)
+        return spelled[sym.name]
+
+    bodies: dict[str, list[Expr]] = {}
+    for rule in loaded.rules:
+        bodies.setdefault(rule.origin.name, []).append(
+            concat(*(symbol(sym) for sym in rule.expansion)))
+    rules = {name: alt(*options_) for name, options_ in bodies.items()}
+    start = loaded.options.start[0]
+    return concat(skip, expand_rules(rules, start, options, source_name))
+
+
+def _load(text: str, source_name: str | None, start: str) -> lark.Lark:
+    """Lark's own loading of the grammar, its errors turned into one-line `GrammarError`s."""
+    try:
+        return lark.Lark(text, start=start, parser="earley", lexer="dynamic")
+    except UnexpectedInput as exc:
+        token = getattr(exc, "token", None)
+        what = f"token {str(token)!r}" if token is not None else "input"
+        raise GrammarError(f"invalid Lark grammar: unexpected {what}", source_name=source_name,
+                           text=text, offset=exc.pos_in_stream) from None
+    except LarkError as exc:
+        message = exc.args[0] if exc.args and isinstance(exc.args[0], str) else str(exc)
+        if len(exc.args) > 1 and hasattr(exc.args[1], "name"):
+            message += f" (terminal {exc.args[1].name})"
+        if message == f"Using an undefined rule: NonTerminal({start!r})":
+            message = f"the grammar has no rule {start!r} (the start rule; choose another " \
+                      "with --start)"
+        offset = None
+        position = _POSITION.search(message)
+        if position:
+            offset = _offset(text, int(position.group(1)), int(position.group(2)))
+        message = message.splitlines()[0] if message.strip() else message
+        message = _POSITION.split(message)[0].rstrip(" :.")
+        raise GrammarError(f"invalid Lark grammar: {message}", source_name=source_name,
+                           text=text, offset=offset) from None
+    except OSError as exc:  # an %import of a grammar file Lark cannot find
+        raise GrammarError(f"invalid Lark grammar: cannot %import {exc.filename or exc}: only "
+                           "Lark's bundled grammars (common, unicode, ...) can be imported",
+                           source_name=source_name) from None
+
+
+def _offset(text: str, line: int, column: int) -> int:
+    """Character offset of a 1-based line and column."""
+    start = 0
+    for _ in range(line - 1):
+        start = text.find("\n", start) + 1
+    return start + column - 1
+
+
+def _terminal(terminal, text: str, source_name: str | None) -> Expr:
+    """A terminal's language, through the regex front end; errors point into the grammar."""
+    pattern = terminal.pattern
+    value = pattern.to_regexp()
+    value = _exact_common().get(value, value)
+    try:
+        return parse_regex(value)
+    except GrammarError as exc:
+        offset = _terminal_offset(terminal, text)
+        raw = getattr(pattern, "raw", None)
+        if raw and raw.startswith("/") and exc.offset is not None:
+            found = text.find(raw, offset or 0)
+            if found >= 0:
+                offset = found + 1 + max(exc.offset - 4 * len(pattern.flags), 0)
+        name = "" if terminal.name.startswith("__") else f" {terminal.name}"
+        raise GrammarError(f"terminal{name}: {exc.message}", source_name=source_name,
+                           text=text, offset=offset) from None
+
+
+def _terminal_offset(terminal, text: str) -> int | None:
+    """Where a named terminal is defined (None for Lark's anonymous or imported ones)."""
+    found = re.search(rf"(?m)^[ \t]*{re.escape(terminal.name)}\b", text)
+    return found.start() if found else None
+
+
+@lru_cache(maxsize=1)
+def _exact_common() -> dict[str, str]:
+    """Regexes of Lark's `common` terminals that rely on lazy matching or lookbehind, as Lark
+    writes them, mapped to regexes of the strings Lark's lexer actually matches."""
+    loaded = lark.Lark("%import common (ESCAPED_STRING, C_COMMENT)\n"
+                       "start: ESCAPED_STRING C_COMMENT\n", lexer="dynamic")
+    patterns = {t.name: t.pattern.to_regexp() for t in loaded.terminals}
+    return {patterns["ESCAPED_STRING"]: r'"(?:[^"\\\n]|\\[^\n])*"',
+            patterns["C_COMMENT"]: r"/\*(?:[^*]|\*+[^*/])*\*+/"}

@@ -1,0 +1,238 @@
+"""Context-free rules to one expression tree: references inlined, recursion unrolled to a bound.
+
+Shared by the Lark and GBNF front ends. A rule body is an expression tree (`automaton.expr`)
+whose leaves may also be `Ref`s to rules. Expansion is exact except for recursion:
+
+- A rule whose only recursion is a reference to itself at the very end of its body
+  (`R ::= A | B R`) or at the very start (`R ::= A | R B`) is regular and is replaced by its
+  exact solution `B* A` or `A B*` (Arden's lemma). Lark's own `x*` / `x+` rules are of this
+  kind, and so are idioms like `ws ::= ([ \\t\\n] ws)?` or `list ::= item | list "," item`.
+- Other recursion is unrolled: in every group of mutually recursive rules a few rules are chosen
+  so that every cycle of references passes through one of them (the *cycle heads*). Along any
+  chain of nested expansions, the heads of one group may be expanded at most
+  `options.max_depth` times; a reference that would expand one more time is replaced by the
+  empty language. The result is an under-approximation: every string it accepts is in the
+  grammar's language, and strings that nest deeper are left out. Left recursion is bounded the
+  same way, so expansion always ends.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterable
+
+from ..automaton.expr import EMPTY, NOTHING, Alt, Concat, Expr, Repeat, alt, concat, repeat
+from ..errors import GrammarError
+from . import FrontendOptions
+
+
+@dataclass(frozen=True)
+class Ref:
+    """A reference to the rule `name` inside a rule body (`offset`: where it is written)."""
+
+    name: str
+    offset: int | None = field(default=None, compare=False)
+
+
+def expand_rules(rules: dict[str, Expr], start: str, options: FrontendOptions,
+                 source_name: str | None, what: str = "rules") -> Expr:
+    """The expression of rule `start` with every reference inlined (see the module docstring).
+
+    `rules` maps each rule name to its body; every reference must name a rule of `rules`. A
+    notice names the recursive rules that were unrolled.
+    """
+    refs = _RefCache()
+    rules = {name: _solve_linear_recursion(name, body, refs) for name, body in rules.items()}
+    succ = {name: sorted(refs(body)) for name, body in rules.items()}
+    reachable = _reachable(start, succ)
+    graph = {name: [s for s in succ[name] if s in reachable] for name in reachable}
+    component: dict[str, int] = {}
+    heads: set[str] = set()
+    recursive: list[str] = []
+    for index, members in enumerate(_components(graph)):
+        for name in members:
+            component[name] = index
+        if _is_cyclic(members, graph):
+            recursive.extend(members)
+            heads.update(_cycle_heads(members, graph))
+    if recursive:
+        order = {name: i for i, name in enumerate(rules)}
+        # names starting with "__" are helper rules a front end made up (Lark's `x*` rules)
+        shown = [name for name in sorted(recursive, key=order.__getitem__)
+                 if not name.startswith("__")]
+        options.notice(f"recursive {what} {', '.join(shown)} unrolled to depth "
+                       f"{options.max_depth} (--max-depth); strings that nest deeper are left "
+                       "out")
+    memo: dict[tuple[str, int], Expr] = {}
+
+    def expand_rule(name: str, depth: int) -> Expr:
+        key = (name, depth)
+        if key not in memo:
+            memo[key] = substitute(rules[name], component[name], depth)
+        return memo[key]
+
+    def substitute(expr: Expr, comp: int, depth: int) -> Expr:
+        if not refs(expr):
+            return expr
+        if isinstance(expr, Ref):
+            if component[expr.name] != comp:  # entering a group of rules: no recursion yet
+                return expand_rule(expr.name, 0)
+            target = depth + (expr.name in heads)
+            if target > options.max_depth:
+                return NOTHING
+            return expand_rule(expr.name, target)
+        if isinstance(expr, Concat):
+            return concat(*(substitute(p, comp, depth) for p in expr.parts))
+        if isinstance(expr, Alt):
+            return alt(*(substitute(o, comp, depth) for o in expr.options))
+        if isinstance(expr, Repeat):
+            return repeat(substitute(expr.item, comp, depth), expr.min, expr.max)
+        raise TypeError(f"a rule reference inside {type(expr).__name__}")
+
+    try:
+        return substitute(Ref(start), -1, 0)
+    except RecursionError:
+        raise GrammarError(f"the {what} nest too deeply to be expanded; lower --max-depth "
+                           f"(now {options.max_depth})", source_name=source_name) from None
+
+
+class _RefCache:
+    """The rule names an expression refers to, cached by node identity (bodies are shared)."""
+
+    def __init__(self) -> None:
+        self._cache: dict[int, tuple[Expr, frozenset[str]]] = {}
+
+    def __call__(self, expr: Expr) -> frozenset[str]:
+        hit = self._cache.get(id(expr))
+        if hit is not None and hit[0] is expr:
+            return hit[1]
+        if isinstance(expr, Ref):
+            found = frozenset((expr.name,))
+        elif isinstance(expr, Concat):
+            found = frozenset().union(*(self(p) for p in expr.parts))
+        elif isinstance(expr, Alt):
+            found = frozenset().union(*(self(o) for o in expr.options))
+        elif isinstance(expr, Repeat):
+            found = self(expr.item)
+        else:
+            found = frozenset()
+        self._cache[id(expr)] = (expr, found)
+        return found
+
+
+def _solve_linear_recursion(name: str, body: Expr, refs: _RefCache) -> Expr:
+    """`B* A` for `name ::= A | B name`, `A B*` for `name ::= A | name B`; else `body`."""
+    if name not in refs(body):
+        return body
+    for at_end in (True, False):
+        split = _split(body, name, at_end, refs)
+        if split is not None:
+            base, factor = split
+            loop = repeat(factor, 0, None)
+            return concat(loop, base) if at_end else concat(base, loop)
+    return body
+
+
+def _split(expr: Expr, name: str, at_end: bool, refs: _RefCache) -> tuple[Expr, Expr] | None:
+    """(A, B) with expr = A | B·name (`at_end`) or A | name·B, or None when `name` occurs
+    anywhere else."""
+    if name not in refs(expr):
+        return expr, NOTHING
+    if isinstance(expr, Ref):
+        return NOTHING, EMPTY
+    if isinstance(expr, Repeat) and (expr.min, expr.max) == (0, 1):
+        expr = Alt((expr.item, EMPTY))
+    if isinstance(expr, Alt):
+        parts = [_split(o, name, at_end, refs) for o in expr.options]
+        if any(p is None for p in parts):
+            return None
+        return alt(*(p[0] for p in parts)), alt(*(p[1] for p in parts))
+    if isinstance(expr, Concat):
+        if at_end:
+            edge, rest = expr.parts[-1], expr.parts[:-1]
+        else:
+            edge, rest = expr.parts[0], expr.parts[1:]
+        inner = _split(edge, name, at_end, refs)
+        if inner is None or any(name in refs(p) for p in rest):
+            return None
+        if at_end:
+            return concat(*rest, inner[0]), concat(*rest, inner[1])
+        return concat(inner[0], *rest), concat(inner[1], *rest)
+    return None
+
+
+def _reachable(start: str, succ: dict[str, list[str]]) -> set[str]:
+    seen = {start}
+    stack = [start]
+    while stack:
+        for nxt in succ[stack.pop()]:
+            if nxt not in seen:
+                seen.add(nxt)
+                stack.append(nxt)
+    return seen
+
+
+def _components(graph: dict[str, list[str]]) -> list[list[str]]:
+    """Strongly connected components (Tarjan's algorithm, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    on_stack: set[str] = set()
+    stack: list[str] = []
+    out: list[list[str]] = []
+    for root in graph:
+        if root in index:
+            continue
+        work = [(root, iter(graph[root]))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is None:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    members = []
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        members.append(member)
+                        if member == node:
+                            break
+                    out.append(members)
+            elif child not in index:
+                index[child] = low[child] = len(index)
+                stack.append(child)
+                on_stack.add(child)
+                work.append((child, iter(graph[child])))
+            elif child in on_stack:
+                low[node] = min(low[node], index[child])
+    return out
+
+
+def _is_cyclic(members: list[str], graph: dict[str, list[str]]) -> bool:
+    return len(members) > 1 or members[0] in graph[members[0]]
+
+
+def _cycle_heads(members: Iterable[str], graph: dict[str, list[str]]) -> list[str]:
+    """Rules that every cycle inside `members` passes through, chosen greedily: the rule with
+    the most references in and out of its group, until no cycle is left."""
+    remaining = set(members)
+    heads: list[str] = []
+    while True:
+        sub = {n: [s for s in graph[n] if s in remaining] for n in remaining}
+        cyclic = [c for c in _components(sub) if _is_cyclic(c, sub)]
+        if not cyclic:
+            return heads
+        for group in cyclic:
+            inside = set(group)
+            indegree = {n: 0 for n in group}
+            for n in group:
+                for s in sub[n]:
+                    if s in inside:
+                        indegree[s] += 1
+            best = max(sorted(group), key=lambda n: indegree[n] * sum(s in inside for s in sub[n]))
+            heads.append(best)
+            remaining.discard(best)

@@ -1,0 +1,193 @@
+"""Independent oracles for the grammar front ends: GBNF rewritten as a Lark grammar (by a
+separate, regex-based reader, so the Earley parser checks grammarc's own GBNF parser), token
+walks through compiled tables, and a plain tokenisation of texts."""
+
+from __future__ import annotations
+
+import random
+import re
+
+import lark
+import numpy as np
+from helpers import mutate
+
+_GBNF_TOKEN = re.compile(r"""
+    (?P<space>[ \t\r\n]+|\#[^\n]*)
+  | (?P<define>::=)
+  | (?P<string>"(?:\\.|[^"\\])*")
+  | (?P<cls>\[(?:\\.|[^\]\\])*\])
+  | (?P<name>[a-zA-Z0-9-]+)
+  | (?P<braces>\{\s*(?P<lo>\d+)\s*(?P<comma>,\s*(?P<hi>\d+)?\s*)?\})
+  | (?P<op>[()|*+?.])
+""", re.X)
+_ESCAPE = re.compile(r"\\(?:x([0-9a-fA-F]{2})|u([0-9a-fA-F]{4})|U([0-9a-fA-F]{8})|(.))", re.S)
+_SIMPLE = {"n": "\n", "r": "\r", "t": "\t"}
+
+
+def _decode(body: str) -> list[tuple[str, bool]]:
+    """Characters of a GBNF literal or class body, each with whether it was written plainly."""
+    out = []
+    pos = 0
+    while pos < len(body):
+        m = _ESCAPE.match(body, pos)
+        if m and body[pos] == "\\":
+            hexa = m.group(1) or m.group(2) or m.group(3)
+            out.append((chr(int(hexa, 16)) if hexa else _SIMPLE.get(m.group(4), m.group(4)),
+                        False))
+            pos = m.end()
+        else:
+            out.append((body[pos], True))
+            pos += 1
+    return out
+
+
+def _regex(chars: str) -> str:
+    """Regex text for the characters, escaped so that Lark's own unescaping of regex literals
+    (it turns \\n, \\xNN, \\uNNNN into raw characters) leaves a regex matching them."""
+    out = []
+    for c in chars:
+        if c.isascii() and (c.isalnum() or c == "_"):
+            out.append(c)
+        elif not c.isascii():
+            out.append(f"\\u{ord(c):04x}" if ord(c) < 0x10000 else f"\\U{ord(c):08x}")
+        elif c in "\n\t\r\f":
+            out.append({"\n": "\\n", "\t": "\\t", "\r": "\\r", "\f": "\\f"}[c])
+        elif ord(c) < 0x20 or c == "\x7f":
+            out.append(f"\\x{ord(c):02x}")
+        else:
+            out.append("\\" + c)
+    return "".join(out)
+
+
+def _class_regex(token: str) -> str:
+    negate = token.startswith("[^")
+    items = _decode(token[2 if negate else 1:-1])
+    parts, i = [], 0
+    while i < len(items):
+        if i + 2 < len(items) and items[i + 1] == ("-", True):
+            parts.append(f"{_regex(items[i][0])}-{_regex(items[i + 2][0])}")
+            i += 3
+        else:
+            parts.append(_regex(items[i][0]))
+            i += 1
+    if not parts:  # [] matches nothing, [^] anything
+        return "/(?s:.)/" if negate else r"/[^\x00-\U0010ffff]/"
+    return f"/[{'^' if negate else ''}{''.join(parts)}]/"
+
+
+def _rule_name(name: str) -> str:
+    return "r_" + re.sub(r"[A-Z-]", lambda m: "_d_" if m.group() == "-" else
+                         "_u" + m.group().lower(), name)
+
+
+def gbnf_to_lark(text: str, start: str = "root") -> str:
+    """The GBNF grammar as an equivalent Lark grammar whose start rule is `start`."""
+    tokens = [m for m in _GBNF_TOKEN.finditer(text) if not m.group("space")]
+    rules: list[tuple[str, list[str]]] = []
+    for i, m in enumerate(tokens):
+        if m.group("name") and i + 1 < len(tokens) and tokens[i + 1].group("define"):
+            rules.append((m.group(), []))
+            continue
+        if m.group("define"):
+            continue
+        stack = rules[-1][1]
+        if m.group("string"):
+            chars = "".join(c for c, _ in _decode(m.group()[1:-1]))
+            stack.append(f"/{_regex(chars)}/" if chars else "()")
+        elif m.group("cls"):
+            stack.append(_class_regex(m.group()))
+        elif m.group("name"):
+            stack.append(_rule_name(m.group()))
+        elif m.group() == ".":
+            stack.append("/(?s:.)/")
+        elif m.group("braces"):
+            atom = _last_atom(stack)
+            lo, hi = m.group("lo"), m.group("hi")
+            stack.append(f"~ {lo}" if not m.group("comma") else
+                         f"~ {lo}..{hi}" if hi else f"~ {lo} {atom}*")
+        else:
+            stack.append(m.group())
+    lines = [f"start: {_rule_name(start)}"]
+    lines += [f"{_rule_name(name)}: {' '.join(body)}" for name, body in rules]
+    return "\n".join(lines) + "\n"
+
+
+def _last_atom(stack: list[str]) -> str:
+    """The text of the atom that ends `stack` (a token or a parenthesised group)."""
+    if stack[-1] != ")":
+        return stack[-1]
+    depth = 0
+    for i in range(len(stack) - 1, -1, -1):
+        depth += {")": 1, "(": -1}.get(stack[i], 0)
+        if depth == 0:
+            return " ".join(stack[i:])
+    raise ValueError("unbalanced parentheses")
+
+
+def token_walk(grammar, rng: random.Random, budget: int = 40) -> list[int]:
+    """Token ids of a random walk from the start to an accepting state, where it stops with
+    probability 0.2 per visit; after `budget` tokens it takes only tokens that get closer to
+    acceptance (`min_tokens_to_accept`), so every walk ends."""
+    eos = set(grammar.eos_token_ids)
+    fewest = grammar.min_tokens_to_accept
+    state, ids = grammar.initial_state, []
+    while True:
+        allowed = np.array([t for t in grammar.allowed(state) if t not in eos])
+        if grammar.is_accepting(state) and (not len(allowed) or rng.random() < 0.2 or
+                                            len(ids) >= budget):
+            return ids
+        if len(ids) >= budget:
+            nxt = grammar.advance(np.full(len(allowed), state), allowed)
+            allowed = allowed[fewest[nxt] < fewest[state]]
+        token = int(allowed[rng.randrange(len(allowed))])
+        state = grammar.next_state(state, token)
+        assert state != 0
+        ids.append(token)
+
+
+def greedy_tokens(tokenizer, text: str) -> list[int]:
+    """`text` cut into vocabulary tokens, longest match first (any valid tokenisation will do:
+    the table must accept every one)."""
+    ids = {}
+    for i, data in enumerate(tokenizer.token_bytes):
+        if data is not None:
+            ids.setdefault(data, i)
+    longest = max(len(d) for d in ids)
+    data, out, pos = text.encode("utf-8"), [], 0
+    while pos < len(data):
+        for size in range(min(longest, len(data) - pos), 0, -1):
+            if data[pos:pos + size] in ids:
+                out.append(ids[data[pos:pos + size]])
+                pos += size
+                break
+        else:
+            raise ValueError(f"no token for {data[pos:pos + 1]!r}")
+    return out
+
+
+def earley_accepts(parser: lark.Lark, text: str) -> bool:
+    """Whether a Lark parser parses `text`."""
+    try:
+        parser.parse(text)
+    except lark.exceptions.LarkError:
+        return False
+    return True
+
+
+def check_against_earley(grammar, tokenizer, parser: lark.Lark, rng: random.Random,
+                         exact: bool, alphabet: str, walks: int = 10, budget: int = 12,
+                         mutants: int = 3) -> None:
+    """Texts of random token walks to EOS parse with `parser`; so do their mutants the table
+    accepts (the table never allows a string outside the grammar), and when `exact` (no
+    recursion was unrolled) the table accepts every mutant the parser accepts."""
+    texts = []
+    for _ in range(walks):
+        text = tokenizer.decode_bytes(token_walk(grammar, rng, budget)).decode("utf-8")
+        assert grammar.matches(text) and earley_accepts(parser, text), text
+        texts.append(text)
+    for text in texts:
+        for _ in range(mutants):
+            mutant = mutate(text, rng, alphabet)
+            in_table = grammar.matches(mutant)
+            if in_table or exact:
+                assert in_table == earley_accepts(parser, mutant), mutant

@@ -1,0 +1,66 @@
+"""The command line on Lark, GBNF and state-machine sources: artifacts, notices, and one-line
+errors with positions (run as real subprocesses)."""
+
+from __future__ import annotations
+
+import pytest
+from helpers import assert_clean_error, run_cli
+
+import grammarc
+
+NESTED = 'root ::= "(" root ")" | "x"\n'
+SPEC = """start: a
+accept: [c]
+states:
+  a:
+    - {to: b, text: "go "}
+  b:
+    - {to: c, regex: "[0-9]+;"}
+  c: []
+"""
+
+
+def test_compile_each_kind(tmp_path):
+    (tmp_path / "nested.gbnf").write_text(NESTED)
+    result = run_cli("compile", "nested.gbnf", "--tokenizer", "smollm2", "--max-depth", "2",
+                     cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "notice: recursive rules root unrolled to depth 2 (--max-depth)" in result.stderr
+    nested = grammarc.load(tmp_path / "nested.safetensors")
+    assert nested.matches("((x))") and not nested.matches("(((x)))")
+    assert nested.metadata["options"]["max_depth"] == 2
+
+    (tmp_path / "flow.fsm.yaml").write_text(SPEC)
+    result = run_cli("compile", "flow.fsm.yaml", "--tokenizer", "smollm2", "-o", "flow.npz",
+                     "-q", cwd=tmp_path)
+    assert result.returncode == 0 and result.stderr == ""
+    flow = grammarc.load(tmp_path / "flow.npz")
+    assert flow.state_name(flow.walk_bytes(b"go 12")) == "b"
+    assert flow.state_name(flow.walk_bytes(b"go 12;")) == "c"
+
+
+@pytest.mark.parametrize("name,text,fragment", [
+    ("syntax.gbnf", 'root ::= "a" item\nitem ::= [a-z] ::= "b"\n',
+     "syntax.gbnf:2:16: GBNF syntax error: unexpected '::='"),
+    ("unknown.gbnf", 'root ::= "a" (item | "b")\n', "unknown.gbnf:1:15: undefined rule 'item'"),
+    ("state.fsm.yaml", SPEC.replace("{to: c,", "{to: d,"),
+     "state.fsm.yaml:7:7: a transition of state 'b' goes to 'd' is not a declared state"),
+    ("unreachable.fsm.yaml", SPEC + "  d:\n    - {to: c, text: x}\n",
+     "unreachable.fsm.yaml:10:5: state 'd' is unreachable"),
+    ("ambiguous.fsm.yaml", SPEC.replace('"[0-9]+;"', '"[0-9]+"'),
+     "ambiguous.fsm.yaml: ambiguous state machine: after 'go 0' the state could be 'b' or 'c'"),
+    ("lookahead.lark", 'start: "a" NAME\nNAME: /[a-z]+(?!x)/\n',
+     "lookahead.lark:2:14: terminal NAME: unsupported regex construct: lookahead"),
+])
+def test_bad_grammars_are_one_line_errors(tmp_path, name, text, fragment):
+    (tmp_path / name).write_text(text)
+    assert_clean_error(run_cli("compile", name, "--tokenizer", "smollm2", cwd=tmp_path), fragment)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [name]
+
+
+def test_too_many_states_names_the_unrolled_rules(tmp_path):
+    (tmp_path / "nested.gbnf").write_text(NESTED)
+    result = run_cli("compile", "nested.gbnf", "--tokenizer", "smollm2", "--max-states", "8",
+                     "-q", cwd=tmp_path)
+    assert_clean_error(result, "nested.gbnf: the automaton needs 11 DFA states, more than "
+                               "--max-states 8; recursive rules root unrolled to depth 4")

@@ -1,0 +1,113 @@
+"""Rule expansion shared by the Lark and GBNF front ends: exact solutions of linear recursion,
+the depth bound of other recursion, checked on every short string against Earley."""
+
+from __future__ import annotations
+
+import itertools
+import random
+
+import lark
+import pytest
+from grammar_oracles import earley_accepts, gbnf_to_lark
+
+from grammarc.automaton import build_dfa
+from grammarc.errors import GrammarError
+from grammarc.frontends import FrontendOptions
+from grammarc.frontends.gbnf import parse_gbnf
+
+
+def _compile(source: str, depth: int = 4, notices: list[str] | None = None):
+    options = FrontendOptions(max_depth=depth, notice=(notices if notices is not None
+                                                       else []).append)
+    return build_dfa(parse_gbnf(source, "t.gbnf", options))
+
+
+def _strings(alphabet: str, length: int):
+    for n in range(length + 1):
+        for chars in itertools.product(alphabet, repeat=n):
+            yield "".join(chars)
+
+
+def _earley(source: str) -> lark.Lark:
+    return lark.Lark(gbnf_to_lark(source), lexer="dynamic")
+
+
+@pytest.mark.parametrize("source", [
+    'root ::= root "a" | "b"',                              # left recursion
+    'root ::= "a" root | "b"',                              # right recursion
+    'root ::= ("a" | "b" root)?',                           # right, inside an optional group
+    'root ::= x "b"\nx ::= x "a" | "a" | ""',               # left, behind another rule
+    'root ::= item ("," item)*\nitem ::= "a" | item "b"',   # Lark's shape of `x+` rules
+])
+def test_linear_recursion_is_exact_without_notice(source):
+    notices: list[str] = []
+    dfa = _compile(source, depth=0, notices=notices)
+    parser = _earley(source)
+    assert notices == []
+    for text in _strings("ab,", 6):
+        assert dfa.accepts(text.encode()) == earley_accepts(parser, text), text
+
+
+@pytest.mark.parametrize("depth", [0, 1, 2, 4])
+def test_depth_bounds_nesting(depth):
+    notices: list[str] = []
+    dfa = _compile('root ::= "(" root ")" | "x"', depth, notices)
+    accepted = {t for t in _strings("()x", 2 * depth + 3) if dfa.accepts(t.encode())}
+    assert accepted == {"(" * k + "x" + ")" * k for k in range(depth + 1)}
+    assert notices == [f"recursive rules root unrolled to depth {depth} (--max-depth); "
+                       "strings that nest deeper are left out"]
+
+
+def test_mutual_left_recursion_terminates_and_under_approximates():
+    source = 'root ::= x "a" | "c"\nx ::= root "b" | y\ny ::= x "d" | "e"'
+    parser = _earley(source)
+    dfa = _compile(source, depth=3)
+    accepted = [t for t in _strings("abcde", 5) if dfa.accepts(t.encode())]
+    assert {"c", "ea", "cba", "cbaba", "edda"} <= set(accepted)
+    assert all(earley_accepts(parser, t) for t in accepted)
+
+
+def _random_grammar(rng: random.Random) -> str:
+    """Three rules over a, b where every alternative reads a character and refers to at most
+    one rule (in any position), so a string of length n needs at most n nested expansions."""
+    rules = []
+    for name in ("root", "x", "y"):
+        options = []
+        for _ in range(rng.randint(1, 3)):
+            parts = [rng.choice(['"a"', '"b"', '[ab]'])]
+            if rng.random() < 0.8:
+                parts.insert(rng.randint(0, 1), rng.choice(["root", "x", "y"]))
+            if rng.random() < 0.3:
+                parts.insert(rng.randint(0, len(parts)), rng.choice(['"a"', '"b"']))
+            options.append(" ".join(parts))
+        if rng.random() < 0.3:
+            options.append('""')
+        rules.append(f"{name} ::= {' | '.join(options)}")
+    return "\n".join(rules)
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_random_recursive_grammars_exact_up_to_the_bound(seed):
+    """At depth n, the table accepts exactly the grammar's strings of length <= n (each
+    recursion reads a character), and never a string outside the grammar."""
+    source = _random_grammar(random.Random(seed))
+    parser = _earley(source)
+    try:
+        dfa = _compile(source, depth=5)
+    except GrammarError:  # the grammar derives no string at all
+        assert not any(earley_accepts(parser, t) for t in _strings("ab", 5))
+        return
+    for text in _strings("ab", 5):
+        assert dfa.accepts(text.encode()) == earley_accepts(parser, text), (source, text)
+
+
+def test_more_moves_than_nfa_states():
+    """Unrolling makes many NFA states move to the same states on one byte (more moves than
+    the NFA has states): the subset construction must keep each once (this wrote past its
+    buffer once)."""
+    source = 'root ::= x [ab] | [ab] root\nx ::= [ab] x | x [ab] x | "a" "a"'
+    parser = _earley(source)
+    dfa = _compile(source, depth=3)
+    accepted = [t for t in _strings("ab", 7) if dfa.accepts(t.encode())]
+    assert {"aaa", "aab", "baab", "aaaaa", "aabaaa"} <= set(accepted)
+    assert all(earley_accepts(parser, t) for t in accepted)
