@@ -14,6 +14,7 @@ from pathlib import Path
 import jsonschema
 import numpy as np
 import pytest
+from helpers import run_cli
 
 import grammarc
 from grammarc.automaton import Ops, build_dfa
@@ -255,6 +256,16 @@ def test_cli_compiles_a_schema_file_and_reports_json_errors(tmp_path):
                             cwd=tmp_path)
     assert result.returncode == 1 and "Traceback" not in result.stderr
     assert result.stderr.strip() == "error: bad.schema.json:3:23: invalid JSON: Expecting value"
+
+
+def test_check_explains_a_valid_value_in_another_key_order(tmp_path):
+    out = tmp_path / "person.safetensors"
+    grammarc.compile(ROOT / "grammars" / "person.schema.json", "smollm2").save(out)
+    swapped = run_cli("check", str(out), '{"age": 30, "name": "Ada"}')
+    assert swapped.returncode == 1
+    assert 'the table expects: {"name": "Ada", "age": 30}' in swapped.stdout
+    invalid = run_cli("check", str(out), '{"name": "Ada", "age": -3}')
+    assert invalid.returncode == 1 and "table expects" not in invalid.stdout
 
 
 # ------------------------------------------------------------------ real tables, sampled

@@ -205,7 +205,29 @@ def _check_text(grammar: Grammar, data: bytes) -> dict[str, Any]:
     report.update(_expected_after(grammar, data[:matched]))
     if report["reason"] == "mismatch":
         report["found"] = _first_character(data[report["byte_offset"]:])
+    if grammar.kind == "json-schema":
+        expected = _canonical_json(grammar, data)
+        if expected is not None:
+            report["canonical"] = expected
     return report
+
+
+def _canonical_json(grammar: Grammar, data: bytes) -> str | None:
+    """For a JSON value the schema accepts but written another way (key order, whitespace,
+    number form): the text the table expects; None otherwise."""
+    import json
+
+    from ..frontends.json_schema import canonical_dumps
+
+    try:
+        instance = json.loads(data)
+        schema = json.loads(grammar.source)
+        style = grammar.metadata.get("options", {}).get("whitespace", "default")
+        text = canonical_dumps(schema, instance, whitespace="compact" if style == "compact"
+                               else "default")
+    except (ValueError, RecursionError):
+        return None
+    return text if grammar.matches(text) else None
 
 
 def _first_character(data: bytes) -> str | None:
@@ -291,6 +313,9 @@ def _echo_check(report: dict[str, Any]) -> None:
     click.echo(f"  matched: {matched[-60:]!r}" if len(matched) <= 60
                else f"  matched: …{matched[-60:]!r}")
     click.echo(f"  expected: {report['expected_text']}")
+    if "canonical" in report:
+        click.echo("  the value itself is valid, written differently (key order, whitespace or "
+                   f"number form); the table expects: {report['canonical']}")
 
 
 # ----------------------------------------------------------------------------------- sample
