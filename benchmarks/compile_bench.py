@@ -9,7 +9,10 @@ size, states and token classes; then outlines-core's index build time and pickle
 same regex and vocabulary (a fresh process per case, with a timeout), and the ratios.
 
 JSON Schema cases are turned into regexes by outlines-core's own `build_regex_from_schema`, so
-both tools compile exactly the same regex. Setup: see benchmarks/README.md.
+both tools compile exactly the same regex; rows marked "(grammarc front end)" compile the
+schema itself with grammarc's JSON Schema front end instead (an exact language, so a different
+and usually larger automaton), and the GBNF row has no peer (outlines-core takes no grammars).
+Setup: see benchmarks/README.md.
 """
 
 from __future__ import annotations
@@ -29,17 +32,24 @@ REGEX_CASES = {
     "email": (ROOT / "grammars" / "email.regex").read_text().rstrip("\n"),
     "iso-date": (ROOT / "grammars" / "iso-date.regex").read_text().rstrip("\n"),
 }
+GBNF = ROOT.parent / "shared" / "conformance" / "gbnf" / "arithmetic.gbnf"
 
 
-def case_regexes() -> dict[str, str]:
+def cases() -> dict[str, tuple[str, str, bool]]:
+    """Case name -> (grammar kind, source text, whether outlines-core compiles it too)."""
     from outlines_core.json_schema import build_regex_from_schema
 
-    cases = {}
+    out = {}
     for name in SCHEMAS:
         schema = (ROOT / "grammars" / f"{name}.schema.json").read_text()
-        cases[f"{name} schema"] = build_regex_from_schema(schema)
-    cases.update(REGEX_CASES)
-    return cases
+        out[f"{name} schema"] = ("regex", build_regex_from_schema(schema), True)
+    out.update({name: ("regex", regex, True) for name, regex in REGEX_CASES.items()})
+    if GBNF.is_file():
+        out["arithmetic.gbnf"] = ("gbnf", GBNF.read_text(), False)
+    for name in SCHEMAS:
+        schema = (ROOT / "grammars" / f"{name}.schema.json").read_text()
+        out[f"{name} schema (grammarc front end)"] = ("json-schema", schema, False)
+    return out
 
 
 def vocabularies(requested: list[str]) -> dict[str, str]:
@@ -61,14 +71,15 @@ def vocabularies(requested: list[str]) -> dict[str, str]:
 # --------------------------------------------------------------------------- workers
 # Each measurement that needs a fresh process runs this file with --worker.
 
-def worker(kind: str, tokenizer_spec: str, regex: str, out: str, repeat: int) -> dict:
+def worker(tool: str, tokenizer_spec: str, kind: str, source: str, out: str,
+           repeat: int) -> dict:
     import grammarc
 
     tok = grammarc.load_tokenizer(tokenizer_spec)
     result: dict = {}
-    if kind == "grammarc":
+    if tool == "grammarc":
         start = time.perf_counter()
-        grammar = grammarc.compile(regex, tok, kind="regex")
+        grammar = grammarc.compile(source, tok, kind=kind, options=_quiet())
         grammar.save(out)
         result["first"] = time.perf_counter() - start
     else:
@@ -84,7 +95,7 @@ def worker(kind: str, tokenizer_spec: str, regex: str, out: str, repeat: int) ->
         times = []
         for _ in range(repeat):  # best of `repeat`, as for grammarc
             start = time.perf_counter()
-            index = Index(regex, vocabulary)
+            index = Index(source, vocabulary)
             times.append(time.perf_counter() - start)
             if times[-1] > 10:
                 break  # slow enough that one run says it
@@ -106,10 +117,18 @@ def peak_rss() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
-def run_worker(kind: str, spec: str, regex: str, out: str, timeout: float, repeat: int = 1) -> dict:
-    args = [sys.executable, __file__, "--worker", kind, spec, out, str(repeat)]
+def _quiet():
+    from grammarc.frontends import FrontendOptions
+
+    return FrontendOptions(notice=lambda message: None)
+
+
+def run_worker(tool: str, spec: str, kind: str, source: str, out: str, timeout: float,
+               repeat: int = 1) -> dict:
+    args = [sys.executable, __file__, "--worker", tool, spec, kind, out, str(repeat)]
     try:
-        proc = subprocess.run(args, input=regex, capture_output=True, text=True, timeout=timeout)
+        proc = subprocess.run(args, input=source, capture_output=True, text=True,
+                              timeout=timeout)
     except subprocess.TimeoutExpired:
         return {"error": f"timeout {timeout:.0f} s"}
     if proc.returncode != 0:
@@ -120,34 +139,33 @@ def run_worker(kind: str, spec: str, regex: str, out: str, timeout: float, repea
 
 # --------------------------------------------------------------------------- warm timing
 
-def warm_stages(tok, regex: str, repeat: int, out: Path) -> dict:
+def warm_stages(tok, kind: str, source: str, repeat: int, out: Path) -> dict:
     """Best-of-`repeat` in-process timings of each stage (JIT and trie already warm)."""
     import grammarc
     from grammarc.align import align, tokenizer_trie
     from grammarc.automaton import build_dfa
-    from grammarc.frontends.regex import parse_regex
+    from grammarc.frontends import parser_for
 
-    grammarc.compile(regex, tok, kind="regex")  # warm-up: JIT cache, trie
+    grammarc.compile(source, tok, kind=kind, options=_quiet())  # warm-up: JIT cache, trie
     best: dict[str, float] = {}
     for _ in range(repeat):
         times = {}
         t0 = time.perf_counter()
-        expr = parse_regex(regex)
+        expr = parser_for(kind)(source, None, _quiet())
         t1 = time.perf_counter()
         dfa = build_dfa(expr)
         t2 = time.perf_counter()
         trie = tokenizer_trie(tok)
         t3 = time.perf_counter()
-        align(dfa, trie, tok.vocab_size, tok.eos_token_ids)
-        t4 = time.perf_counter()
-        grammar = grammarc.compile(regex, tok, kind="regex")  # the same, packaged
+        align(dfa, trie, tok.vocab_size, tok.eos_token_ids, timings=times)
+        grammar = grammarc.compile(source, tok, kind=kind, options=_quiet())  # packaged
         t5 = time.perf_counter()
         grammar.save(out)
         t6 = time.perf_counter()
         times.update({"front end": t1 - t0, "byte DFA": t2 - t1, "trie": t3 - t2,
-                      "alignment": t4 - t3, "write": t6 - t5})
-        times["total"] = times["front end"] + times["byte DFA"] + times["trie"] + \
-            times["alignment"] + times["write"]
+                      "write": t6 - t5})
+        times["total"] = sum(times[k] for k in ("front end", "byte DFA", "trie", "alignment",
+                                                 "factoring", "write"))
         for key, value in times.items():
             best[key] = min(best.get(key, float("inf")), value)
     best["states"] = grammar.num_states
@@ -178,9 +196,9 @@ def main() -> None:
     import grammarc
     from grammarc.align import build_trie
 
-    cases = case_regexes()
+    selected = cases()
     if args.cases:
-        cases = {k: v for k, v in cases.items() if k in args.cases.split(",")}
+        selected = {k: v for k, v in selected.items() if k in args.cases.split(",")}
     results = []
     tmp = ROOT / "benchmarks" / ".out"
     tmp.mkdir(exist_ok=True)
@@ -191,23 +209,25 @@ def main() -> None:
         trie_time = time.perf_counter() - start
         print(f"\n## {vocab_name}: {tok.vocab_size:,} tokens; byte trie {trie.num_nodes:,} nodes, "
               f"built once per tokenizer in {fmt_time(trie_time)} (warm rows reuse it)\n")
-        header = ("| case | states | classes | front end | byte DFA | alignment | write | total "
-                  "(warm) | first call | peak RSS | artifact | outlines-core | its index | "
-                  "total ratio | alignment ratio | size ratio |")
+        header = ("| case | states | classes | front end | byte DFA | alignment | factoring | "
+                  "write | total (warm) | first call | peak RSS | artifact | outlines-core | "
+                  "its index | total ratio | alignment ratio | size ratio |")
         print(header)
         print("|---" * (header.count("|") - 1) + "|")
-        for name, regex in cases.items():
-            out = tmp / f"{vocab_name}-{name.replace(' ', '-')}.safetensors"
+        for name, (kind, source, has_peer) in selected.items():
+            slug = "".join(c if c.isalnum() or c in ".-" else "-" for c in name)
+            out = tmp / f"{vocab_name}-{slug}.safetensors"
             row = {"vocab": vocab_name, "case": name}
             try:
-                row.update(warm_stages(tok, regex, args.repeat, out))
+                row.update(warm_stages(tok, kind, source, args.repeat, out))
             except grammarc.GrammarcError as exc:
                 row["error"] = str(exc)
-            cold = run_worker("grammarc", spec, regex, str(out), args.timeout)
+            cold = run_worker("grammarc", spec, kind, source, str(out), args.timeout)
             row["first"] = cold.get("first")
             row["rss"] = cold.get("rss")
-            peer = {} if args.no_peer else run_worker("outlines", spec, regex, str(out),
-                                                      args.timeout, args.repeat)
+            no_peer = {"error": "n/a"} if not has_peer else {}
+            peer = no_peer or ({} if args.no_peer else run_worker(
+                "outlines", spec, kind, source, str(out), args.timeout, args.repeat))
             row["peer"] = peer
             results.append(row)
             print(_table_row(row), flush=True)
@@ -222,7 +242,7 @@ def _table_row(row: dict) -> str:
     if "time" in peer:
         peer_time, peer_size = fmt_time(peer["time"]), fmt_size(peer["size"])
         ratio = f"{peer['time'] / row['total']:.1f}x"
-        align_ratio = f"{peer['time'] / row['alignment']:.1f}x"
+        align_ratio = f"{peer['time'] / (row['alignment'] + row['factoring']):.1f}x"
         size_ratio = f"1/{peer['size'] / row['size']:.0f}"
     else:
         peer_time = peer.get("error", "-")
@@ -231,14 +251,15 @@ def _table_row(row: dict) -> str:
     rss = fmt_size(row["rss"]) if row.get("rss") else "-"
     return (f"| {row['case']} | {row['states']:,} | {row['classes']:,} | "
             f"{fmt_time(row['front end'])} | {fmt_time(row['byte DFA'])} | "
-            f"{fmt_time(row['alignment'])} | {fmt_time(row['write'])} | "
+            f"{fmt_time(row['alignment'])} | {fmt_time(row['factoring'])} | "
+            f"{fmt_time(row['write'])} | "
             f"{fmt_time(row['total'])} | {first} | {rss} | {fmt_size(row['size'])} | "
             f"{peer_time} | {peer_size} | {ratio} | {align_ratio} | {size_ratio} |")
 
 
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "--worker":
-        _, _, kind, spec, out, repeat = sys.argv
-        print(json.dumps(worker(kind, spec, sys.stdin.read(), out, int(repeat))))
+        _, _, tool, spec, kind, out, repeat = sys.argv
+        print(json.dumps(worker(tool, spec, kind, sys.stdin.read(), out, int(repeat))))
     else:
         main()

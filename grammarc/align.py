@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Callable
@@ -98,11 +99,15 @@ def tokenizer_trie(tokenizer) -> VocabTrie:
 
 
 def align(dfa: ByteDFA, trie: VocabTrie, vocab_size: int, eos_token_ids: tuple[int, ...],
-          progress: Callable[[int, int], None] | None = None) -> TokenTable:
+          progress: Callable[[int, int], None] | None = None,
+          timings: dict[str, float] | None = None) -> TokenTable:
     """The factored token table of `dfa` over the vocabulary in `trie`.
 
-    `progress(done, total)` is called between chunks of states, if given.
+    `progress(done, total)` is called between chunks of states, if given. `timings`, if given,
+    receives the seconds spent walking the trie (`alignment`: the walk and the class
+    refinement) and building the factored table from it (`factoring`).
     """
+    started = time.perf_counter()
     num_states, num_classes = dfa.trans.shape
     byte_class = dfa.byte_class.astype(np.int32)
     if _byte_walk_estimate(dfa, trie) < trie.num_nodes:
@@ -130,6 +135,7 @@ def align(dfa: ByteDFA, trie: VocabTrie, vocab_size: int, eos_token_ids: tuple[i
 
     walk = (code, end, trans_off, num_classes, accepting, eos_item if eos else -1)
     forests = _refine_all(walk, eos_item + 1, num_states, progress)
+    walked = time.perf_counter()
     token_class, canon_of_item = _canonical_classes(
         np.stack([f.cls for f in forests]), item_of_token)
     state_ptr, entry_class, entry_next = _expand_all(forests, canon_of_item, num_states,
@@ -141,6 +147,9 @@ def align(dfa: ByteDFA, trie: VocabTrie, vocab_size: int, eos_token_ids: tuple[i
                            "grammar's language")
     state_row, row_ptr, row_class, row_delta = _dedupe_rows(state_ptr, entry_class, entry_next,
                                                             min_tokens)
+    if timings is not None:
+        timings["alignment"] = timings.get("alignment", 0.0) + walked - started
+        timings["factoring"] = timings.get("factoring", 0.0) + time.perf_counter() - walked
     return TokenTable(token_class, state_row, row_ptr, row_class, row_delta, min_tokens)
 
 

@@ -48,8 +48,8 @@ def compile(source: str | os.PathLike, tokenizer: Tokenizer | str | os.PathLike,
     dfa = build_automaton(kind, text, name, options, max_states, timings)
     with _timed(timings, "trie"):
         trie = tokenizer_trie(tok)
-    with _timed(timings, "alignment"):
-        table = align(dfa, trie, tok.vocab_size, tok.eos_token_ids, progress=progress)
+    table = align(dfa, trie, tok.vocab_size, tok.eos_token_ids, progress=progress,
+                  timings=timings)
     metadata = grammar_metadata(kind, text, name, tok, options, max_states)
     if dfa.labels is not None:
         metadata["state_names"] = list(dfa.label_names)
