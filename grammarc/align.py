@@ -36,6 +36,7 @@ import numba
 import numpy as np
 
 from .automaton import ByteDFA
+from .automaton.arrays import grouped, grown
 from .errors import GrammarError
 
 _CHUNK = 64  # states per kernel call, so progress can be reported
@@ -399,16 +400,10 @@ def _refine(code, end, trans_off, n_classes, accepting, eos_item, lo, hi, cls, p
             out_next[k] = s * n_classes
             k += 1
         if n_ids + k > len(parent):
-            grown = np.zeros(2 * (n_ids + k), np.int32)
-            grown[:n_ids] = parent[:n_ids]
-            parent = grown
+            parent = grown(parent, n_ids, 2 * (n_ids + k))
         if n_rec + k > len(rec_id):
-            grown_id = np.zeros(2 * (n_rec + k), np.int32)
-            grown_id[:n_rec] = rec_id[:n_rec]
-            rec_id = grown_id
-            grown_next = np.zeros(2 * (n_rec + k), np.int64)
-            grown_next[:n_rec] = rec_next[:n_rec]
-            rec_next = grown_next
+            rec_id = grown(rec_id, n_rec, 2 * (n_rec + k))
+            rec_next = grown(rec_next, n_rec, 2 * (n_rec + k))
         if 2 * k > len(ht_stamp):
             size = len(ht_stamp)
             while size < 2 * k:
@@ -420,15 +415,9 @@ def _refine(code, end, trans_off, n_classes, accepting, eos_item, lo, hi, cls, p
             mask = size - 1
         if n_ids + k > len(first_stamp):
             size = 2 * (n_ids + k)
-            grown_stamp = np.zeros(size, np.int64)
-            grown_stamp[:n_ids] = first_stamp[:n_ids]
-            first_stamp = grown_stamp
-            grown_next = np.zeros(size, np.int64)
-            grown_next[:n_ids] = first_next[:n_ids]
-            first_next = grown_next
-            grown_new = np.zeros(size, np.int32)
-            grown_new[:n_ids] = first_new[:n_ids]
-            first_new = grown_new
+            first_stamp = grown(first_stamp, n_ids, size)
+            first_next = grown(first_next, n_ids, size)
+            first_new = grown(first_new, n_ids, size)
         # the split: one new class per (current class, next state) among allowed items. The
         # first next state of each class in this state sits in first_*; others in a hash table.
         for j in range(k):
@@ -550,27 +539,9 @@ def _expand_records(parent, item_cls, canon_of_item, rec_id, rec_next, rec_start
     leaf_of_canon = np.full(n_canon, -1, np.int64)
     for item in range(len(item_cls)):
         leaf_of_canon[canon_of_item[item]] = item_cls[item]
-    leaf_ptr = np.zeros(n_ids + 1, np.int64)
-    for c in range(1, n_canon):
-        leaf_ptr[leaf_of_canon[c] + 1] += 1
-    for i in range(n_ids):
-        leaf_ptr[i + 1] += leaf_ptr[i]
-    fill = leaf_ptr[:-1].copy()
-    leaf_canon = np.zeros(max(n_canon, 1), np.int32)
-    for c in range(1, n_canon):
-        leaf_canon[fill[leaf_of_canon[c]]] = c
-        fill[leaf_of_canon[c]] += 1
+    leaf_ptr, leaf_canon = grouped(leaf_of_canon, 1, n_ids)
     # children lists, then a pre-order walk giving each id the range of leaves below it
-    child_ptr = np.zeros(n_ids + 1, np.int64)
-    for c in range(1, n_ids):
-        child_ptr[parent[c] + 1] += 1
-    for c in range(n_ids):
-        child_ptr[c + 1] += child_ptr[c]
-    fill = child_ptr[:-1].copy()
-    children = np.zeros(max(n_ids - 1, 1), np.int32)
-    for c in range(1, n_ids):
-        children[fill[parent[c]]] = c
-        fill[parent[c]] += 1
+    child_ptr, children = grouped(parent, 1, n_ids)
     # the final classes under each id are order[range_lo[id]:range_hi[id]]
     range_lo = np.zeros(n_ids, np.int64)
     range_hi = np.zeros(n_ids, np.int64)

@@ -24,6 +24,7 @@ import numpy as np
 
 from ..errors import GrammarError, TooManyStatesError
 from . import DEFAULT_MAX_STATES
+from .arrays import grown
 from .expr import Expr
 from .nfa import Fragment, NFABuilder
 
@@ -416,26 +417,14 @@ def _subset_construction(n_nfa, eps_ptr, eps_dst, edge_ptr, edge_clo, edge_chi, 
                 return trans[:n_dfa], accepting[:n_dfa], labels[:n_dfa], 1, conflict
             if n_dfa == cap:
                 cap *= 2
-                new_trans = np.zeros((cap, n_classes), np.int32)
-                new_trans[:n_dfa] = trans
-                trans = new_trans
-                new_acc = np.zeros(cap, np.bool_)
-                new_acc[:n_dfa] = accepting
-                accepting = new_acc
-                new_labels = np.full(cap, -1, np.int32)
-                new_labels[:n_dfa] = labels
-                labels = new_labels
-                new_off = np.zeros(cap + 1, np.int64)
-                new_off[:n_dfa + 1] = set_off[:n_dfa + 1]
-                set_off = new_off
-                new_hash = np.zeros(cap, np.uint64)
-                new_hash[:n_dfa] = set_hash[:n_dfa]
-                set_hash = new_hash
+                trans = grown(trans, n_dfa, cap)
+                accepting = grown(accepting, n_dfa, cap)
+                labels = grown(labels, n_dfa, cap, -1)
+                set_off = grown(set_off, n_dfa + 1, cap + 1)
+                set_hash = grown(set_hash, n_dfa, cap)
             end = set_off[n_dfa] + k
             if end > len(set_data):
-                new_data = np.empty(max(2 * len(set_data), end), np.int32)
-                new_data[:set_off[n_dfa]] = set_data[:set_off[n_dfa]]
-                set_data = new_data
+                set_data = grown(set_data, set_off[n_dfa], max(2 * len(set_data), end))
             set_data[set_off[n_dfa]:end] = buf[:k]
             set_off[n_dfa + 1] = end
             set_hash[n_dfa] = h

@@ -13,6 +13,7 @@ import numba
 import numpy as np
 
 from ..errors import GrammarError, TooManyStatesError
+from .arrays import grown
 from .dfa import SUBSET_FACTOR, ByteDFA, build_dfa, minimize
 from .expr import NOTHING, Automaton, Expr
 
@@ -121,18 +122,10 @@ def _product_kernel(trans_a, acc_a, trans_b, acc_b, class_a, class_b, op, max_st
                     return trans[:n], accepting[:n], 1
                 if n == cap:
                     cap *= 2
-                    grown = np.zeros((cap, n_classes), np.int32)
-                    grown[:n] = trans
-                    trans = grown
-                    grown_acc = np.zeros(cap, np.bool_)
-                    grown_acc[:n] = accepting
-                    accepting = grown_acc
-                    grown_a = np.zeros(cap, np.int64)
-                    grown_a[:n] = pair_a[:n]
-                    pair_a = grown_a
-                    grown_b = np.zeros(cap, np.int64)
-                    grown_b[:n] = pair_b[:n]
-                    pair_b = grown_b
+                    trans = grown(trans, n, cap)
+                    accepting = grown(accepting, n, cap)
+                    pair_a = grown(pair_a, n, cap)
+                    pair_b = grown(pair_b, n, cap)
                 keys[slot] = key
                 vals[slot] = n
                 pair_a[n] = pa
