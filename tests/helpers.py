@@ -9,6 +9,8 @@ from pathlib import Path
 
 import numpy as np
 
+import grammarc
+
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 
 
@@ -71,3 +73,56 @@ def assert_clean_error(result: subprocess.CompletedProcess, fragment: str) -> No
     assert len(lines) == 1, result.stderr
     assert lines[0].startswith("error: ") and fragment in lines[0], lines[0]
     assert "Traceback" not in result.stderr
+
+
+# ------------------------------------------------------- small hand-written token tables
+EOS = 0
+
+
+def table_grammar(dense: np.ndarray, accepting: list[int], token_class: list[int],
+                  min_tokens: list[int] | None = None) -> grammarc.Grammar:
+    """A factored `Grammar` from a dense table (column 0 is EOS) and a token-class assignment;
+    min_tokens_to_accept by repeated relaxation unless given."""
+    num_states, vocab = dense.shape
+    classes = np.asarray(token_class)
+    for c in set(token_class):
+        cols = dense[:, classes == c]
+        assert (cols == cols[:, :1]).all(), "tokens of a class must have equal columns"
+    entries = [[(c, int(dense[s, list(classes).index(c)]) - s) for c in sorted(set(token_class))
+                if c and dense[s, list(classes).index(c)]] for s in range(num_states)]
+    row_ptr = np.concatenate([[0], np.cumsum([len(e) for e in entries])])
+    flat = [pair for e in entries for pair in e]
+    is_accepting = np.isin(np.arange(num_states), accepting)
+    distances = np.where(is_accepting, 0, -1)
+    for _ in range(num_states):
+        for s in range(1, num_states):
+            steps = [distances[n] + 1 for n in dense[s, 1:] if n and distances[n] >= 0]
+            if distances[s] < 0 and steps:
+                distances[s] = min(steps)
+    metadata = {"kind": "regex", "tokenizer": {"name": "toy", "fingerprint": "", "vocab_size": vocab,
+                                               "eos_token_ids": [EOS]}}
+    return grammarc.Grammar(
+        metadata, token_class=classes, state_row=np.arange(num_states), row_ptr=row_ptr,
+        row_class=[c for c, _ in flat], row_delta=[d for _, d in flat], accepting=is_accepting,
+        min_tokens_to_accept=distances if min_tokens is None else min_tokens, byte_ptr=np.zeros(num_states + 1, np.int64),
+        byte_ranges=np.zeros((0, 2), np.int64), byte_next=np.zeros(0, np.int64))
+
+
+def a_up_to_3(min_tokens: list[int] | None = None) -> grammarc.Grammar:
+    """`a{1,3}` over tokens EOS, 'a', 'aa', 'b'; states count the a's (1 = none yet)."""
+    dense = np.zeros((5, 4), np.int64)
+    dense[1, [1, 2]] = [2, 3]
+    dense[2, [0, 1, 2]] = [2, 3, 4]
+    dense[3, [0, 1]] = [3, 4]
+    dense[4, [0]] = [4]
+    return table_grammar(dense, [2, 3, 4], [1, 2, 3, 4], min_tokens)
+
+
+def b_then_a_or_bb() -> grammarc.Grammar:
+    """`b(a|bb)*` over tokens EOS, 'a', 'b': 'a' loops in the one accepting state exactly like
+    EOS does, so the two share a token class."""
+    dense = np.zeros((4, 3), np.int64)
+    dense[1, [2]] = [2]
+    dense[2, [0, 1, 2]] = [2, 2, 3]
+    dense[3, [2]] = [2]
+    return table_grammar(dense, [2], [1, 1, 2])

@@ -11,60 +11,15 @@ from collections import Counter
 
 import numpy as np
 import pytest
+from helpers import EOS, a_up_to_3, b_then_a_or_bb
 
 import grammarc
 from grammarc.errors import ArtifactError
 
-EOS = 0
-
-
-def table_grammar(dense: np.ndarray, accepting: list[int], token_class: list[int],
-                  min_tokens: list[int] | None = None) -> grammarc.Grammar:
-    """A factored `Grammar` from a dense table (column 0 is EOS) and a token-class assignment;
-    min_tokens_to_accept by repeated relaxation unless given."""
-    num_states, vocab = dense.shape
-    classes = np.asarray(token_class)
-    for c in set(token_class):
-        cols = dense[:, classes == c]
-        assert (cols == cols[:, :1]).all(), "tokens of a class must have equal columns"
-    entries = [[(c, int(dense[s, list(classes).index(c)]) - s) for c in sorted(set(token_class))
-                if c and dense[s, list(classes).index(c)]] for s in range(num_states)]
-    row_ptr = np.concatenate([[0], np.cumsum([len(e) for e in entries])])
-    flat = [pair for e in entries for pair in e]
-    is_accepting = np.isin(np.arange(num_states), accepting)
-    distances = np.where(is_accepting, 0, -1)
-    for _ in range(num_states):
-        for s in range(1, num_states):
-            steps = [distances[n] + 1 for n in dense[s, 1:] if n and distances[n] >= 0]
-            if distances[s] < 0 and steps:
-                distances[s] = min(steps)
-    metadata = {"kind": "regex", "tokenizer": {"name": "toy", "fingerprint": "", "vocab_size": vocab,
-                                               "eos_token_ids": [EOS]}}
-    return grammarc.Grammar(
-        metadata, token_class=classes, state_row=np.arange(num_states), row_ptr=row_ptr,
-        row_class=[c for c, _ in flat], row_delta=[d for _, d in flat], accepting=is_accepting,
-        min_tokens_to_accept=distances if min_tokens is None else min_tokens, byte_ptr=np.zeros(num_states + 1, np.int64),
-        byte_ranges=np.zeros((0, 2), np.int64), byte_next=np.zeros(0, np.int64))
-
-
-def a_up_to_3(min_tokens: list[int] | None = None) -> grammarc.Grammar:
-    """`a{1,3}` over tokens EOS, 'a', 'aa', 'b'; states count the a's (1 = none yet)."""
-    dense = np.zeros((5, 4), np.int64)
-    dense[1, [1, 2]] = [2, 3]
-    dense[2, [0, 1, 2]] = [2, 3, 4]
-    dense[3, [0, 1]] = [3, 4]
-    dense[4, [0]] = [4]
-    return table_grammar(dense, [2, 3, 4], [1, 2, 3, 4], min_tokens)
-
-
-def b_then_a_or_bb() -> grammarc.Grammar:
-    """`b(a|bb)*` over tokens EOS, 'a', 'b': 'a' loops in the one accepting state exactly like
-    EOS does, so the two share a token class."""
-    dense = np.zeros((4, 3), np.int64)
-    dense[1, [2]] = [2]
-    dense[2, [0, 1, 2]] = [2, 2, 3]
-    dense[3, [2]] = [2]
-    return table_grammar(dense, [2], [1, 1, 2])
+try:
+    import torch
+except ImportError:  # the numpy half still runs
+    torch = None
 
 
 def brute_force_mask(grammar: grammarc.Grammar, state: int, budget: int) -> np.ndarray:
@@ -109,6 +64,55 @@ def test_mask_within_examples():
     assert list(h.allowed_within(2, 1)) == [EOS]       # EOS shares its class with 'a'
     assert list(h.allowed_within(2, 2)) == [EOS, 1]    # 'bb' needs two tokens and EOS
     assert list(h.allowed_within(2, 3)) == [EOS, 1, 2]
+
+
+@pytest.mark.parametrize("make", [a_up_to_3, b_then_a_or_bb])
+def test_apply_with_a_budget_keeps_exactly_mask_within(make):
+    """numpy and torch, one row and a batch of every state: the kept logits are `mask_within`."""
+    grammar = make()
+    states = np.arange(grammar.num_states)
+    logits = np.arange(1.0, 1 + grammar.num_states * (grammar.vocab_size + 2)).reshape(
+        grammar.num_states, -1).astype(np.float32)     # two padding columns
+    for budget in range(6):
+        expected = np.full(logits.shape, -np.inf, np.float32)
+        for s in states:
+            keep = np.flatnonzero(grammar.mask_within(int(s), budget))
+            expected[s, keep] = logits[s, keep]
+        np.testing.assert_array_equal(grammar.apply(logits, states, budget=budget), expected)
+        np.testing.assert_array_equal(grammar.apply(logits[2], 2, budget=budget), expected[2])
+        if torch is not None:
+            out = grammar.apply(torch.from_numpy(logits), torch.from_numpy(states), budget=budget)
+            np.testing.assert_array_equal(out.numpy(), expected)
+
+
+def test_apply_with_a_budget_examples():
+    """`b(a|bb)*` over EOS, 'a', 'b' (columns) in states 1 (start), 2 (accepting), 3 (after an
+    odd b): the masks a generation sees as its budget shrinks."""
+    g = b_then_a_or_bb()
+    ones = np.ones((3, 3), np.float32)
+    kept = lambda budget: (g.apply(ones, [1, 2, 3], budget=budget) == 1).astype(int).tolist()  # noqa: E731
+    assert kept(3) == kept(None) == [[0, 0, 1], [1, 1, 1], [0, 0, 1]]
+    assert kept(2) == [[0, 0, 1], [1, 1, 0], [0, 0, 1]]   # 'b' in 2 needs 'b' and EOS after it
+    assert kept(1) == [[0, 0, 0], [1, 0, 0], [0, 0, 0]]   # room for EOS only
+    assert kept(0) == [[0, 0, 0]] * 3
+    if torch is not None:
+        out = g.apply(torch.ones(3, 3), torch.tensor([1, 2, 3]), budget=2)
+        assert (out == 1).int().tolist() == kept(2)
+
+
+def test_budgets_on_a_real_table(smollm2):
+    """On SmolLM2's table, torch's batched budget masks equal `mask_within` state by state."""
+    grammar = grammarc.compile(r'\{"n": \d{1,3}(, "s": "[a-z]{2,5}")?\}', smollm2, kind="regex")
+    states = np.arange(grammar.num_states)
+    for budget in (1, 2, 4, 7, 12):
+        expected = np.stack([grammar.mask_within(int(s), budget) for s in states])
+        if torch is not None:
+            out = grammar.apply(torch.zeros(len(states), grammar.vocab_size),
+                                torch.from_numpy(states), budget=budget)
+            assert np.array_equal(out.numpy() == 0, expected), budget
+        out = grammar.apply(np.zeros((len(states), grammar.vocab_size), np.float32), states,
+                            budget=budget)
+        assert np.array_equal(out == 0, expected), budget
 
 
 def _walk(grammar: grammarc.Grammar, tokens: list[int]) -> int:

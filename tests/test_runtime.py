@@ -126,13 +126,14 @@ def test_bad_shapes_are_clear_errors(grammar):
 
 
 def test_runtime_imports_no_compile_side_package(grammar, tmp_path):
-    """A service with only numpy + safetensors can load and use an artifact."""
+    """A service with only numpy + safetensors can load and use an artifact, and the generic
+    logits processor."""
     path = tmp_path / "g.safetensors"
     grammar.save(path)
     script = textwrap.dedent(f"""
         import sys
         BLOCKED = ("lark", "interegular", "tokenizers", "torch", "numba", "scipy", "click",
-                   "gguf", "transformers")
+                   "gguf", "transformers", "accelerate")
         class Block:
             def find_spec(self, name, path=None, target=None):
                 if name.split(".")[0] in BLOCKED:
@@ -144,6 +145,9 @@ def test_runtime_imports_no_compile_side_package(grammar, tmp_path):
         logits = g.apply(np.zeros((2, g.vocab_size), np.float32), [1, 2])
         assert (logits[0] == 0).sum() == len(g.allowed(1))
         print(g.advance(np.array([1]), g.allowed(1)[:1])[0] > 0)
+        from grammarc.integrations import GrammarProcessor
+        step = GrammarProcessor(g, max_new_tokens=20)(np.array([7]), np.zeros(g.vocab_size))
+        assert np.array_equal(step == 0, g.mask_within(1, 20))
         print(sorted(m for m in sys.modules if m.split(".")[0] in BLOCKED))
     """)
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)

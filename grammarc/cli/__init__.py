@@ -35,4 +35,4 @@ def main() -> None:
 
 
 # the commands register themselves on `main`
-from . import build, compile_cmd, dot, tools  # noqa: E402,F401
+from . import build, compile_cmd, dot, generate, tools  # noqa: E402,F401

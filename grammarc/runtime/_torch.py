@@ -2,7 +2,8 @@
 
 Built the first time a grammar meets a tensor on a device. Every row's allowed-token mask is
 materialised once (as booleans, or packed 8 per byte when that would be large), so a step is a
-row gather plus one `where`, and state steps are a `searchsorted`, all on the device.
+row gather plus one `where`, and state steps are a `searchsorted`, all on the device. A
+budget-aware step gathers each state's row entries and their distances to acceptance instead.
 """
 
 from __future__ import annotations
@@ -33,6 +34,14 @@ class TorchTables:
         self.allowed = torch.as_tensor(np.concatenate(chunks), device=device)
         self.shifts = torch.arange(7, -1, -1, device=device, dtype=torch.uint8)
         self.neg_inf = {}
+        # for budget-aware masks: each row's entries, the distances, the EOS ids
+        self.row_start = as_long(grammar._row_ptr[:-1])
+        self.row_length = as_long(np.diff(grammar._row_ptr))
+        self.max_row_length = int(self.row_length.max()) if grammar.num_rows else 0
+        self.row_class = as_long(grammar._row_class)
+        self.min_tokens = as_long(grammar._min_tokens)
+        self.accepting = torch.tensor(np.asarray(grammar._accepting), device=device)
+        self.eos = as_long(grammar.eos_token_ids)
 
     def _states(self, states) -> torch.Tensor:
         if isinstance(states, torch.Tensor):
@@ -46,7 +55,28 @@ class TorchTables:
         bits = (picked.unsqueeze(-1) >> self.shifts) & 1
         return bits.reshape(*picked.shape[:-1], -1)[..., :self.vocab_size].bool()
 
-    def apply(self, logits: torch.Tensor, states, inplace: bool) -> torch.Tensor:
+    def allowed_within(self, states: torch.Tensor, budget: int) -> torch.Tensor:
+        """(B, V) booleans: `Grammar.mask_within(state, budget)` for each of the B states."""
+        offsets = torch.arange(self.max_row_length, device=self.device)
+        rows = self.state_row[states]
+        present = offsets < self.row_length[rows][:, None]
+        entries = torch.where(present, self.row_start[rows][:, None] + offsets, 0)
+        following = torch.where(present, states[:, None] + self.row_delta[entries], 0)
+        reach = self.min_tokens[following]
+        fits = present & (reach >= 0) & (reach + 2 <= budget)
+        # entries that are absent or do not fit write to class 0, which no allowed token has
+        classes = torch.where(fits, self.row_class[entries], 0)
+        class_fits = torch.zeros(len(states), self.num_classes, dtype=torch.bool,
+                                 device=self.device)
+        class_fits.scatter_(1, classes, fits)
+        class_fits[:, 0] = False
+        allowed = class_fits[:, self.token_class]
+        # an EOS token may share its class with text tokens that loop in accepting states
+        allowed[:, self.eos] = (self.accepting[states] & (budget >= 1))[:, None]
+        return allowed
+
+    def apply(self, logits: torch.Tensor, states, inplace: bool,
+              budget: int | None = None) -> torch.Tensor:
         if logits.dim() not in (1, 2):
             raise ValueError(f"logits must have shape (V,) or (B, V), not {tuple(logits.shape)}")
         if logits.shape[-1] < self.vocab_size:
@@ -55,7 +85,8 @@ class TorchTables:
         states = self._states(states).reshape(-1)
         if logits.dim() == 2 and len(states) != logits.shape[0]:
             raise ValueError(f"{logits.shape[0]} rows of logits but {len(states)} states")
-        allowed = self.allowed_rows(self.state_row[states])
+        allowed = self.allowed_rows(self.state_row[states]) if budget is None else \
+            self.allowed_within(states, budget)
         if logits.dim() == 1:
             allowed = allowed[0]
         neg_inf = self.neg_inf.get(logits.dtype)

@@ -55,6 +55,8 @@ class Grammar:
         # global sort key of every row entry, for vectorised transitions
         rows_of_entry = np.repeat(np.arange(len(self._row_ptr) - 1), np.diff(self._row_ptr))
         self._entry_key = _frozen(rows_of_entry * self.num_classes + self._row_class, np.int64)
+        # a budget this large never removes a token: 1 + min_tokens_to_accept[t] + 1 <= budget
+        self._unlimited_budget = int(self._min_tokens.max(initial=0)) + 2
         self._allowed_cache: OrderedDict[int, np.ndarray] = OrderedDict()
         self._forbidden_cache: OrderedDict[int, np.ndarray] = OrderedDict()
         self._byte_table: np.ndarray | None = None
@@ -209,23 +211,29 @@ class Grammar:
         found = valid & (self._entry_key[pos] == keys)
         return np.where(found, states + self._row_delta[pos], 0)
 
-    def apply(self, logits, states, *, inplace: bool = False):
+    def apply(self, logits, states, *, budget: int | None = None, inplace: bool = False):
         """Set forbidden logits to -inf.
 
         `logits` is a numpy array or torch tensor of shape (V,) with an int state, or (B, V)
         with B states. Columns past the vocabulary (padding in some models) are forbidden.
-        Returns the masked logits (the same object when `inplace=True`).
+        With `budget`, every row keeps only the tokens of `mask_within(state, budget)`: the text
+        can still end within `budget` more tokens, the final EOS included. Returns the masked
+        logits (the same object when `inplace=True`).
         """
+        if budget is not None and budget >= self._unlimited_budget:
+            budget = None  # no state needs that many tokens: the plain masks apply
         if _is_torch(logits):
-            return self._torch(logits).apply(logits, states, inplace)
+            return self._torch(logits).apply(logits, states, inplace, budget)
         if not isinstance(logits, np.ndarray):
             raise TypeError(f"logits must be a numpy array or a torch tensor, not {type(logits).__name__}")
-        rows, batched = self._rows_for(logits.ndim, logits.shape, states)
+        states, batched = self._states_for(logits.ndim, logits.shape, states)
         out = logits if inplace else logits.copy()
         view = out if batched else out[None, :]
         vocab = self.vocab_size
-        for i, row in enumerate(rows):
-            np.copyto(view[i, :vocab], -np.inf, where=self._cached_mask(int(row), allowed=False))
+        for i, state in enumerate(states):
+            forbidden = self._cached_mask(int(self._state_row[state]), allowed=False) \
+                if budget is None else ~self.mask_within(int(state), budget)
+            np.copyto(view[i, :vocab], -np.inf, where=forbidden)
         view[:, vocab:] = -np.inf
         return out
 
@@ -370,22 +378,23 @@ class Grammar:
         if states.size and (states.min() < 0 or states.max() >= self.num_states):
             raise ValueError(f"states out of range 0..{self.num_states - 1}")
 
-    def _rows_for(self, ndim: int, shape: tuple, states) -> tuple[np.ndarray, bool]:
+    def _states_for(self, ndim: int, shape: tuple, states) -> tuple[np.ndarray, bool]:
+        """The checked states of each row of `shape` logits, and whether they are batched."""
         if ndim == 1:
-            rows = np.asarray([self._state_row[self._check_state(np.asarray(states).item())]])
+            states = np.asarray([self._check_state(np.asarray(states).item())])
             batched = False
         elif ndim == 2:
             states = np.asarray(states, dtype=np.int64).reshape(-1)
             if len(states) != shape[0]:
                 raise ValueError(f"{shape[0]} rows of logits but {len(states)} states")
             self._check_states(states)
-            rows, batched = self._state_row[states], True
+            batched = True
         else:
             raise ValueError(f"logits must have shape (V,) or (B, V), not {shape}")
         if shape[-1] < self.vocab_size:
             raise ValueError(f"logits have {shape[-1]} columns but the vocabulary has "
                              f"{self.vocab_size} tokens")
-        return rows, batched
+        return states, batched
 
     def _row_tokens_mask(self, row: int) -> np.ndarray:
         lo, hi = self._row_ptr[row], self._row_ptr[row + 1]
