@@ -34,9 +34,11 @@ def generate_command(artifact: Path, model_spec: str, prompt: str, max_new_token
     needs pip install 'grammarc[hf]' (transformers, accelerate).
     """
     from ..integrations.hf import generate, load_model
+    from ..integrations.processor import check_budget
     from ..runtime import check_tokenizer, load
 
     grammar = load(artifact)
+    check_budget(grammar, max_new_tokens)  # before the slow model load
     model = load_model(model_spec)
     check_tokenizer(grammar, model.vocabulary, str(artifact))
     result = generate(model, prompt, grammar, max_new_tokens=max_new_tokens,
