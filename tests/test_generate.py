@@ -134,3 +134,9 @@ def test_generate_command_rejects_a_budget_no_text_fits(tmp_path):
     grammarc.compile(GRAMMARS / "person.schema.json", "smollm2").save(artifact)
     result = run("generate", str(artifact), "--prompt", "Anyone.", "--max-new-tokens", "5")
     assert_clean_error(result, "no text of the grammar fits in 5 new tokens")
+
+
+def test_generate_command_names_a_model_it_cannot_find():
+    result = run("generate", str(Path(__file__).resolve().parent.parent / "artifacts" /
+                                 "person.safetensors"), "--prompt", "x", "--model", "/no/such")
+    assert_clean_error(result, "model '/no/such' not found: expected smollm2, a .gguf file")
