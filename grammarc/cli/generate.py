@@ -40,7 +40,7 @@ def generate_command(artifact: Path, model_spec: str, prompt: str, max_new_token
     grammar = load(artifact)
     check_budget(grammar, max_new_tokens)  # before the slow model load
     model = load_model(model_spec)
-    check_tokenizer(grammar, model.vocabulary, str(artifact))
+    check_tokenizer(grammar, model.vocabulary, str(artifact))  # an error naming the file
     result = generate(model, prompt, grammar, max_new_tokens=max_new_tokens,
                       temperature=temperature, seed=seed, chat=chat,
                       on_text=lambda text: click.echo(text, nl=False))

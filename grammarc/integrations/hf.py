@@ -21,7 +21,6 @@ from typing import Any
 from ..errors import GrammarcError
 from ..runtime import Grammar, check_tokenizer
 from ..tokenizers import SMOLLM2_ALIAS, Tokenizer, _smollm2_path, load_tokenizer
-from .processor import check_budget
 
 INSTALL_HINT = "pip install 'grammarc[hf]' (transformers, accelerate)"
 
@@ -96,7 +95,6 @@ def generate(model: Model, prompt: str, grammar: Grammar | None = None, *,
     processors, eos = [], list(vocabulary.eos_token_ids)
     if grammar is not None:
         check_tokenizer(grammar, vocabulary, "the grammar")
-        check_budget(grammar, max_new_tokens)
         processors, eos = [GrammarLogitsProcessor(grammar, max_new_tokens)], \
             list(grammar.eos_token_ids)
     if chat:
