@@ -18,6 +18,14 @@ from exploring every combination of copies.
 Labels `(state, label)` name the node of a `Graph` that owns a state: the node's own state and
 the inner states of the edges that leave it (`NFABuilder.label_names[label]` is the name). The
 subset construction gives each DFA state the one label of its NFA states.
+
+Front ends build expression *DAGs*: a sub-expression memoised by the front end is the tail of
+several options (an object's remaining optional properties follow both "this property
+present" and "this property absent"). Concatenations and unions are laid out inline in the
+fragment being built, and a sub-expression referenced more than once is laid out once per
+exit state: its other uses jump to that copy's dedicated entry by an epsilon edge. Uses that
+end in the same state have the same continuation, so sharing the copy keeps the language, and
+the NFA grows with the DAG rather than with its unfolding into a tree.
 """
 
 from __future__ import annotations
@@ -60,6 +68,7 @@ class _Stamper:
         self.labels: list[np.ndarray] = []
         self.next_family = 0
         self.char_edges: list[tuple[int, int, int, int]] = []  # written by `char`, no numpy
+        self.eps_pairs: list[tuple[int, int]] = []  # written by `epsilon`, no numpy
 
     def char(self, ranges: tuple[tuple[int, int], ...], entry: int, exit_: int) -> None:
         """One character of the set from `entry` to `exit_` (cheaper than placing a fragment)."""
@@ -73,6 +82,13 @@ class _Stamper:
                     self.next_free += 1
                 self.char_edges.append((src, lo, hi, dst))
                 src = dst
+
+    def epsilon(self, src: int, dst: int) -> None:
+        self.eps_pairs.append((src, dst))
+
+    def new_state(self) -> int:
+        self.next_free += 1
+        return self.next_free - 1
 
     def new_states(self, count: int) -> np.ndarray:
         ids = np.arange(self.next_free, self.next_free + count, dtype=np.int32)
@@ -136,6 +152,8 @@ class _Stamper:
     def fragment(self) -> Fragment:
         if self.char_edges:
             self.edges.append(np.array(self.char_edges, np.int32))
+        if self.eps_pairs:
+            self.eps.append(np.array(self.eps_pairs, np.int32))
         eps = np.concatenate(self.eps) if self.eps else _EMPTY_EPS
         edges = np.concatenate(self.edges) if self.edges else _EMPTY_EDGES
         tags = np.concatenate(self.tags) if self.tags else _EMPTY_TAGS
@@ -144,24 +162,29 @@ class _Stamper:
 
 
 class NFABuilder:
-    """Builds fragments for expression trees, reusing the fragment of a repeated subtree."""
+    """Builds fragments for expression DAGs, reusing the fragment of a repeated subtree."""
 
     def __init__(self, max_states: int) -> None:
         self.max_states = max_states
         self._memo: dict[int, tuple[Expr, Fragment]] = {}
+        self._walked: dict[int, Expr] = {}  # every node seen by `_count_parents`, by id
+        self._shared: set[int] = set()  # ids of nodes with several parents
         self.label_names: list[str] = []  # label id -> name, for the Graph nodes built
 
     def build(self, expr: Expr) -> Fragment:
+        self._count_parents(expr)
         key = id(expr)
         hit = self._memo.get(key)
         if hit is not None and hit[0] is expr:
             return hit[1]
         if isinstance(expr, CharSet):
             frag = _charset_fragment(expr.ranges)
-        elif isinstance(expr, Concat):
-            frag = self._concat(expr)
-        elif isinstance(expr, Alt):
-            frag = self._alt(expr)
+        elif isinstance(expr, Concat) and not expr.parts:
+            frag = Fragment(2, np.array([[0, 1]], np.int32), _EMPTY_EDGES)
+        elif isinstance(expr, (Concat, Alt)):
+            stamper = _Stamper(2)
+            self._lay_out(stamper, expr, 0, 1, {})
+            frag = stamper.fragment()
         elif isinstance(expr, Repeat):
             frag = self._repeat(expr)
         elif isinstance(expr, Automaton):
@@ -174,33 +197,73 @@ class NFABuilder:
         self._memo[key] = (expr, frag)
         return frag
 
+    def _count_parents(self, root: Expr) -> None:
+        """Mark the Concat/Alt nodes below `root` that more than one parent refers to."""
+        if id(root) in self._walked:
+            return
+        self._walked[id(root)] = root
+        stack = [root]
+        while stack:
+            node = stack.pop()
+            if isinstance(node, Concat):
+                children = node.parts
+            elif isinstance(node, Alt):
+                children = node.options
+            elif isinstance(node, Repeat):
+                children = (node.item,)
+            elif isinstance(node, Graph):
+                children = tuple(label for _, _, label in node.edges)
+            else:
+                continue
+            for child in children:
+                if id(child) in self._walked:
+                    self._shared.add(id(child))
+                else:
+                    self._walked[id(child)] = child  # kept alive, so ids stay unique
+                    stack.append(child)
+
     def _check_size(self, num_states: int) -> None:
         if num_states > self.max_states:
             raise TooManyStatesError(
                 f"the automaton needs more than {self.max_states:,} NFA states "
                 "(raise --max-states, or bound the repetitions)")
 
-    def _concat(self, expr: Concat) -> Fragment:
-        if not expr.parts:
-            return Fragment(2, np.array([[0, 1]], np.int32), _EMPTY_EDGES)
-        stamper = _Stamper(2)
-        joints = np.concatenate([[0], stamper.new_states(len(expr.parts) - 1), [1]]).astype(np.int32)
-        for i, part in enumerate(expr.parts):
-            if isinstance(part, CharSet):
-                stamper.char(part.ranges, int(joints[i]), int(joints[i + 1]))
-            else:
-                stamper.place(self.build(part), joints[i:i + 1], joints[i + 1:i + 2])
-        return stamper.fragment()
+    def _lay_out(self, stamper: _Stamper, expr: Expr, entry: int, exit_: int,
+                 tails: dict[tuple[int, int], int]) -> None:
+        """Lay `expr` out from `entry` to `exit_` in the stamper's fragment. `tails` maps
+        (shared node, exit) to the dedicated entry of the copy already laid out."""
+        if isinstance(expr, CharSet):
+            stamper.char(expr.ranges, entry, exit_)
+            return
+        if not isinstance(expr, (Concat, Alt)):
+            stamper.place(self.build(expr), np.array([entry], np.int32),
+                          np.array([exit_], np.int32))
+            return
+        if id(expr) in self._shared:
+            key = (id(expr), exit_)
+            copy_entry = tails.get(key)
+            if copy_entry is None:
+                copy_entry = tails[key] = stamper.new_state()
+                self._lay_out_inline(stamper, expr, copy_entry, exit_, tails)
+            stamper.epsilon(entry, copy_entry)
+            return
+        self._lay_out_inline(stamper, expr, entry, exit_, tails)
 
-    def _alt(self, expr: Alt) -> Fragment:
-        stamper = _Stamper(2)
-        zero, one = np.zeros(1, np.int32), np.ones(1, np.int32)
-        for option in expr.options:
-            if isinstance(option, CharSet):
-                stamper.char(option.ranges, 0, 1)
-            else:
-                stamper.place(self.build(option), zero, one)
-        return stamper.fragment()
+    def _lay_out_inline(self, stamper: _Stamper, expr: Concat | Alt, entry: int, exit_: int,
+                        tails: dict[tuple[int, int], int]) -> None:
+        self._check_size(stamper.next_free)
+        if isinstance(expr, Alt):
+            for option in expr.options:
+                self._lay_out(stamper, option, entry, exit_, tails)
+            return
+        if not expr.parts:
+            stamper.epsilon(entry, exit_)
+            return
+        joint = entry
+        for i, part in enumerate(expr.parts):
+            nxt = exit_ if i == len(expr.parts) - 1 else stamper.new_state()
+            self._lay_out(stamper, part, joint, nxt, tails)
+            joint = nxt
 
     def _repeat(self, expr: Repeat) -> Fragment:
         item = self.build(expr.item)
