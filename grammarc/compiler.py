@@ -16,7 +16,6 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-import numpy as np
 
 from ._version import __version__
 from .align import align, tokenizer_trie

