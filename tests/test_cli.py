@@ -49,7 +49,8 @@ def test_default_output_name_layout_and_eos(tmp_path):
 
 @pytest.mark.parametrize("args,fragment", [
     (["--regex", "ab(c"], "1:3: invalid regex: missing ), unterminated subpattern"),
-    (["--regex", "a(?=b)"], "1:2: unsupported regex construct: lookahead"),
+    (["--regex", "(a(?=b))+"], "1:3: unsupported regex construct: lookahead"),
+    (["--regex", "a(?=b)"], "matches no string"),
     (["--regex", "[^\\x00-\\U0010ffff]"], "matches no string"),
     (["--regex", "a", "--tokenizer", "no-such-tokenizer"], "no-such-tokenizer"),
     (["--regex", "a", "--tokenizer", "/nonexistent/tokenizer.json"], "not found"),

@@ -81,6 +81,20 @@ def test_exhaustive_small_alphabet(pattern: str, alphabet: str, length: int) -> 
             assert dfa.accepts(text.encode()) == bool(compiled.fullmatch(text)), text
 
 
+@pytest.mark.parametrize("pattern", [
+    r"(?!ab)[abc]*", r"(?=a)[ab]{1,4}", r"(?:(?!ab)a|c)b*", r"ab(?!c)[a-d]*", r"(?!a$)[ab]+",
+    r"x(?=y)|z[xy]?", r"(?!(?:ab)+$)[ab]*", r"(?=.*c)(?!.*cc)[abc]*", r"a(?:b(?!a)|c)[abc]?",
+    r"(?!a)(?!b).*", r"(?=(?!a).$)[abc]",
+])
+def test_lookaheads_that_reach_the_end_are_exact(pattern: str) -> None:
+    dfa = build_dfa(parse_regex(pattern))
+    compiled = re.compile(pattern, re.ASCII)
+    for n in range(7):
+        for chars in itertools.product("abcxyz"[:4], repeat=n):
+            text = "".join(chars)
+            assert dfa.accepts(text.encode()) == bool(compiled.fullmatch(text)), text
+
+
 def _random_pattern(rng: random.Random, depth: int) -> str:
     """A random regex over a, b, c with nested bounded repeats, alternation and classes."""
     kind = rng.random()
@@ -170,7 +184,7 @@ def test_equal_languages_give_identical_dfas(left: str, right: str) -> None:
 
 
 @pytest.mark.parametrize("pattern,construct,column", [
-    (r"ab(?=c)", "lookahead", 3),
+    (r"(?:a(?=b))*", "lookahead", 5),
     (r"x(?<!y)z", "lookbehind", 2),
     (r"(a)\1", "backreference", 4),
     (r"(?P<n>a)(?P=n)", "backreference", 9),

@@ -162,3 +162,25 @@ def repeat(item: Expr, lo: int, hi: int | None) -> Expr:
     if lo == 1 and hi == 1:
         return item
     return Repeat(item, lo, hi)
+
+
+def nullable(expr: Expr) -> bool:
+    """Whether the language contains the empty string."""
+    if isinstance(expr, CharSet):
+        return False
+    if isinstance(expr, Concat):
+        return all(nullable(part) for part in expr.parts)
+    if isinstance(expr, Alt):
+        return any(nullable(option) for option in expr.options)
+    if isinstance(expr, Repeat):
+        return expr.min == 0 or nullable(expr.item)
+    if isinstance(expr, Automaton):
+        return bool(expr.dfa.num_states > 1 and expr.dfa.accepting[1])
+    reached, todo = {expr.start}, [expr.start]  # a Graph: nodes reached by empty labels
+    while todo:
+        node = todo.pop()
+        for src, dst, label in expr.edges:
+            if src == node and dst not in reached and nullable(label):
+                reached.add(dst)
+                todo.append(dst)
+    return any(node in reached for node in expr.accepting)

@@ -29,7 +29,7 @@ from typing import Any
 
 import yaml
 
-from ..automaton.expr import Alt, CharSet, Concat, Expr, Graph, Repeat, literal
+from ..automaton.expr import Expr, Graph, literal, nullable
 from ..errors import GrammarError
 from . import FrontendOptions
 from .regex import parse_regex
@@ -180,11 +180,11 @@ class _Spec:
             label = literal(value)
         else:
             try:
-                label = parse_regex(value)
+                label = parse_regex(value, after=None)
             except GrammarError as exc:
                 raise self.error(f"{where}: {exc.message} (in regex {value!r})",
                                  transition) from None
-        if _nullable(label):
+        if nullable(label):
             raise self.error(f"{where} to {transition['to']!r} can read the empty text; "
                              "every transition must read at least one character", transition)
         return dst, label
@@ -244,16 +244,3 @@ def _closure(seeds: list[int], arcs: list[tuple[int, int]]) -> set[int]:
                 seen.add(dst)
                 stack.append(dst)
     return seen
-
-
-def _nullable(expr: Expr) -> bool:
-    """Whether `expr` matches the empty string."""
-    if isinstance(expr, CharSet):
-        return False
-    if isinstance(expr, Concat):
-        return all(_nullable(p) for p in expr.parts)
-    if isinstance(expr, Alt):
-        return any(_nullable(o) for o in expr.options)
-    if isinstance(expr, Repeat):
-        return expr.min == 0 or _nullable(expr.item)
-    raise TypeError(f"not a label expression: {expr!r}")

@@ -103,7 +103,7 @@ def _terminal(terminal, text: str, source_name: str | None) -> Expr:
     value = pattern.to_regexp()
     value = _exact_common().get(value, value)
     try:
-        return parse_regex(value)
+        return parse_regex(value, after=None)
     except GrammarError as exc:
         offset = _terminal_offset(terminal, text)
         raw = getattr(pattern, "raw", None)

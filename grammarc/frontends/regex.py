@@ -6,6 +6,11 @@ re.ASCII)` accepts: `\\d`, `\\w`, `\\s` and case-insensitive matching are ASCII-
 character but a newline unless `(?s)` is set. Constructs that make the language depend on more
 than the text itself (lookaround, backreferences, word boundaries, atomic groups, possessive
 repeats, anchors other than at the very start or end) are rejected with their position.
+
+Lookaheads are exact where what follows them is known up to the end of the text: in the
+pattern's own sequence, in groups and branches of it, not inside a repetition. There
+`(?=A)R` is `R ∩ A.*` and `(?!A)R` is `R ∖ A.*`, computed on automata; `R` is the rest of
+the text, so a caller that places the pattern before more text passes that text as `after`.
 """
 
 from __future__ import annotations
@@ -14,8 +19,12 @@ import re
 import re._constants as C  # type: ignore[import-not-found]
 import re._parser as P  # type: ignore[import-not-found]
 
+from typing import Callable
+
+from ..automaton import DEFAULT_MAX_STATES
 from ..automaton.expr import (
-    CharSet, Expr, alt, complement_ranges, concat, normalize_ranges, repeat,
+    EMPTY, NOTHING, CharSet, Expr, alt, complement_ranges, concat, normalize_ranges, nullable,
+    repeat,
 )
 from ..errors import GrammarError, UnsupportedError
 from . import FrontendOptions
@@ -50,22 +59,36 @@ _CONSTRUCT_SYNTAX = {
 
 
 def parse_regex(pattern: str, source_name: str | None = None,
-                options: FrontendOptions | None = None) -> Expr:
+                options: FrontendOptions | None = None, *, after: Expr | None = EMPTY,
+                preceded: bool = False, spell: Callable[[CharSet], Expr] | None = None) -> Expr:
     """The expression tree of `pattern` (Python `re` syntax, full match, ASCII classes).
-    No front-end option applies to regexes."""
+    No front-end option applies to regexes but `max_states` (for lookaheads).
+
+    For a pattern embedded in more text: `after` is the language of the text that follows it
+    (the result is the pattern's language followed by `after`, with `$` and lookaheads
+    applied to it; None when that text is not known, which rejects lookaheads), `preceded`
+    says text may come before it (so `^` is not a no-op there), and `spell` maps every
+    character set to the language that spells it (JSON escapes).
+    """
     try:
         tree = P.parse(pattern, re.ASCII)
     except re.error as exc:
         raise GrammarError(f"invalid regex: {exc.msg}", source_name=source_name,
                            text=pattern, offset=exc.pos) from None
-    converter = _Converter(pattern, source_name)
-    return converter.sequence(list(tree), tree.state.flags, at_start=True, at_end=True)
+    max_states = options.max_states if options is not None else DEFAULT_MAX_STATES
+    converter = _Converter(pattern, source_name, spell, max_states)
+    return converter.sequence(list(tree), tree.state.flags, at_start=not preceded, at_end=True,
+                              rest=after)
 
 
 class _Converter:
-    def __init__(self, pattern: str, source_name: str | None) -> None:
+    def __init__(self, pattern: str, source_name: str | None,
+                 spell: Callable[[CharSet], Expr] | None, max_states: int) -> None:
         self.pattern = pattern
         self.source_name = source_name
+        self.spell = spell
+        self.max_states = max_states
+        self._ops = None
 
     def unsupported(self, construct: str, detail: str = "") -> GrammarError:
         offset = _find_construct(self.pattern, construct)
@@ -74,37 +97,77 @@ class _Converter:
                             "languages of the text alone", source_name=self.source_name,
                             text=self.pattern, offset=offset)
 
-    def sequence(self, items: list, flags: int, at_start: bool, at_end: bool) -> Expr:
-        """A concatenation; anchors are allowed where nothing can precede / follow them."""
+    def chars(self, charset: CharSet) -> Expr:
+        return charset if self.spell is None else self.spell(charset)
+
+    def sequence(self, items: list, flags: int, at_start: bool, at_end: bool,
+                 rest: Expr | None = None) -> Expr:
+        """A concatenation; anchors are allowed where nothing can precede / follow them.
+
+        With `rest` (the text that follows, up to the end), the result is the sequence
+        followed by `rest`, and lookaheads and `$` inside it apply to `rest` exactly.
+        """
         is_anchor = [op is C.AT and arg in _START_ANCHORS + _END_ANCHORS for op, arg in items]
+        leading = next((i for i, anchor in enumerate(is_anchor) if not anchor), len(items))
+        trailing = next((i for i, anchor in enumerate(reversed(is_anchor)) if not anchor),
+                        len(items))
+        acc = EMPTY if rest is None else rest
         parts = []
-        for i, (op, arg) in enumerate(items):
-            before_empty = at_start and all(is_anchor[:i])
-            after_empty = at_end and all(is_anchor[i + 1:])
+        for i in reversed(range(len(items))):
+            op, arg = items[i]
+            before_empty = at_start and i <= leading
+            after_empty = at_end and i >= len(items) - trailing - 1
             if op is C.AT:
-                if (arg in _START_ANCHORS and before_empty) or (arg in _END_ANCHORS and after_empty):
+                if arg in _START_ANCHORS and before_empty:
+                    continue
+                if arg in _END_ANCHORS and after_empty:
+                    if rest is not None:  # the text ends here: nothing of `rest` may follow
+                        acc = EMPTY if nullable(acc) else NOTHING
                     continue
                 if arg in (C.AT_BOUNDARY, C.AT_NON_BOUNDARY):
                     raise self.unsupported("word boundary")
                 raise self.unsupported("anchor", "only at the very start or end of the pattern")
-            parts.append(self.node(op, arg, flags, before_empty, after_empty))
-        return concat(*parts)
+            if rest is not None and op in (C.ASSERT, C.ASSERT_NOT) and arg[0] >= 0:
+                acc = concat(*reversed(parts), acc)
+                parts = []
+                acc = self.lookahead(op is C.ASSERT, arg[1], flags, acc)
+            elif rest is not None and op in (C.BRANCH, C.SUBPATTERN) and _looks_at_rest(arg):
+                acc = self.node(op, arg, flags, before_empty, after_empty,
+                                rest=concat(*reversed(parts), acc))
+                parts = []
+            else:
+                parts.append(self.node(op, arg, flags, before_empty, after_empty))
+        return concat(*reversed(parts), acc)
 
-    def node(self, op, arg, flags: int, at_start: bool, at_end: bool) -> Expr:
+    def lookahead(self, positive: bool, sub, flags: int, rest: Expr) -> Expr:
+        """`rest` where the text there starts (or, negative, does not start) with `sub`."""
+        any_text = repeat(self.chars(CharSet(normalize_ranges(_ANY))), 0, None)
+        ahead = self.sequence(list(sub), flags, at_start=False, at_end=True, rest=any_text)
+        if self._ops is None:
+            from ..automaton.ops import Ops  # builds automata: only for patterns that need it
+            self._ops = Ops(self.max_states)
+        return self._ops.intersect(rest, ahead) if positive else \
+            self._ops.difference(rest, ahead)
+
+    def node(self, op, arg, flags: int, at_start: bool, at_end: bool,
+             rest: Expr | None = None) -> Expr:
+        """One parsed item; for groups and branches, followed by `rest` when it is given."""
         ignore_case = bool(flags & re.IGNORECASE)
         if op is C.LITERAL:
-            return _charset(((arg, arg),), ignore_case, negate=False)
+            return self.chars(_charset(((arg, arg),), ignore_case, negate=False))
         if op is C.NOT_LITERAL:
-            return _charset(((arg, arg),), ignore_case, negate=True)
+            return self.chars(_charset(((arg, arg),), ignore_case, negate=True))
         if op is C.ANY:
-            return CharSet(normalize_ranges(_ANY if flags & re.DOTALL else _ANY_BUT_NEWLINE))
+            return self.chars(CharSet(normalize_ranges(_ANY if flags & re.DOTALL
+                                                       else _ANY_BUT_NEWLINE)))
         if op is C.IN:
-            return self.char_class(arg, ignore_case)
+            return self.chars(self.char_class(arg, ignore_case))
         if op is C.BRANCH:
-            return alt(*(self.sequence(list(b), flags, at_start, at_end) for b in arg[1]))
+            return alt(*(self.sequence(list(b), flags, at_start, at_end, rest) for b in arg[1]))
         if op is C.SUBPATTERN:
             _group, add_flags, del_flags, sub = arg
-            return self.sequence(list(sub), (flags | add_flags) & ~del_flags, at_start, at_end)
+            return self.sequence(list(sub), (flags | add_flags) & ~del_flags, at_start, at_end,
+                                 rest)
         if op in (C.MAX_REPEAT, C.MIN_REPEAT):
             lo, hi, sub = arg
             item = self.sequence(list(sub), flags, False, False)
@@ -115,7 +178,10 @@ class _Converter:
             raise self.unsupported("atomic group")
         if op in (C.ASSERT, C.ASSERT_NOT):
             direction = arg[0]
-            raise self.unsupported("lookahead" if direction >= 0 else "lookbehind")
+            if direction < 0:
+                raise self.unsupported("lookbehind")
+            raise self.unsupported("lookahead", "only where the text after it runs to the end "
+                                   "of the pattern, not inside a repetition")
         if op in (C.GROUPREF, C.GROUPREF_EXISTS):
             raise self.unsupported("backreference" if op is C.GROUPREF else "conditional group")
         raise self.unsupported(str(op).lower())
@@ -136,6 +202,25 @@ class _Converter:
             else:
                 raise self.unsupported(f"class item {op}")
         return _charset(tuple(ranges), ignore_case, negate)
+
+
+def _looks_at_rest(arg) -> bool:
+    """Whether a group or branch holds a lookahead or an anchor outside repetitions (then
+    its language depends on the text that follows it)."""
+    stack = [arg]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, (list, tuple, P.SubPattern)):
+            for entry in value:
+                if isinstance(entry, tuple) and len(entry) == 2 and \
+                        entry[0] in (C.ASSERT, C.ASSERT_NOT, C.AT):
+                    return True
+                if isinstance(entry, tuple) and len(entry) == 2 and \
+                        entry[0] in (C.BRANCH, C.SUBPATTERN):
+                    stack.append(entry[1])
+                elif isinstance(entry, (list, P.SubPattern)):
+                    stack.append(entry)
+    return False
 
 
 def _charset(ranges: tuple[tuple[int, int], ...], ignore_case: bool, negate: bool) -> CharSet:

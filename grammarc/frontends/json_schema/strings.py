@@ -148,23 +148,31 @@ _NOT_ECMA_SPACE = "".join(
 _LINE_TERMINATORS = "\\n\\r\\u2028\\u2029"
 
 
-def pattern_language(pattern: str, where: str) -> Expr:
-    """Value language of strings in which the ECMA-262 `pattern` finds a match."""
+def pattern_texts(pattern: str, where: str) -> Expr:
+    """JSON texts of the strings in which the ECMA-262 `pattern` finds a match.
+
+    The pattern is converted with every character set already spelled in JSON, so that its
+    lookaheads (boolean operations on automata) act on texts; that is exact because each text
+    decodes to one value."""
     python = _ecma_to_python(pattern, where)
+    any_text = repeat(serialized(ANY_CHAR), 0, None)
     options = []
     for branch in _top_level_branches(python):
         anchored_start = branch.startswith("^")
         anchored_end = branch.endswith("$") and not branch.endswith("\\$")
         body = branch[1 if anchored_start else 0:len(branch) - 1 if anchored_end else None]
         try:
-            expr = parse_regex(body)
+            expr = parse_regex(body, after=EMPTY if anchored_end else any_text,
+                               preceded=not anchored_start, spell=_spell)
         except GrammarError as exc:
             kind = UnsupportedError if isinstance(exc, UnsupportedError) else GrammarError
             raise kind(f"{where}: pattern {pattern!r}: {_strip_position(exc)}") from None
-        prefix = EMPTY if anchored_start else repeat(ANY_CHAR, 0, None)
-        suffix = EMPTY if anchored_end else repeat(ANY_CHAR, 0, None)
-        options.append(concat(prefix, expr, suffix))
-    return alt(*options)
+        options.append(expr if anchored_start else concat(any_text, expr))
+    return concat(QUOTE, alt(*options), QUOTE)
+
+
+def _spell(charset: CharSet) -> Expr:
+    return _spellings(charset.ranges)
 
 
 def _strip_position(exc: GrammarError) -> str:
@@ -357,4 +365,4 @@ def format_language(name: str) -> Expr | None:
 
 
 __all__ = ["ANY_CHAR", "FORMATS", "format_language", "json_string", "length_between",
-           "pattern_language", "serialized", "string_literal", "NOTHING"]
+           "pattern_texts", "serialized", "string_literal", "NOTHING"]
