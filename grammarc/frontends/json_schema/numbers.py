@@ -77,8 +77,8 @@ def naturals(lo: int, hi: int | None) -> Expr:
 
 
 def integers(lo: Decimal | None, hi: Decimal | None, lo_exclusive: bool = False,
-             hi_exclusive: bool = False) -> Expr:
-    """Integer texts (optionally followed by `.0`, `.00`, ...) within the bounds."""
+             hi_exclusive: bool = False, zero_fraction: bool = True) -> Expr:
+    """Integer texts within the bounds, followed by `.0`, `.00`, ... if `zero_fraction`."""
     low = None if lo is None else _ceil(lo, lo_exclusive)
     high = None if hi is None else _floor(hi, hi_exclusive)
     options = []
@@ -89,7 +89,7 @@ def integers(lo: Decimal | None, hi: Decimal | None, lo_exclusive: bool = False,
         y_lo = 1 if high is None or high >= 0 else -high
         y_hi = None if low is None else -low
         options.append(concat(MINUS, naturals(max(y_lo, 1), y_hi)))
-    return concat(alt(*options), ZERO_FRACTION)
+    return concat(alt(*options), ZERO_FRACTION) if zero_fraction else alt(*options)
 
 
 def _ceil(value: Decimal, exclusive: bool) -> int:

@@ -75,7 +75,7 @@ class Layout:
             ws = alt(indent, concat(repeat(literal("\r"), 0, 1), literal("\n"), indent))
         else:
             try:
-                ws = parse_regex(style)
+                ws = parse_regex(style, after=None)
             except GrammarError as exc:
                 raise GrammarError(f"--whitespace {style!r}: {exc}") from None
         return cls(concat(literal("{"), ws), concat(ws, literal("}")), concat(literal("["), ws),
@@ -330,6 +330,7 @@ class Compiler:
     ops: Ops = field(init=False)
 
     def __post_init__(self) -> None:
+        check_against_meta_schema(self.root)
         self.root = _exact_numbers(self.root)
         self.draft = draft_of(self.root)
         self.registry = Registry(self.root, self.draft)
@@ -465,13 +466,15 @@ class Compiler:
         node = ref.node
         types = self._types(node)
         if "const" in node or "enum" in node:
-            values = [node["const"]] if "const" in node else node["enum"]
-            if not isinstance(values, list):
-                raise GrammarError(f"{self.registry.pointer(node)}: enum must be an array")
+            values = node["enum"] if "enum" in node else [node["const"]]
+            if "const" in node:  # both apply: the enum's values equal to the const
+                values = [v for v in values if _value_key(v) == _value_key(node["const"])]
             allowed = [v for v in values if _json_type(v) in types or
                        (_json_type(v) == "integer" and "number" in types)]
             literals = alt(*(self.literal_value(v, position) for v in allowed))
-            if not _constrains_beyond_type(node):
+            # draft 4: an integer has no fraction, while the value 10 equals 10.0
+            integral_spelling = self.draft == 4 and "number" not in types and "integer" in types
+            if not _constrains_beyond_type(node) and not integral_spelling:
                 return literals
             return self.ops.intersect(literals, self._typed(ref, position, types))
         return self._typed(ref, position, types)
@@ -525,8 +528,8 @@ class Compiler:
                 elif not is_lower and (hi is None or bound <= hi):
                     hi, hi_excl = bound, True
         step = node.get("multipleOf")
-        if integer:
-            base = numbers.integers(lo, hi, lo_excl, hi_excl)
+        if integer:  # draft 4 integers have no fraction; later drafts allow `.0`
+            base = numbers.integers(lo, hi, lo_excl, hi_excl, zero_fraction=self.draft >= 6)
         elif lo is None and hi is None and step is None:
             return self._any_number
         else:
@@ -545,23 +548,23 @@ class Compiler:
         return self.ops.difference(numbers.ANY_NUMBER, negative_zero)
 
     def string(self, node: dict) -> Expr:
-        values: list[Expr] = []
+        texts: list[Expr] = []
         lo, hi = _count(node, "minLength"), _count(node, "maxLength")
         if lo is not None or hi is not None:
-            values.append(strings.length_between(lo or 0, hi))
+            texts.append(strings.json_string(strings.length_between(lo or 0, hi)))
         if isinstance(node.get("pattern"), str):
-            values.append(strings.pattern_language(node["pattern"],
-                                                   self.registry.pointer(node) + "/pattern"))
+            texts.append(strings.pattern_texts(node["pattern"],
+                                               self.registry.pointer(node) + "/pattern"))
         if isinstance(node.get("format"), str):
             language = strings.format_language(node["format"])
             if language is None:
                 self.options.notice(f"format {node['format']!r} at "
                                     f"{self.registry.pointer(node)} is not checked")
             else:
-                values.append(language)
-        if not values:
-            values.append(strings.length_between(0, None))
-        return self.intersect_all([strings.json_string(v) for v in values])
+                texts.append(strings.json_string(language))
+        if not texts:
+            texts.append(strings.json_string(strings.length_between(0, None)))
+        return self.intersect_all(texts)
 
     def literal_value(self, value: Any, position: Position) -> Expr:
         """Every text of exactly this JSON value (numbers equal in value, any escapes)."""
@@ -672,8 +675,8 @@ class Compiler:
         if len(names) > _MAX_PATTERN_REGIONS:
             raise UnsupportedError(f"{self.registry.pointer(ref.node)}: more than "
                                f"{_MAX_PATTERN_REGIONS} patternProperties in one object")
-        key_languages = [strings.json_string(strings.pattern_language(
-            p, f"{self.registry.pointer(ref.node)}/patternProperties")) for p in names]
+        key_languages = [strings.pattern_texts(
+            p, f"{self.registry.pointer(ref.node)}/patternProperties") for p in names]
         options = []
         child = position.additional
         for size in range(len(names) + 1):
@@ -786,8 +789,9 @@ class Compiler:
         dfa = self._key_dfas.get(pattern)
         if dfa is None:
             where = self.registry.pointer(node) + "/patternProperties"
-            dfa = self._key_dfas[pattern] = self.ops.dfa(strings.pattern_language(pattern, where))
-        return dfa is not None and dfa.accepts(name.encode("utf-8", "surrogatepass"))
+            dfa = self._key_dfas[pattern] = self.ops.dfa(strings.pattern_texts(pattern, where))
+        text = json.dumps(name, ensure_ascii=False)  # one spelling: the language has them all
+        return dfa is not None and dfa.accepts(text.encode("utf-8", "surrogatepass"))
 
     # ------------------------------------------------------------------ arrays
     def array(self, ref: Ref, position: Position) -> Expr:
@@ -949,6 +953,20 @@ class Compiler:
         types = self._types(schema)
         return [v for v in values if _json_type(v) in types or
                 (_json_type(v) == "integer" and "number" in types)]
+
+
+def check_against_meta_schema(root: Any) -> None:
+    """Raise `GrammarError` at the JSON pointer of the first keyword that the meta-schema of
+    the document's draft rejects (a keyword of the wrong type would otherwise be ignored)."""
+    from jsonschema import Draft202012Validator, exceptions, validators
+
+    cls = validators.validator_for(root, default=Draft202012Validator)
+    error = exceptions.best_match(cls(cls.META_SCHEMA).iter_errors(root))
+    if error is None:
+        return
+    pointer = "#" + "".join("/" + _escape(str(part)) for part in error.absolute_path)
+    message = error.message if len(error.message) <= 120 else error.message[:117] + "..."
+    raise GrammarError(f"{pointer}: invalid schema: {message}")
 
 
 def _count(node: dict, key: str) -> int | None:
