@@ -109,6 +109,29 @@ def align(dfa: ByteDFA, trie: VocabTrie, vocab_size: int, eos_token_ids: tuple[i
     refinement) and building the factored table from it (`factoring`).
     """
     started = time.perf_counter()
+    entries = walk_entries(dfa, trie, vocab_size, eos_token_ids, progress)
+    walked = time.perf_counter()
+    table = factor(entries, dfa.accepting)
+    if timings is not None:
+        timings["alignment"] = timings.get("alignment", 0.0) + walked - started
+        timings["factoring"] = timings.get("factoring", 0.0) + time.perf_counter() - walked
+    return table
+
+
+@dataclass(frozen=True)
+class TokenEntries:
+    """Every state's allowed token classes and the states they lead to, before factoring."""
+
+    token_class: np.ndarray  # int32 [V]
+    state_ptr: np.ndarray    # int64 [S + 1]
+    entry_class: np.ndarray  # int32 [N], sorted within each state
+    entry_next: np.ndarray   # int32 [N]
+
+
+def walk_entries(dfa: ByteDFA, trie: VocabTrie, vocab_size: int,
+                 eos_token_ids: tuple[int, ...],
+                 progress: Callable[[int, int], None] | None = None) -> TokenEntries:
+    """Walk the vocabulary from every state: token classes and each state's entries."""
     num_states, num_classes = dfa.trans.shape
     byte_class = dfa.byte_class.astype(np.int32)
     if _byte_walk_estimate(dfa, trie) < trie.num_nodes:
@@ -136,22 +159,23 @@ def align(dfa: ByteDFA, trie: VocabTrie, vocab_size: int, eos_token_ids: tuple[i
 
     walk = (code, end, trans_off, num_classes, accepting, eos_item if eos else -1)
     forests = _refine_all(walk, eos_item + 1, num_states, progress)
-    walked = time.perf_counter()
     token_class, canon_of_item = _canonical_classes(
         np.stack([f.cls for f in forests]), item_of_token)
     state_ptr, entry_class, entry_next = _expand_all(forests, canon_of_item, num_states,
                                                      num_classes)
+    return TokenEntries(token_class, state_ptr, entry_class, entry_next)
 
-    min_tokens = _min_tokens_to_accept(state_ptr, entry_next, accepting)
+
+def factor(entries: TokenEntries, accepting: np.ndarray) -> TokenTable:
+    """Trim entries into states that cannot reach `accepting`, then share equal rows."""
+    accepting = np.ascontiguousarray(accepting, dtype=np.bool_)
+    min_tokens = _min_tokens_to_accept(entries.state_ptr, entries.entry_next, accepting)
     if min_tokens[1] < 0:
         raise GrammarError("no sequence of this vocabulary's tokens spells a string of the "
                            "grammar's language")
-    state_row, row_ptr, row_class, row_delta = _dedupe_rows(state_ptr, entry_class, entry_next,
-                                                            min_tokens)
-    if timings is not None:
-        timings["alignment"] = timings.get("alignment", 0.0) + walked - started
-        timings["factoring"] = timings.get("factoring", 0.0) + time.perf_counter() - walked
-    return TokenTable(token_class, state_row, row_ptr, row_class, row_delta, min_tokens)
+    state_row, row_ptr, row_class, row_delta = _dedupe_rows(
+        entries.state_ptr, entries.entry_class, entries.entry_next, min_tokens)
+    return TokenTable(entries.token_class, state_row, row_ptr, row_class, row_delta, min_tokens)
 
 
 def _byte_walk_estimate(dfa: ByteDFA, trie: VocabTrie) -> int:
