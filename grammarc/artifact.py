@@ -25,7 +25,8 @@ import numpy as np
 from .errors import ArtifactError, GrammarcError
 
 FORMAT_NAME = "grammarc"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 1        # one table: next = T[state, token]
+CALLS_FORMAT_VERSION = 2  # machines linked by calls: tables plus a stack (docs/FORMAT.md)
 LAYOUTS = ("factored", "csr", "dense")
 SUFFIXES = (".safetensors", ".npz")
 METADATA_KEY = "grammarc"           # safetensors: __metadata__ key holding the JSON document
@@ -46,6 +47,14 @@ _COMMON = {
 }
 # present exactly when the metadata names the states (`state_names`: state-machine specs)
 _STATE_NAMES = {"state_name": ("i", 1)}
+# version 2 (factored layout only): calls, stack tokens, suffixes, push sequences
+_CALL_TENSORS = {
+    "machine_start": ("u", 1), "machine_first": ("u", 2), "call_ptr": ("u", 1),
+    "call_machine": ("u", 1), "call_return": ("u", 1), "stack_ptr": ("u", 1),
+    "stack_token": ("u", 1), "stack_next": ("i", 1), "stack_arg": ("u", 1),
+    "suffix_state": ("u", 1), "suffix_id": ("u", 1), "suffix_next": ("i", 1),
+    "suffix_arg": ("u", 1), "push_ptr": ("u", 1), "push_states": ("u", 1),
+}
 _LAYOUT_TENSORS = {
     "factored": {"class_ptr": ("u", 1), "class_tokens": ("u", 1), "state_row": ("u", 1),
                  "row_ptr": ("u", 1), "row_class": ("u", 1), "row_delta": ("i", 1)},
@@ -139,6 +148,8 @@ def _tensor_spec(metadata: dict[str, Any]) -> dict[str, tuple[str, int]]:
     spec = {**_COMMON, **_LAYOUT_TENSORS[metadata["layout"]]}
     if "state_names" in metadata:
         spec.update(_STATE_NAMES)
+    if metadata["format_version"] == CALLS_FORMAT_VERSION:
+        spec.update(_CALL_TENSORS)
     return spec
 
 
@@ -231,10 +242,15 @@ def _parse_metadata(document: str) -> dict[str, Any]:
     version = metadata.get("format_version")
     if not isinstance(version, int) or isinstance(version, bool) or version < 1:
         raise ArtifactError(f"invalid format_version {version!r}")
-    if version > FORMAT_VERSION:
+    if version > CALLS_FORMAT_VERSION:
         raise ArtifactError(f"artifact format version {version} is newer than this grammarc "
-                            f"reads (up to {FORMAT_VERSION}); upgrade grammarc")
+                            f"reads (up to {CALLS_FORMAT_VERSION}); upgrade grammarc")
     _require(metadata.get("layout") in LAYOUTS, f"unknown layout {metadata.get('layout')!r}")
+    if version == CALLS_FORMAT_VERSION:
+        _require(metadata["layout"] == "factored", "a version 2 artifact has the factored layout")
+        names = metadata.get("machines")
+        _require(isinstance(names, list) and len(names) >= 1 and
+                 all(isinstance(n, str) for n in names), "machines must be a list of names")
     tokenizer = metadata.get("tokenizer")
     _require(isinstance(tokenizer, dict), "metadata has no 'tokenizer' section")
     vocab_size = tokenizer.get("vocab_size")
@@ -349,8 +365,54 @@ def _validate(metadata: dict[str, Any], raw: dict[str, np.ndarray]) -> dict[str,
                  f"transitions must have shape ({num_states}, {vocab_size})")
         _require(bool(np.all(table < num_states)), "transitions out of range")
         _require(not table[0].any(), "the dead state 0 must allow nothing")
+    if metadata["format_version"] == CALLS_FORMAT_VERSION:
+        _validate_calls(t, metadata, num_states, vocab_size)
     t["accepting"] = t["accepting"].astype(bool)
     return t
+
+
+def _validate_calls(t: dict[str, np.ndarray], metadata: dict[str, Any], num_states: int,
+                    vocab_size: int) -> None:
+    """Index ranges of the version 2 tensors (docs/FORMAT.md)."""
+    num_machines = len(metadata["machines"])
+    starts = t["machine_start"]
+    _require(len(starts) == num_machines and bool(np.all((starts >= 1) & (starts < num_states))),
+             "machine_start out of range")
+    _require(t["machine_first"].shape == (num_machines, 256) and
+             bool(np.all(t["machine_first"] <= 1)), "machine_first must be (machines, 256) of 0/1")
+    _check_ptr(t["call_ptr"], num_states, len(t["call_machine"]), "call_ptr")
+    _require(len(t["call_return"]) == len(t["call_machine"]), "call_return has the wrong length")
+    _require(bool(np.all(t["call_machine"] < num_machines)), "call_machine out of range")
+    _require(bool(np.all((t["call_return"] >= 1) & (t["call_return"] < num_states))),
+             "call_return out of range")
+    num_sequences = len(t["push_ptr"]) - 1
+    _check_ptr(t["push_ptr"], num_sequences, len(t["push_states"]), "push_ptr")
+    _require(bool(np.all((t["push_states"] >= 1) & (t["push_states"] < num_states))),
+             "push_states out of range")
+    num_suffixes = suffix_count(t["suffix_id"], t["stack_next"], t["stack_arg"],
+                                t["suffix_next"], t["suffix_arg"])
+    _check_ptr(t["stack_ptr"], num_states, len(t["stack_token"]), "stack_ptr")
+    _require(bool(np.all(t["stack_token"] < vocab_size)), "stack_token out of range")
+    _check_sorted_within(t["stack_ptr"], t["stack_token"], "stack_token")
+    for prefix, count in (("stack", len(t["stack_token"])), ("suffix", len(t["suffix_id"]))):
+        nxt, arg = t[f"{prefix}_next"], t[f"{prefix}_arg"]
+        _require(len(nxt) == count and len(arg) == count, f"{prefix}_next or {prefix}_arg has "
+                 "the wrong length")
+        _require(bool(np.all((nxt >= -1) & (nxt < num_states) & (nxt != 0))),
+                 f"{prefix}_next out of range")
+        _require(bool(np.all(arg[nxt >= 1] < num_sequences)), f"{prefix}_arg out of range")
+    _require(len(t["suffix_state"]) == len(t["suffix_id"]), "suffix_state has the wrong length")
+    _require(bool(np.all((t["suffix_state"] >= 1) & (t["suffix_state"] < num_states))),
+             "suffix_state out of range")
+    keys = t["suffix_state"] * max(num_suffixes, 1) + t["suffix_id"]
+    _require(bool(np.all(np.diff(keys) > 0)), "suffix entries must be sorted by (state, suffix)")
+
+
+def suffix_count(suffix_id: np.ndarray, stack_next: np.ndarray, stack_arg: np.ndarray,
+                 suffix_next: np.ndarray, suffix_arg: np.ndarray) -> int:
+    """The number of suffix ids a version 2 artifact uses (keys are state * count + id)."""
+    used = [suffix_id, stack_arg[stack_next == -1], suffix_arg[suffix_next == -1]]
+    return max(int(a.max(initial=-1)) for a in used) + 1
 
 
 def _check_ptr(ptr: np.ndarray, count: int, total: int, name: str) -> None:

@@ -19,11 +19,15 @@ from typing import Any, Callable, Iterator
 
 from ._version import __version__
 from .align import align, tokenizer_trie
-from .artifact import FORMAT_NAME, FORMAT_VERSION
-from .automaton import DEFAULT_MAX_STATES, ByteDFA, build_dfa
+from .align_calls import align_calls
+from .artifact import CALLS_FORMAT_VERSION, FORMAT_NAME, FORMAT_VERSION
+from .automaton import DEFAULT_MAX_STATES, ByteDFA
+from .automaton.machines import PushdownDFA
+from .automaton.machines import language_automaton
 from .errors import GrammarcError, GrammarError, TooManyStatesError
 from .frontends import FrontendOptions, kind_for_path, parser_for, source_text
 from .runtime import Grammar
+from .runtime.calls import CallGrammar
 from .tokenizers import Tokenizer, load_tokenizer
 
 Progress = Callable[[int, int], None]
@@ -44,20 +48,42 @@ def compile(source: str | os.PathLike, tokenizer: Tokenizer | str | os.PathLike,
     kind, text, name = read_source(source, kind)
     tok = load_tokenizer(tokenizer)
     options = replace(options or FrontendOptions(), max_states=max_states)
-    dfa = build_automaton(kind, text, name, options, max_states, timings)
+    automaton = build_automaton(kind, text, name, options, max_states, timings)
     with _timed(timings, "trie"):
         trie = tokenizer_trie(tok)
-    table = align(dfa, trie, tok.vocab_size, tok.eos_token_ids, progress=progress,
-                  timings=timings)
     metadata = grammar_metadata(kind, text, name, tok, options, max_states)
-    if dfa.labels is not None:
-        metadata["state_names"] = list(dfa.label_names)
-    byte_ptr, byte_ranges, byte_next = dfa.ranges()
+    if isinstance(automaton, PushdownDFA):
+        return _call_grammar(automaton, trie, tok, metadata, progress, timings)
+    table = align(automaton, trie, tok.vocab_size, tok.eos_token_ids, progress=progress,
+                  timings=timings)
+    if automaton.labels is not None:
+        metadata["state_names"] = list(automaton.label_names)
+    byte_ptr, byte_ranges, byte_next = automaton.ranges()
     return Grammar(metadata, token_class=table.token_class, state_row=table.state_row,
                    row_ptr=table.row_ptr, row_class=table.row_class, row_delta=table.row_delta,
-                   accepting=dfa.accepting, min_tokens_to_accept=table.min_tokens_to_accept,
-                   byte_ptr=byte_ptr, byte_ranges=byte_ranges, byte_next=byte_next,
-                   state_labels=dfa.labels)
+                   accepting=automaton.accepting,
+                   min_tokens_to_accept=table.min_tokens_to_accept, byte_ptr=byte_ptr,
+                   byte_ranges=byte_ranges, byte_next=byte_next, state_labels=automaton.labels)
+
+
+def _call_grammar(pd: PushdownDFA, trie, tok: Tokenizer, metadata: dict[str, Any],
+                  progress: Progress | None, timings: dict[str, float] | None) -> CallGrammar:
+    """The tables of machines linked by calls (artifact format version 2)."""
+    calls = align_calls(pd, trie, tok.token_bytes, tok.vocab_size, tok.eos_token_ids,
+                        progress=progress, timings=timings)
+    metadata.update(format_version=CALLS_FORMAT_VERSION, machines=list(pd.machine_names))
+    table = calls.table
+    byte_ptr, byte_ranges, byte_next = pd.dfa.ranges()
+    return CallGrammar(
+        metadata, token_class=table.token_class, state_row=table.state_row,
+        row_ptr=table.row_ptr, row_class=table.row_class, row_delta=table.row_delta,
+        accepting=pd.dfa.accepting, min_tokens_to_accept=calls.return_cost, byte_ptr=byte_ptr,
+        byte_ranges=byte_ranges, byte_next=byte_next, machine_start=pd.machine_start,
+        call_ptr=pd.call_ptr, call_machine=pd.call_machine, call_return=pd.call_return,
+        machine_first=pd.first, stack_ptr=calls.x_ptr, stack_token=calls.x_token,
+        stack_next=calls.x_next, stack_arg=calls.x_arg, suffix_state=calls.s_state,
+        suffix_id=calls.s_suffix, suffix_next=calls.s_next, suffix_arg=calls.s_arg,
+        push_ptr=calls.push_ptr, push_states=calls.push_states)
 
 
 def grammar_metadata(kind: str, text: str, name: str | None, tok: Tokenizer,
@@ -82,10 +108,12 @@ def grammar_metadata(kind: str, text: str, name: str | None, tok: Tokenizer,
 
 def build_automaton(kind: str, text: str, name: str | None, options: FrontendOptions,
                     max_states: int = DEFAULT_MAX_STATES,
-                    timings: dict[str, float] | None = None) -> ByteDFA:
+                    timings: dict[str, float] | None = None) -> ByteDFA | PushdownDFA:
     """The character-level automaton of a grammar source: its front end, then the minimal
-    byte DFA. Errors of the automaton stage name the source file, and a too-many-states
-    error repeats the front end's notices (e.g. which recursive rules were unrolled)."""
+    byte DFA, or machines linked by calls when the front end made some and the next byte
+    always decides between calling, returning and going on (otherwise the calls are inlined,
+    recursion to `--max-depth`). Errors of the automaton stage name the source file, and a
+    too-many-states error repeats the front end's notices (e.g. which rules were unrolled)."""
     notices: list[str] = []
 
     def notice(message: str) -> None:
@@ -96,7 +124,7 @@ def build_automaton(kind: str, text: str, name: str | None, options: FrontendOpt
         expr = parser_for(kind)(text, name, replace(options, notice=notice))
     with _timed(timings, "byte DFA"):
         try:
-            return build_dfa(expr, max_states=max_states)
+            return language_automaton(expr, max_states, options.max_depth, notice)
         except GrammarError as exc:
             if exc.line is not None:
                 raise

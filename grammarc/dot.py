@@ -25,9 +25,13 @@ CharEdges = list[tuple[int, int, int]]  # (first code point, last code point, ta
 
 def dot_source(byte_ptr: np.ndarray, byte_ranges: np.ndarray, byte_next: np.ndarray,
                accepting: np.ndarray, state_labels: np.ndarray | None = None,
-               state_names: Sequence[str] = ()) -> str:
-    """The DOT text of the character automaton of a byte DFA in the artifact's CSR form."""
-    automaton = char_automaton(byte_ptr, byte_ranges, byte_next)
+               state_names: Sequence[str] = (),
+               calls: Sequence[tuple[int, int, str, int]] = ()) -> str:
+    """The DOT text of the character automaton of a byte DFA in the artifact's CSR form.
+    `calls` are call edges `(state, callee start, callee name, return state)` of machines
+    linked by calls: drawn dashed, the callee's states drawn too."""
+    automaton = char_automaton(byte_ptr, byte_ranges, byte_next,
+                               [r for _, start, _, ret in calls for r in (start, ret)])
     order = sorted(automaton)
     lines = ["digraph grammar {", "  rankdir=LR;", "  node [shape=circle];",
              "  start [shape=point];", "  start -> s1;"]
@@ -49,18 +53,21 @@ def dot_source(byte_ptr: np.ndarray, byte_ranges: np.ndarray, byte_next: np.ndar
             by_target[target].append((lo, hi))
         for target, ranges in sorted(by_target.items()):
             lines.append(f"  s{state} -> s{target} [label=\"{_quote(describe(ranges))}\"];")
+    for state, start, name, ret in calls:
+        lines.append(f"  s{state} -> s{ret} [style=dashed, label=\"call {_quote(name)}\"];")
+        lines.append(f"  s{state} -> s{start} [style=dotted, arrowhead=empty];")
     lines.append("}")
     return "\n".join(lines) + "\n"
 
 
-def char_automaton(byte_ptr: np.ndarray, byte_ranges: np.ndarray,
-                   byte_next: np.ndarray) -> dict[int, CharEdges]:
-    """The states between characters reachable from the start (1), each with its edges
-    `(first code point, last code point, target)`, sorted and merged."""
+def char_automaton(byte_ptr: np.ndarray, byte_ranges: np.ndarray, byte_next: np.ndarray,
+                   roots: Sequence[int] = ()) -> dict[int, CharEdges]:
+    """The states between characters reachable from the start (1) and `roots`, each with its
+    edges `(first code point, last code point, target)`, sorted and merged."""
     folder = _CharFolder(byte_ptr, byte_ranges, byte_next)
     edges: dict[int, CharEdges] = {}
-    order = [1]
-    seen = {1}
+    order = list(dict.fromkeys([1, *roots]))
+    seen = set(order)
     for state in order:  # breadth first
         edges[state] = folder.char_edges(state)
         for _, _, target in edges[state]:

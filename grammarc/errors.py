@@ -43,6 +43,10 @@ class TooManyStatesError(GrammarError):
     """The automaton grew past the --max-states limit."""
 
 
+class UnresolvedCallError(GrammarError):
+    """A `Call` reached a construction that needs one flat automaton (a product)."""
+
+
 class TokenizerError(GrammarcError):
     """A tokenizer that cannot be found or read."""
 

@@ -10,6 +10,7 @@ import subprocess
 import sys
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 import jsonschema
 import numpy as np
@@ -18,6 +19,7 @@ from helpers import run_cli
 
 import grammarc
 from grammarc.automaton import Ops, build_dfa
+from grammarc.automaton.machines import language_automaton
 from grammarc.errors import GrammarError, UnsupportedError
 from grammarc.frontends import FrontendOptions
 from grammarc.frontends.json_schema import canonical_dumps, numbers, strings
@@ -28,9 +30,12 @@ SCHEMAS = sorted((ROOT / "grammars").glob("*.schema.json"))
 
 
 def dfa_of(schema, **options):
+    """The schema's automaton (a byte DFA, or machines linked by calls) and its notices."""
     notices = []
     opts = FrontendOptions(notice=notices.append, **options)
-    return build_dfa(compile_schema(schema, opts)), notices
+    automaton = language_automaton(compile_schema(schema, opts), opts.max_states,
+                                   opts.max_depth, notices.append)
+    return automaton, notices
 
 
 def accepts(dfa, text: str) -> bool:
@@ -215,15 +220,67 @@ def test_integers_numbers_and_negative_zero():
     assert accepts(bounded, "999.5") and not accepts(bounded, "1e2")  # no exponent when bounded
 
 
-def test_recursive_refs_are_unrolled_with_a_notice():
-    schema = json.loads((ROOT / "grammars" / "tree.schema.json").read_text())
-    dfa, notices = dfa_of(schema, max_depth=2)
-    assert any("#/$defs/node" in n and "depth 2" in n for n in notices)
+LINKED_LIST = {
+    "$defs": {"cell": {"type": "object", "properties": {
+        "head": {"type": "string", "maxLength": 3}, "tail": {"$ref": "#/$defs/cell"}},
+        "required": ["head"], "additionalProperties": False}},
+    "$ref": "#/$defs/cell"}
+
+
+def _tree(depth: int, leaf: Any) -> dict:
+    node = {"value": leaf if depth == 0 else depth % 100}
+    if depth:
+        node["children"] = [_tree(depth - 1, leaf)]
+    return node
+
+
+def _cells(depth: int, head: Any) -> dict:
+    return {"head": head} if depth == 0 else {"head": "ab", "tail": _cells(depth - 1, head)}
+
+
+@pytest.mark.parametrize("schema,build", [
+    (json.loads((ROOT / "grammars" / "tree.schema.json").read_text()), _tree),
+    (LINKED_LIST, _cells),
+])
+def test_recursive_refs_are_exact_at_any_depth(schema, build):
+    """Recursive $refs become machines called through a stack: depth 30 is as exact as depth
+    1, judged by jsonschema, with no notice; a wrong leaf 30 levels down is rejected."""
+    automaton, notices = dfa_of(schema)
+    assert not notices
+    validator = jsonschema.Draft202012Validator(schema)
+    for depth in (0, 1, 5, 30):
+        for leaf in (7, "ab", "abcd", None):
+            instance = build(depth, leaf)
+            text = canonical_dumps(schema, instance)
+            assert accepts(automaton, text) == validator.is_valid(instance), text
+        good = canonical_dumps(schema, build(depth, 7 if build is _tree else "ab"))
+        for cut in range(1, len(good), max(len(good) // 40, 1)):
+            assert not accepts(automaton, good[:cut] + good[cut + 1:]) or \
+                validator.is_valid(json.loads(good[:cut] + good[cut + 1:])), cut
+
+
+def test_recursion_inside_a_boolean_operation_is_unrolled_with_a_notice():
+    """An intersection needs flat automata: the recursion there is unrolled to --max-depth."""
+    tree = json.loads((ROOT / "grammars" / "tree.schema.json").read_text())
+    schema = {"$defs": tree["$defs"], "allOf": [{"$ref": "#/$defs/node"}, {"maxProperties": 2}]}
+    dfa, notices = dfa_of(schema, max_depth=4)
+    assert any("#/$defs/node" in n and "depth 4" in n for n in notices)
     nested = {"value": 1, "children": [{"value": 2, "children": [{"value": 3}]}]}
     assert accepts(dfa, canonical_dumps(schema, nested))
     deeper = {"value": 1, "children": [{"value": 2, "children": [{"value": 3, "children": [
         {"value": 4, "children": [{"value": 5}]}]}]}]}
     assert not accepts(dfa, canonical_dumps(schema, deeper))
+
+
+def test_open_values_nest_without_bound():
+    """`true`, `{}` and default additionalProperties call one "any value" machine."""
+    automaton, notices = dfa_of({"type": "object", "properties": {"a": {"type": "integer"}}})
+    assert not notices
+    deep = {"a": 1, "x": [[[[[[[[[[[[[[[[[[[[{"y": {"z": [1.5, "s", None, True]}}]]]]]]]]]]]]]]]]]]]]}
+    assert accepts(automaton, json.dumps(deep))
+    assert not accepts(automaton, json.dumps(deep)[:-3] + "}]}")  # one bracket wrong
+    assert not accepts(automaton, '{"x": [1, 2}')
+    assert not accepts(automaton, '{"x": 1, "a": 1}')  # ranked keys first
 
 
 @pytest.mark.parametrize("schema,valid,invalid", [

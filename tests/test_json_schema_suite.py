@@ -69,9 +69,9 @@ def _has_exponent(value) -> bool:
 
 def run_file(name: str) -> dict:
     """Counts and failures for one suite file (runs in a worker process)."""
-    from grammarc.automaton import build_dfa
     from grammarc.errors import GrammarError, UnsupportedError
     from grammarc.frontends import FrontendOptions
+    from grammarc.automaton.machines import language_automaton
     from grammarc.frontends.json_schema.schema import canonical_dumps, compile_schema
 
     counts: Counter = Counter()
@@ -83,7 +83,8 @@ def run_file(name: str) -> dict:
         if name.startswith("draft7") and isinstance(schema, dict) and "$schema" not in schema:
             schema = {"$schema": "http://json-schema.org/draft-07/schema#", **schema}
         try:
-            dfa = build_dfa(compile_schema(schema, options))
+            dfa = language_automaton(compile_schema(schema, options), options.max_states,
+                                     options.max_depth, options.notice)
         except UnsupportedError:
             counts["unsupported"] += 1
             continue

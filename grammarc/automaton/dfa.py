@@ -89,13 +89,15 @@ class ByteDFA:
         return ptr, np.stack([lo, run_end], axis=1), nxt
 
 
-def build_dfa(expr: Expr, max_states: int = DEFAULT_MAX_STATES) -> ByteDFA:
+def build_dfa(expr: Expr, max_states: int = DEFAULT_MAX_STATES,
+              call_codes: dict[str, bytes] | None = None) -> ByteDFA:
     """The minimal byte DFA of `expr`: UTF-8 text, dead = 0, start = 1.
 
     `max_states` bounds the DFA (and, scaled, the NFA it is built from) so that a grammar that
-    blows up fails with `TooManyStatesError` instead of exhausting memory.
+    blows up fails with `TooManyStatesError` instead of exhausting memory. `call_codes` spells
+    the expression's `Call`s (machines.py).
     """
-    builder = NFABuilder(max_states=max(20 * max_states, 1_000_000))
+    builder = NFABuilder(max_states=max(20 * max_states, 1_000_000), call_codes=call_codes)
     fragment = builder.build(expr)
     return determinize(fragment, max_states=max_states, label_names=tuple(builder.label_names))
 

@@ -73,7 +73,24 @@ class Automaton:
     dfa: "ByteDFA"
 
 
-Expr = Union[CharSet, Concat, Alt, Repeat, Automaton, Graph]
+@dataclass(frozen=True)
+class Call:
+    """The language of the machine `name` of a `MachineSet`, run as a sub-automaton with its
+    own frame on a stack (so it may call itself: recursion of any depth)."""
+
+    name: str
+
+
+Expr = Union[CharSet, Concat, Alt, Repeat, Automaton, Graph, Call]
+
+
+@dataclass(frozen=True)
+class MachineSet:
+    """A grammar as machines linked by calls: `root` and the named machines its `Call`s (and
+    theirs) refer to. Front ends return one where a sub-grammar is recursive or shared."""
+
+    root: Expr
+    machines: tuple[tuple[str, Expr], ...]
 
 EMPTY = Concat(())
 NOTHING = CharSet(())

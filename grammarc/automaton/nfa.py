@@ -35,8 +35,8 @@ from functools import lru_cache
 
 import numpy as np
 
-from ..errors import TooManyStatesError
-from .expr import Alt, Automaton, CharSet, Concat, Expr, Graph, Repeat
+from ..errors import TooManyStatesError, UnresolvedCallError
+from .expr import Alt, Automaton, Call, CharSet, Concat, Expr, Graph, Repeat
 from .utf8 import utf8_sequences
 
 _EMPTY_EPS = np.zeros((0, 2), np.int32)
@@ -82,6 +82,14 @@ class _Stamper:
                     self.next_free += 1
                 self.char_edges.append((src, lo, hi, dst))
                 src = dst
+
+    def byte_path(self, data: bytes, entry: int, exit_: int) -> None:
+        """The exact bytes `data` from `entry` to `exit_`."""
+        src = entry
+        for i, byte in enumerate(data):
+            dst = exit_ if i == len(data) - 1 else self.new_state()
+            self.char_edges.append((src, byte, byte, dst))
+            src = dst
 
     def epsilon(self, src: int, dst: int) -> None:
         self.eps_pairs.append((src, dst))
@@ -164,8 +172,10 @@ class _Stamper:
 class NFABuilder:
     """Builds fragments for expression DAGs, reusing the fragment of a repeated subtree."""
 
-    def __init__(self, max_states: int) -> None:
+    def __init__(self, max_states: int, call_codes: dict[str, bytes] | None = None) -> None:
+        """`call_codes` spells each `Call` as bytes no UTF-8 text contains (see machines.py)."""
         self.max_states = max_states
+        self.call_codes = call_codes or {}
         self._memo: dict[int, tuple[Expr, Fragment]] = {}
         self._walked: dict[int, Expr] = {}  # every node seen by `_count_parents`, by id
         self._shared: set[int] = set()  # ids of nodes with several parents
@@ -191,6 +201,10 @@ class NFABuilder:
             frag = _dfa_fragment(expr.dfa)
         elif isinstance(expr, Graph):
             frag = self._graph(expr)
+        elif isinstance(expr, Call):
+            stamper = _Stamper(2)
+            self._lay_out(stamper, expr, 0, 1, {})
+            frag = stamper.fragment()
         else:
             raise TypeError(f"not an expression: {expr!r}")
         self._check_size(frag.num_states)
@@ -234,6 +248,13 @@ class NFABuilder:
         (shared node, exit) to the dedicated entry of the copy already laid out."""
         if isinstance(expr, CharSet):
             stamper.char(expr.ranges, entry, exit_)
+            return
+        if isinstance(expr, Call):
+            code = self.call_codes.get(expr.name)
+            if code is None:
+                raise UnresolvedCallError(f"a call of machine {expr.name!r} cannot be part of "
+                                          "a flat automaton")
+            stamper.byte_path(code, entry, exit_)
             return
         if not isinstance(expr, (Concat, Alt)):
             stamper.place(self.build(expr), np.array([entry], np.int32),

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
+import numpy as np
 
 from ..artifact import SUFFIXES, read_artifact
 from ..errors import GrammarcError
@@ -29,16 +30,32 @@ def dot_command(source: Path, output: Path | None, kind: str | None, max_states:
     if source.suffix.lower() in SUFFIXES:
         data = read_artifact(source)
         t = data.tensors
+        calls = []
+        if "call_ptr" in t:
+            names = data.metadata["machines"]
+            owner = np.repeat(np.arange(len(t["call_ptr"]) - 1), np.diff(t["call_ptr"]))
+            calls = [(int(q), int(t["machine_start"][m]), names[m], int(r))
+                     for q, m, r in zip(owner, t["call_machine"], t["call_return"])]
         text = dot_source(t["byte_ptr"], t["byte_ranges"], t["byte_next"], t["accepting"],
-                          t.get("state_name"), data.metadata.get("state_names", ()))
+                          t.get("state_name"), data.metadata.get("state_names", ()), calls)
     else:
+        from ..automaton.machines import PushdownDFA
         from ..compiler import build_automaton, read_source
 
         kind, grammar, name = read_source(source, kind)
         options = make_frontend_options(max_depth, start, whitespace, strict_objects, lenient,
                                         quiet)
-        dfa = build_automaton(kind, grammar, name, options, max_states)
-        text = dot_source(*dfa.ranges(), dfa.accepting, dfa.labels, dfa.label_names)
+        automaton = build_automaton(kind, grammar, name, options, max_states)
+        if isinstance(automaton, PushdownDFA):
+            owner = np.repeat(np.arange(len(automaton.call_ptr) - 1),
+                              np.diff(automaton.call_ptr))
+            calls = [(int(q), int(automaton.machine_start[m]), automaton.machine_names[m],
+                      int(r)) for q, m, r in zip(owner, automaton.call_machine,
+                                                 automaton.call_return)]
+            text = dot_source(*automaton.dfa.ranges(), automaton.dfa.accepting, calls=calls)
+        else:
+            text = dot_source(*automaton.ranges(), automaton.accepting, automaton.labels,
+                              automaton.label_names)
     if output is None:
         click.echo(text, nl=False)
         return

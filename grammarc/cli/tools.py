@@ -112,6 +112,9 @@ def inspect_command(artifact: Path, as_json: bool) -> None:
                                      "max": int(counts.max())},
         "shortest_accepted_tokens": shortest if shortest >= 0 else None,
     }
+    if "machines" in meta:
+        info["machines"] = {"names": meta["machines"], "calls": len(data.tensors["call_machine"]),
+                            "stack_tokens": len(data.tensors["stack_token"])}
     if as_json:
         echo_json(info)
         return
@@ -136,6 +139,12 @@ def inspect_command(artifact: Path, as_json: bool) -> None:
         ("shortest string", "no token sequence is accepted" if shortest < 0 else
          f"{_plural(shortest, 'token')} (+ EOS)"),
     ]
+    if "machines" in info:
+        machines = info["machines"]
+        rows.append(("machines", f"{len(machines['names'])} linked by "
+                     f"{_plural(machines['calls'], 'call')} (root, "
+                     f"{', '.join(machines['names'][1:])}); "
+                     f"{_plural(machines['stack_tokens'], 'stack token')}"))
     for label, value in rows:
         click.echo(f"{label:<16} {value}")
 

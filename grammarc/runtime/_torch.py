@@ -115,3 +115,29 @@ class TorchTables:
         pos = torch.searchsorted(self.entry_key, keys).clamp_(max=len(self.entry_key) - 1)
         found = valid & (self.entry_key[pos] == keys)
         return torch.where(found, states + self.row_delta[pos], torch.zeros_like(states))
+
+
+def on_numpy(step, states, tokens):
+    """`step` (numpy arrays in and out) on torch tensors: same device and dtype back."""
+    like = states if isinstance(states, torch.Tensor) else tokens
+    as_numpy = lambda a: a.detach().cpu().numpy() if isinstance(a, torch.Tensor) else a  # noqa: E731
+    out = step(as_numpy(states), as_numpy(tokens))
+    return torch.as_tensor(out, device=like.device)
+
+
+def masked_by_numpy(grammar, logits: torch.Tensor, states, budget: int | None,
+                    inplace: bool) -> torch.Tensor:
+    """Mask torch logits with masks computed on the host (grammars with calls: masks depend
+    on each sequence's stack)."""
+    if logits.dim() not in (1, 2):
+        raise ValueError(f"logits must have shape (V,) or (B, V), not {tuple(logits.shape)}")
+    if isinstance(states, torch.Tensor):
+        states = states.detach().cpu().numpy()
+    rows, batched = grammar._states_for(logits.dim(), tuple(logits.shape), states)
+    allowed = np.zeros((len(rows), logits.shape[-1]), np.bool_)
+    for i, state in enumerate(rows):
+        allowed[i, :grammar.vocab_size] = grammar.mask(int(state)) if budget is None else \
+            grammar.mask_within(int(state), budget)
+    keep = torch.as_tensor(allowed if batched else allowed[0], device=logits.device)
+    out = logits if inplace else logits.clone()
+    return out.masked_fill_(~keep, float("-inf"))

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from ..artifact import ArtifactData, read_artifact, write_artifact
+from ..artifact import CALLS_FORMAT_VERSION, ArtifactData, read_artifact, write_artifact
 from ..errors import ArtifactError
 
 _MASK_CACHE_BYTES = 64 << 20
@@ -124,6 +124,14 @@ class Grammar:
         state = self._check_state(state)
         if not 0 <= token_id < self.vocab_size:
             return 0
+        return self._table_next(state, token_id)
+
+    def tokens_to_accept(self, state: int) -> int:
+        """The fewest tokens that reach an accepting state from `state` (-1: none), the final
+        EOS not counted."""
+        return int(self._min_tokens[self._check_state(state)])
+
+    def _table_next(self, state: int, token_id: int) -> int:
         row = self._state_row[state]
         lo, hi = self._row_ptr[row], self._row_ptr[row + 1]
         cls = self._token_class[token_id]
@@ -174,14 +182,14 @@ class Grammar:
         """
         eos = np.asarray(self.eos_token_ids, np.int64)
         state, budget, tokens = self.initial_state, int(max_tokens), []
-        need = int(self._min_tokens[state])
+        need = self.tokens_to_accept(state)
         if need < 0 or need + 1 > budget:
             return None
         while True:
             mask = self.mask_within(state, budget)
             mask[eos] = False
             choices = np.flatnonzero(mask)
-            if self._accepting[state] and (not len(choices) or rng.random() < eos_probability):
+            if self.is_accepting(state) and (not len(choices) or rng.random() < eos_probability):
                 if len(eos):
                     tokens.append(int(eos[rng.integers(len(eos))]))
                 return tokens
@@ -240,18 +248,20 @@ class Grammar:
     # ------------------------------------------------------------- text level
     def walk_bytes(self, data: bytes, state: int = 1) -> int:
         """The byte-DFA state after `data` (0 once the text leaves the language's prefixes)."""
-        table = self._byte_dfa()
         state = self._check_state(state)
         for b in data:
-            state = int(table[state, b])
+            state = self._byte_step(state, b)
             if state == 0:
                 break
         return state
 
+    def _byte_step(self, state: int, byte: int) -> int:
+        return int(self._byte_dfa()[state, byte])
+
     def allowed_characters(self, state: int) -> list[tuple[int, int]]:
         """Inclusive code point ranges of the characters that may come next in byte-DFA state
         `state` (a state reached at a character boundary), merged and sorted."""
-        table = self._byte_dfa()
+        step = self._byte_step
         tails: dict[tuple[int, int], list[tuple[int, int]]] = {}
 
         def continuations(at: int, count: int) -> list[tuple[int, int]]:
@@ -262,25 +272,25 @@ class Grammar:
             if key not in tails:
                 span = 64 ** (count - 1)
                 found = [(c * span + lo, c * span + hi)
-                         for c in range(64) if table[at, 0x80 + c]
-                         for lo, hi in continuations(int(table[at, 0x80 + c]), count - 1)]
+                         for c in range(64) if step(at, 0x80 + c)
+                         for lo, hi in continuations(step(at, 0x80 + c), count - 1)]
                 tails[key] = _merged(found)
             return tails[key]
 
         state = self._check_state(state)
-        found = [(b, b) for b in range(0x80) if table[state, b]]
+        found = [(b, b) for b in range(0x80) if step(state, b)]
         for lead in range(0xC0, 0xF8):
-            if table[state, lead]:
+            if step(state, lead):
                 count = 1 if lead < 0xE0 else 2 if lead < 0xF0 else 3
                 base = (lead & (0x3F >> count)) << (6 * count)
                 found += [(base + lo, base + hi)
-                          for lo, hi in continuations(int(table[state, lead]), count)]
+                          for lo, hi in continuations(step(state, lead), count)]
         return _merged(found)
 
     def matches(self, text: str | bytes) -> bool:
         """Whether the whole text is in the grammar's language (no tokenizer involved)."""
         data = text.encode("utf-8") if isinstance(text, str) else bytes(text)
-        return bool(self._accepting[self.walk_bytes(data)])
+        return self.is_accepting(self.walk_bytes(data))
 
     # ---------------------------------------------------------------- tables
     def to_dense(self) -> np.ndarray:
@@ -313,6 +323,7 @@ class Grammar:
         }
         if self._state_labels is not None:
             tensors["state_name"] = self._state_labels
+        tensors.update(self._call_tensors())
         if layout == "factored":
             # a stable sort on 16-bit keys is a radix sort in numpy
             keys = self._token_class.astype(np.uint16 if self.num_classes <= 1 << 16 else np.int64)
@@ -335,6 +346,10 @@ class Grammar:
             else:
                 tensors.update(transitions=self.to_dense())
         write_artifact(path, metadata, tensors)
+
+    def _call_tensors(self) -> dict[str, np.ndarray]:
+        """The tensors of format version 2 (grammars with calls); none here."""
+        return {}
 
     @classmethod
     def from_artifact(cls, data: ArtifactData) -> "Grammar":
@@ -363,9 +378,14 @@ class Grammar:
                          row_ptr=ptr, row_class=tokens + 1, row_delta=nxt - owner)
         meta = {k: v for k, v in data.metadata.items()
                 if k not in ("num_classes", "num_rows", "checksum")}
-        return cls(meta, accepting=t["accepting"], min_tokens_to_accept=t["min_tokens_to_accept"],
-                   byte_ptr=t["byte_ptr"], byte_ranges=t["byte_ranges"],
-                   byte_next=t["byte_next"], state_labels=t.get("state_name"), **parts)
+        common = dict(accepting=t["accepting"], min_tokens_to_accept=t["min_tokens_to_accept"],
+                      byte_ptr=t["byte_ptr"], byte_ranges=t["byte_ranges"],
+                      byte_next=t["byte_next"], state_labels=t.get("state_name"), **parts)
+        if data.metadata["format_version"] == CALLS_FORMAT_VERSION:
+            from .calls import CALL_TENSORS, CallGrammar
+
+            return CallGrammar(meta, **common, **{name: t[name] for name in CALL_TENSORS})
+        return cls(meta, **common)
 
     # -------------------------------------------------------------- internals
     def _check_state(self, state) -> int:

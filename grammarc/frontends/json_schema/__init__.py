@@ -7,13 +7,14 @@ import json
 from decimal import Decimal
 
 from ...automaton import Expr
+from ...automaton.expr import MachineSet
 from ...errors import GrammarError
 from .. import FrontendOptions
 from .schema import canonical_dumps, compile_schema
 
 
 def parse_json_schema(text: str, source_name: str | None = None,
-                      options: FrontendOptions | None = None) -> Expr:
+                      options: FrontendOptions | None = None) -> Expr | MachineSet:
     """The language of a schema given as JSON text."""
     try:
         schema = json.loads(text, parse_float=Decimal)

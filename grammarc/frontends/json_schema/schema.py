@@ -30,7 +30,8 @@ from urllib.parse import unquote, urldefrag, urljoin
 from ...automaton import (
     EMPTY, NOTHING, Automaton, Expr, Ops, alt, charset, concat, literal, repeat,
 )
-from ...errors import GrammarError, UnsupportedError
+from ...automaton.expr import Call, MachineSet
+from ...errors import GrammarError, UnresolvedCallError, UnsupportedError
 from .. import FrontendOptions
 from ..regex import parse_regex
 from . import numbers, strings
@@ -48,6 +49,7 @@ _UNSUPPORTED = ("unevaluatedProperties", "unevaluatedItems", "$dynamicRef", "$re
 _MAX_PATTERN_REGIONS = 8   # patternProperties per object (2^n key regions)
 _MAX_UNIQUE_VALUES = 10    # values an array with uniqueItems may draw from
 _TYPES = ("null", "boolean", "object", "array", "number", "integer", "string")
+_ANY_MACHINE = "any"  # the machine of any JSON value (where no schema applies)
 
 
 @dataclass(frozen=True)
@@ -322,10 +324,16 @@ def _pattern_properties(node: dict) -> dict[str, Any]:
 
 @dataclass
 class Compiler:
-    """Compiles one schema document; `value(ref, position)` is the workhorse."""
+    """Compiles one schema document; `value(ref, position)` is the workhorse.
+
+    With `calls`, a value the schema leaves open ("any JSON value" where no schema applies:
+    `true`, `{}`, default `additionalProperties`) is a call of one machine, exact at any
+    depth; such a call cannot enter a boolean operation (a product of flat automata), so a
+    document that needs one is compiled again without calls (`compile_schema`)."""
 
     root: Any
     options: FrontendOptions
+    calls: bool = False
     registry: Registry = field(init=False)
     ops: Ops = field(init=False)
 
@@ -339,11 +347,14 @@ class Compiler:
         self._active: dict[int, int] = {}
         self._unrolled: set[str] = set()
         self._any_cache: dict[tuple, Expr] = {}
+        self._any_machine: Expr | None = None
+        self._machines: dict[str, Expr] = {}  # recursive $ref targets, by machine name
+        self._ref_names: dict[tuple, str] = {}
         self._key_dfas: dict[str, Any] = {}
         self._check_supported()
 
     # ------------------------------------------------------------------ entry points
-    def document(self) -> Expr:
+    def document(self) -> Expr | MachineSet:
         root_ref = self.registry.at(self.root, _ROOT_URI)
         expr = self.value(root_ref, Position(self, (root_ref,)))
         if self._unrolled:
@@ -352,7 +363,10 @@ class Compiler:
                 f"{self.options.max_depth}; deeper values are not accepted (--max-depth)")
         if expr == NOTHING:
             raise GrammarError("the schema accepts no value at all")
-        return expr
+        machines = dict(self._machines)
+        if self._any_machine is not None:
+            machines[_ANY_MACHINE] = self._any_machine
+        return MachineSet(expr, tuple(machines.items())) if machines else expr
 
     def _check_supported(self) -> None:
         found = []
@@ -390,7 +404,7 @@ class Compiler:
         """The JSON texts of the values `ref` accepts at `position`."""
         node = ref.node
         if node is True:
-            return self.any(position)
+            return self.any_value(position)
         if node is False:
             return NOTHING
         ref = self.registry.at(node, ref.base)
@@ -401,14 +415,17 @@ class Compiler:
         if "$ref" in node:
             target = self.registry.resolve(ref)
             depth = self._active.get(id(target.node), 0)
-            if depth >= self.options.max_depth + 1:
+            if depth and self.calls:
+                referenced = self.ref_machine(target, position)
+            elif depth >= self.options.max_depth + 1:
                 self._unrolled.add(node["$ref"])
                 return NOTHING
-            self._active[id(target.node)] = depth + 1
-            try:
-                referenced = self.value(target, position)
-            finally:
-                self._active[id(target.node)] = depth
+            else:
+                self._active[id(target.node)] = depth + 1
+                try:
+                    referenced = self.value(target, position)
+                finally:
+                    self._active[id(target.node)] = depth
             if self.draft <= 7:
                 return referenced  # draft 7 and earlier: $ref replaces its siblings
             parts.append(referenced)
@@ -436,7 +453,7 @@ class Compiler:
             parts.append(alt(self.ops.difference(self.any(position), with_key),
                              self.ops.intersect(with_key,
                                                 self.value(Ref(dependency, ref.base), position))))
-        return self.intersect_all(parts) if parts else self.any(position)
+        return self.intersect_all(parts) if parts else self.any_value(position)
 
     def intersect_all(self, parts: list[Expr]) -> Expr:
         if any(p == NOTHING for p in parts):
@@ -591,7 +608,41 @@ class Compiler:
             return concat(layout.open_object, body, layout.close_object)
         raise GrammarError(f"not a JSON value: {value!r}")
 
+    def ref_machine(self, target: Ref, position: Position) -> Expr:
+        """A call of the machine of a recursive `$ref` target at this kind of position (the
+        schemas that apply there decide its language), compiled the first time it is met."""
+        key = (id(target.node), frozenset(id(r.node) for r in position.closure))
+        name = self._ref_names.get(key)
+        if name is None:
+            name = f"{self.registry.pointer(target.node)} ({len(self._ref_names) + 1})"
+            self._ref_names[key] = name
+            self._machines[name] = NOTHING  # being built: recursive uses call it
+            self._machines[name] = self.value(target, position)
+        return Call(name)
+
     # ------------------------------------------------------------------ any value
+    def any_value(self, position: Position) -> Expr:
+        """Any JSON value at this position: a call of the "any value" machine where no schema
+        applies (and calls are on), else the flat language of `any`."""
+        if not self.calls or position.closure:
+            return self.any(position)
+        if self._any_machine is None:
+            self._any_machine = NOTHING  # being built: its own values call it
+            layout = self.layout
+            item = Call(_ANY_MACHINE)
+            entry = concat(strings.json_string(strings.length_between(0, None)), layout.colon,
+                           item)
+            self._any_machine = alt(
+                literal("null"), literal("true"), literal("false"), self._any_number,
+                strings.json_string(strings.length_between(0, None)),
+                concat(layout.open_array,
+                       repeat(concat(item, repeat(concat(layout.comma, item), 0, None)), 0, 1),
+                       layout.close_array),
+                concat(layout.open_object,
+                       repeat(concat(entry, repeat(concat(layout.comma, entry), 0, None)), 0, 1),
+                       layout.close_object))
+        return Call(_ANY_MACHINE)
+
     def any(self, position: Position, budget: int | None = None) -> Expr:
         """Any JSON value at this position, containers nested at most `budget` levels."""
         budget = self.options.max_depth if budget is None else budget
@@ -1035,9 +1086,13 @@ def _constrains_locally(node: dict) -> bool:
     return _constrains_beyond_type(node) or any(k in node for k in ("type", "enum", "const"))
 
 
-def compile_schema(root: Any, options: FrontendOptions) -> Expr:
-    """The language of the JSON texts of the instances `root` accepts."""
-    return Compiler(root, options).document()
+def compile_schema(root: Any, options: FrontendOptions) -> Expr | MachineSet:
+    """The language of the JSON texts of the instances `root` accepts: machines linked by
+    calls where values are left open, unless a boolean operation needs them flat."""
+    try:
+        return Compiler(root, options, calls=True).document()
+    except UnresolvedCallError:
+        return Compiler(root, options).document()
 
 
 def canonical_dumps(schema: Any, instance: Any, whitespace: str = "default",

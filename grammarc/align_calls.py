@@ -1,0 +1,333 @@
+"""Token alignment of machines linked by calls (see `automaton.machines`).
+
+Walking a token from state `q` either stays in `q`'s machine without a call (the bulk: the
+ordinary factored table), or opens calls inside the token and ends in a callee with return
+states pushed, or returns past the frame it started in: then what happens depends on the
+stack, and only the rest of the token after the return (its *suffix*) matters.
+
+The ordinary alignment (`align.walk_entries`) finds the tokens of the second and third kind
+in one pass: the byte table gets a sink state that a state enters on the bytes where it would
+call (its callees' first bytes) or return (the bytes that follow its machine, in final
+states), so a token that reaches the sink is one whose walk needs the stack. Those (state,
+token) pairs are walked again with a stack by a compiled kernel, which records the state and
+the pushed return states, or the suffix after the return. Each suffix is then resolved from
+every return state it can meet (the return states of calls to the machine it left), which
+may return again with a shorter suffix, until every suffix is resolved.
+
+Everything is a table; the runtime only looks things up (docs/FORMAT.md, version 2).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+import numba
+import numpy as np
+
+from .align import TokenEntries, TokenTable, VocabTrie, factor, walk_entries
+from .automaton.machines import PushdownDFA, byte_dfa
+from .errors import GrammarError
+
+_MAX_PUSH = 64  # return states one token may push (a token is at most a few dozen bytes)
+_STAYS, _RETURNS = 1, 2
+
+
+@dataclass(frozen=True)
+class CallTable:
+    """The token-level tables of a pushdown automaton (docs/FORMAT.md, version 2).
+
+    `table` holds the tokens that stay in their state's machine without a call. The stack
+    tokens of state q are `x_token[x_ptr[q]:x_ptr[q+1]]` (sorted), each with `x_next` (the
+    state it ends in, or -1 when it returns past the frame) and `x_arg` (the push sequence it
+    leaves on the stack, or the id of the suffix read after the return). A suffix read from a
+    return state has one entry in the `s_*` arrays, sorted by (state, suffix), with the same
+    meaning of next and arg; a missing entry means the text dies there.
+    """
+
+    table: TokenTable
+    x_ptr: np.ndarray
+    x_token: np.ndarray
+    x_next: np.ndarray
+    x_arg: np.ndarray
+    s_state: np.ndarray
+    s_suffix: np.ndarray
+    s_next: np.ndarray
+    s_arg: np.ndarray
+    push_ptr: np.ndarray     # int64 [P + 1]; sequence 0 is empty
+    push_states: np.ndarray  # int32, bottom of the stack first
+    return_cost: np.ndarray  # int32 [S]: tokens that finish the state's machine, -1 if none
+
+
+def align_calls(pd: PushdownDFA, trie: VocabTrie, token_bytes, vocab_size: int,
+                eos_token_ids: tuple[int, ...],
+                progress: Callable[[int, int], None] | None = None,
+                timings: dict[str, float] | None = None) -> CallTable:
+    """The token tables of `pd` over a vocabulary (`token_bytes[t]`: the bytes of token t)."""
+    started = time.perf_counter()
+    table = pd.byte_table()
+    num_states = len(table)
+    sink = num_states
+    augmented = np.zeros((num_states + 1, 256), np.int32)
+    augmented[:num_states] = table
+    stuck = np.zeros((num_states, 256), bool)
+    for q in np.flatnonzero(np.diff(pd.call_ptr)):
+        for k in range(pd.call_ptr[q], pd.call_ptr[q + 1]):
+            stuck[q] |= pd.first[pd.call_machine[k]]
+    finals = np.flatnonzero(pd.dfa.accepting)
+    stuck[finals] |= pd.follow[pd.state_machine[finals]]
+    stuck &= table == 0
+    augmented[:num_states][stuck] = sink
+    augmented[sink] = sink
+    accepting = np.append(pd.dfa.accepting, True)
+    entries = walk_entries(byte_dfa(augmented, accepting), trie, vocab_size, eos_token_ids,
+                           progress)
+    walked = time.perf_counter()
+
+    kernel = _Kernel(pd, table)
+    data, offsets = _token_data(token_bytes)
+    x_state, x_token = _pairs_into(entries, sink)
+    kind, nxt, pos, pushes = kernel.walk(x_state, data, offsets[x_token], offsets[x_token + 1])
+    push_ids = _PushSequences()
+    suffixes = _Suffixes(data, offsets)
+    x_next, x_arg = _outcomes(kind, nxt, pos, pushes, x_token, push_ids, suffixes)
+    live = x_next != -2
+    returned = {(int(pd.state_machine[q]), int(a)) for q, a in
+                zip(x_state[x_next == -1], x_arg[x_next == -1])}
+    s_arrays = _resolve_suffixes(pd, kernel, suffixes, returned, push_ids)
+
+    keep = entries.entry_next != sink
+    owner = np.repeat(np.arange(num_states + 1), np.diff(entries.state_ptr))
+    counts = np.bincount(owner[keep], minlength=num_states)
+    state_ptr = np.zeros(num_states + 1, np.int64)
+    np.cumsum(counts, out=state_ptr[1:])
+    plain = TokenEntries(entries.token_class, state_ptr, entries.entry_class[keep],
+                         entries.entry_next[keep])
+    has_stack_tokens = np.bincount(x_state[live], minlength=num_states) > 0
+    ordinary = factor(plain, pd.dfa.accepting | has_stack_tokens)
+
+    x_ptr = np.zeros(num_states + 1, np.int64)
+    np.cumsum(np.bincount(x_state[live], minlength=num_states), out=x_ptr[1:])
+    order = np.lexsort((x_token[live], x_state[live]))
+    x = (x_token[live][order], x_next[live][order], x_arg[live][order])
+    push_ptr, push_states = push_ids.arrays()
+    cost = _return_cost(ordinary, pd.dfa.accepting, x_ptr, x[1], x[2], push_ptr, push_states)
+    if timings is not None:
+        timings["alignment"] = timings.get("alignment", 0.0) + walked - started
+        timings["factoring"] = timings.get("factoring", 0.0) + time.perf_counter() - walked
+    return CallTable(ordinary, x_ptr, *x, *s_arrays, push_ptr, push_states, cost)
+
+
+def _token_data(token_bytes) -> tuple[np.ndarray, np.ndarray]:
+    """All tokens' bytes in one array, token t at data[offsets[t]:offsets[t+1]]."""
+    chunks = [b or b"" for b in token_bytes]
+    offsets = np.zeros(len(chunks) + 1, np.int64)
+    np.cumsum([len(c) for c in chunks], out=offsets[1:])
+    return np.frombuffer(b"".join(chunks), np.uint8), offsets
+
+
+def _pairs_into(entries: TokenEntries, sink: int) -> tuple[np.ndarray, np.ndarray]:
+    """The (state, token) pairs whose entry leads to the sink."""
+    owner = np.repeat(np.arange(len(entries.state_ptr) - 1), np.diff(entries.state_ptr))
+    hit = (entries.entry_next == sink) & (owner != sink)
+    states, classes = owner[hit], entries.entry_class[hit]
+    by_class = np.argsort(entries.token_class, kind="stable")
+    class_ptr = np.zeros(int(entries.token_class.max(initial=0)) + 2, np.int64)
+    np.cumsum(np.bincount(entries.token_class), out=class_ptr[1:len(class_ptr)])
+    sizes = class_ptr[classes + 1] - class_ptr[classes]
+    pair_state = np.repeat(states, sizes)
+    starts = np.repeat(class_ptr[classes] - np.cumsum(sizes) + sizes, sizes)
+    pair_token = by_class[starts + np.arange(int(sizes.sum()))]
+    return pair_state.astype(np.int32), pair_token.astype(np.int64)
+
+
+class _PushSequences:
+    """Interned push sequences (bottom first); id 0 is the empty sequence."""
+
+    def __init__(self) -> None:
+        self.ids: dict[tuple[int, ...], int] = {(): 0}
+
+    def id(self, states: tuple[int, ...]) -> int:
+        return self.ids.setdefault(states, len(self.ids))
+
+    def arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        seqs = sorted(self.ids, key=self.ids.__getitem__)
+        ptr = np.zeros(len(seqs) + 1, np.int64)
+        np.cumsum([len(s) for s in seqs], out=ptr[1:])
+        return ptr, np.array([q for s in seqs for q in s], np.int32)
+
+
+class _Suffixes:
+    """Interned suffixes of tokens (the bytes after a return), by content."""
+
+    def __init__(self, data: np.ndarray, offsets: np.ndarray) -> None:
+        self.data, self.offsets = data, offsets
+        self.ids: dict[bytes, int] = {}
+        self.spans: list[tuple[int, int]] = []  # (lo, hi) into data
+
+    def id(self, token: int, pos: int) -> int:
+        return self.id_span(int(self.offsets[token]) + pos, int(self.offsets[token + 1]))
+
+    def id_span(self, lo: int, hi: int) -> int:
+        key = self.data[lo:hi].tobytes()
+        found = self.ids.get(key)
+        if found is None:
+            found = self.ids[key] = len(self.spans)
+            self.spans.append((lo, hi))
+        return found
+
+
+def _outcomes(kind, nxt, pos, pushes, tokens, push_ids: _PushSequences,
+              suffixes: _Suffixes) -> tuple[np.ndarray, np.ndarray]:
+    """(next, arg) per walked pair: next -1 returns (arg: suffix), -2 dies."""
+    next_out = np.full(len(kind), -2, np.int32)
+    arg = np.zeros(len(kind), np.int32)
+    for i in np.flatnonzero(kind == _STAYS):
+        next_out[i] = nxt[i]
+        arg[i] = push_ids.id(tuple(pushes[i]))
+    for i in np.flatnonzero(kind == _RETURNS):
+        next_out[i] = -1
+        arg[i] = suffixes.id(int(tokens[i]), int(pos[i]))
+    return next_out, arg
+
+
+def _resolve_suffixes(pd: PushdownDFA, kernel: "_Kernel", suffixes: "_Suffixes",
+                      returned: set[tuple[int, int]], push_ids: _PushSequences) -> tuple:
+    """Each suffix from each return state it can meet, until no new suffix appears.
+    `returned` holds (machine returned from, suffix) of the returning tokens."""
+    returns_of = [np.unique(pd.call_return[pd.call_machine == m])
+                  for m in range(len(pd.machine_names))]
+    pending, done = set(returned), set()
+    rows: dict[tuple[int, int], tuple[int, int]] = {}  # (state, suffix) -> (next, arg)
+    while pending:
+        batch = sorted(pending)
+        done.update(batch)
+        pending = set()
+        starts = [int(ret) for machine, _ in batch for ret in returns_of[machine]]
+        suffix_ids = [suffix for machine, suffix in batch for _ in returns_of[machine]]
+        if not starts:
+            continue
+        lo = np.array([suffixes.spans[s][0] for s in suffix_ids], np.int64)
+        hi = np.array([suffixes.spans[s][1] for s in suffix_ids], np.int64)
+        kind, nxt, pos, pushes = kernel.walk(np.array(starts, np.int32), suffixes.data, lo, hi)
+        for i, (state, suffix) in enumerate(zip(starts, suffix_ids)):
+            if kind[i] == _STAYS:
+                rows[(state, suffix)] = (int(nxt[i]), push_ids.id(tuple(pushes[i])))
+            elif kind[i] == _RETURNS:
+                rest = suffixes.id_span(int(lo[i] + pos[i]), int(hi[i]))
+                rows[(state, suffix)] = (-1, rest)
+                key = (int(pd.state_machine[state]), rest)
+                if key not in done:
+                    pending.add(key)
+    columns = np.array([(*key, *rows[key]) for key in sorted(rows)], np.int64).reshape(-1, 4).T
+    return tuple(c.astype(np.int32) for c in columns)
+
+
+class _Kernel:
+    """The byte-level pushdown walk, compiled: lookup tables for the `_walk` kernel."""
+
+    def __init__(self, pd: PushdownDFA, table: np.ndarray) -> None:
+        self.table = table
+        self.final = np.ascontiguousarray(pd.dfa.accepting, dtype=np.bool_)
+        callers = np.flatnonzero(np.diff(pd.call_ptr))
+        self.call_row = np.full(len(table), -1, np.int32)
+        self.call_row[callers] = np.arange(len(callers))
+        # [row, byte] -> (callee start, return state) of the call that byte opens, or -1
+        self.call_start = np.full((max(len(callers), 1), 256), -1, np.int32)
+        self.call_ret = np.zeros((max(len(callers), 1), 256), np.int32)
+        for row, q in enumerate(callers):
+            for k in range(pd.call_ptr[q], pd.call_ptr[q + 1]):
+                opens = pd.first[pd.call_machine[k]]
+                self.call_start[row, opens] = pd.machine_start[pd.call_machine[k]]
+                self.call_ret[row, opens] = pd.call_return[k]
+
+    def walk(self, starts, data, lo, hi):
+        """Walk data[lo[i]:hi[i]] from starts[i] with an empty frame: (kind, next state,
+        bytes read before a return, pushed return states) per walk."""
+        kind, nxt, pos, push_len, push_buf = _walk(
+            self.table, self.final, self.call_row, self.call_start, self.call_ret,
+            np.ascontiguousarray(starts, np.int32), data, lo, hi, _MAX_PUSH)
+        if (push_len > _MAX_PUSH).any():
+            raise GrammarError(f"a token opens more than {_MAX_PUSH} nested calls")
+        pushes = [push_buf[i, :push_len[i]].tolist() for i in range(len(kind))]
+        return kind, nxt, pos, pushes
+
+
+@numba.njit(cache=True)
+def _walk(table, final, call_row, call_start, call_ret, starts, data, lo, hi, max_push):
+    n = len(starts)
+    kind = np.zeros(n, np.int8)
+    nxt = np.zeros(n, np.int32)
+    pos = np.zeros(n, np.int64)
+    push_len = np.zeros(n, np.int32)
+    push_buf = np.zeros((n, max_push), np.int32)
+    for i in range(n):
+        q = starts[i]
+        sp = 0
+        state = _STAYS
+        for j in range(lo[i], hi[i]):
+            b = data[j]
+            while True:
+                t = table[q, b]
+                if t != 0:
+                    q = t
+                    break
+                row = call_row[q]
+                if row >= 0 and call_start[row, b] >= 0:
+                    if sp == max_push:
+                        push_len[i] = max_push + 1
+                        state = 0
+                        break
+                    push_buf[i, sp] = call_ret[row, b]
+                    sp += 1
+                    q = call_start[row, b]
+                    continue
+                if final[q]:
+                    if sp > 0:
+                        sp -= 1
+                        q = push_buf[i, sp]
+                        continue
+                    state = _RETURNS
+                    pos[i] = j - lo[i]
+                    break
+                state = 0
+                break
+            if state != _STAYS:
+                break
+        kind[i] = state
+        if state == _STAYS:
+            nxt[i] = q
+            if push_len[i] == 0:
+                push_len[i] = sp
+    return kind, nxt, pos, push_len, push_buf
+
+
+def _return_cost(table: TokenTable, final: np.ndarray, x_ptr, x_next, x_arg, push_ptr,
+                 push_states) -> np.ndarray:
+    """Tokens that take each state to a final state of its machine, by fixpoint: a stack
+    token costs 1 plus finishing the callee it ends in and every frame it pushed. An upper
+    bound of the shortest completion (tokens may also cross frames), used for budgets."""
+    num_states = len(final)
+    inf = np.int64(1) << 40
+    cost = np.where(final, 0, inf).astype(np.int64)
+    lengths = np.diff(table.row_ptr)[table.state_row]
+    entry_state = np.repeat(np.arange(num_states), lengths)
+    within = np.arange(int(lengths.sum())) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+    entry_next = entry_state + table.row_delta[np.repeat(table.row_ptr[table.state_row],
+                                                         lengths) + within]
+    x_state = np.repeat(np.arange(num_states), np.diff(x_ptr))
+    stays = x_next >= 0
+    x_state, x_target, x_seq = x_state[stays], x_next[stays], x_arg[stays]
+    seq_owner = np.repeat(np.arange(len(push_ptr) - 1), np.diff(push_ptr))
+    for _ in range(num_states + 1):
+        seq_cost = np.zeros(len(push_ptr) - 1, np.int64)
+        np.add.at(seq_cost, seq_owner, cost[push_states])
+        candidate = cost.copy()
+        np.minimum.at(candidate, entry_state, 1 + cost[entry_next])
+        np.minimum.at(candidate, x_state, 1 + cost[x_target] + seq_cost[x_seq])
+        candidate = np.minimum(candidate, inf)
+        if np.array_equal(candidate, cost):
+            break
+        cost = candidate
+    return np.where(cost >= inf, -1, cost).astype(np.int32)

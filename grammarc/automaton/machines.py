@@ -1,0 +1,333 @@
+"""Machines linked by calls: a `MachineSet` to one byte-level pushdown automaton.
+
+Each machine is compiled to a minimal byte DFA on its own, with every `Call(name)` spelled as
+a *call code*: the byte 0xFF and digits from bytes that never occur in UTF-8 text, so the
+ordinary NFA and DFA construction handles calls like any other edge. The codes are then read
+back out of the DFA as call edges `(state, machine, return state)`, and the machines' states
+are numbered in one table (dead 0, the root's start 1, then each machine's states).
+
+The automaton reads a byte `b` in state `q` with a stack of return states by the first rule
+that applies:
+
+1. `q` has a transition on `b`: take it;
+2. a call edge of `q` leads to a machine whose first bytes contain `b`: push its return state
+   and read `b` from that machine's start;
+3. `q` is final in its machine and the stack is not empty: pop a return state and read `b`
+   from there;
+4. otherwise the text has left the language.
+
+The text may end where `q` and every return state on the stack are final. The rules are
+exact only when they never have to choose, which `build_pushdown` checks (LL(1) at the byte
+level): no machine accepts the empty text; at each state the bytes of its transitions and the
+first bytes of its callees are disjoint; and in a final state, no byte that continues inside
+the machine may also follow the machine at any of its call sites. A set of machines that fails
+the check raises `NotDeterministicError`; callers then inline the calls (flat automaton).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from ..errors import GrammarError
+from .dfa import ByteDFA, build_dfa
+from .expr import (
+    NOTHING, Alt, Automaton, Call, Concat, Expr, Graph, MachineSet, Repeat, alt, concat, repeat,
+)
+
+CALL_PREFIX = 0xFF
+CALL_DIGITS = bytes([0xC0, 0xC1, *range(0xF5, 0xFF)])  # never in UTF-8 text, like 0xFF
+_CODE_BYTES = np.array([CALL_PREFIX, *CALL_DIGITS])
+
+
+class NotDeterministicError(GrammarError):
+    """The machines' calls and returns cannot be decided by the next byte alone."""
+
+
+@dataclass(frozen=True)
+class PushdownDFA:
+    """Machines in one numbering: byte transitions, final states and call edges.
+
+    `dfa.accepting[q]` means *final in its machine* (the root's final states are where the
+    whole text may end, given an empty stack).
+    """
+
+    dfa: ByteDFA
+    machine_names: tuple[str, ...]  # machine 0 is the root
+    machine_start: np.ndarray       # int32 [M]
+    state_machine: np.ndarray       # int32 [S] (the dead state: -1)
+    call_ptr: np.ndarray            # int64 [S + 1]: call edges of q are call_ptr[q]..call_ptr[q+1]
+    call_machine: np.ndarray        # int32 [C]
+    call_return: np.ndarray         # int32 [C]
+    first: np.ndarray               # bool [M, 256]: the bytes a machine's text can start with
+    follow: np.ndarray              # bool [M, 256]: the bytes that may follow a machine's text
+
+    @property
+    def num_states(self) -> int:
+        return self.dfa.num_states
+
+    def byte_table(self) -> np.ndarray:
+        return self.dfa.byte_table()
+
+    def accepts(self, data: bytes) -> bool:
+        """Whether the whole text is in the language (the rules of the module docstring)."""
+        table = self.byte_table()
+        q, stack = 1, []
+        for byte in data:
+            while q:
+                if table[q, byte]:
+                    q = int(table[q, byte])
+                    break
+                calls = range(self.call_ptr[q], self.call_ptr[q + 1])
+                k = next((k for k in calls if self.first[self.call_machine[k], byte]), None)
+                if k is not None:
+                    stack.append(int(self.call_return[k]))
+                    q = int(self.machine_start[self.call_machine[k]])
+                elif self.dfa.accepting[q] and stack:
+                    q = stack.pop()
+                else:
+                    q = 0
+            if not q:
+                return False
+        return bool(self.dfa.accepting[q]) and all(self.dfa.accepting[r] for r in stack)
+
+
+def call_codes(names: list[str]) -> dict[str, bytes]:
+    """A fixed-width code per machine name: 0xFF, then base-12 digits from CALL_DIGITS."""
+    width = 1
+    while len(CALL_DIGITS) ** width < len(names):
+        width += 1
+    codes = {}
+    for index, name in enumerate(names):
+        digits = []
+        for _ in range(width):
+            index, digit = divmod(index, len(CALL_DIGITS))
+            digits.append(CALL_DIGITS[digit])
+        codes[name] = bytes([CALL_PREFIX, *digits])
+    return codes
+
+
+def build_pushdown(machines: MachineSet, max_states: int) -> PushdownDFA:
+    """The pushdown automaton of a machine set; `NotDeterministicError` when the next byte
+    cannot decide between a machine's own transitions, its calls and its return."""
+    names = ["", *(name for name, _ in machines.machines)]
+    bodies = [machines.root, *(body for _, body in machines.machines)]
+    codes = call_codes(names)
+    code_of = {code: index for index, code in enumerate(codes[n] for n in names)}
+    tables, finals, calls = [], [], []
+    for body in bodies:
+        dfa = build_dfa(body, max_states=max_states, call_codes=codes)
+        table = dfa.byte_table()
+        calls.append(_read_calls(table, code_of))
+        table[:, _CODE_BYTES] = 0  # call codes are not text
+        tables.append(table)
+        finals.append(dfa.accepting)
+    return _link(names, tables, finals, calls, max_states)
+
+
+def language_automaton(language: Expr | MachineSet, max_states: int, max_depth: int,
+                    notice: Callable[[str], None]) -> ByteDFA | PushdownDFA:
+    """The automaton of a front end's result: machines linked by calls when the next byte
+    always decides between calling, returning and going on; otherwise (with a notice) the
+    calls inlined, recursion unrolled `max_depth` levels; a flat language's minimal DFA."""
+    if isinstance(language, MachineSet):
+        try:
+            return build_pushdown(language, max_states)
+        except NotDeterministicError as exc:
+            notice(f"calls inlined ({exc.message}); recursion unrolled to depth {max_depth} "
+                   "(--max-depth)")
+            language = inline_calls(language, max_depth, max_states)
+    return build_dfa(language, max_states=max_states)
+
+
+def inline_calls(machines: MachineSet, depth: int, max_states: int) -> Expr:
+    """The root with every call replaced by its machine, nested calls `depth` levels deep at
+    most (deeper ones match nothing): the flat under-approximation of recursive machines.
+    Each machine level becomes a minimal DFA, so every use embeds it once."""
+    bodies = dict(machines.machines)
+    levels: dict[tuple[str, int], Expr] = {}
+
+    def machine(name: str, level: int) -> Expr:
+        if level <= 0:
+            return NOTHING
+        if (name, level) not in levels:
+            body = substitute(bodies[name], level - 1, {})
+            try:
+                levels[(name, level)] = Automaton(build_dfa(body, max_states=max_states))
+            except GrammarError as exc:
+                if "matches no string" not in str(exc):
+                    raise
+                levels[(name, level)] = NOTHING
+        return levels[(name, level)]
+
+    def substitute(expr: Expr, level: int, memo: dict[int, Expr]) -> Expr:
+        done = memo.get(id(expr))
+        if done is not None:
+            return done
+        if isinstance(expr, Call):
+            out = machine(expr.name, level)
+        elif isinstance(expr, Concat):
+            out = concat(*(substitute(p, level, memo) for p in expr.parts))
+        elif isinstance(expr, Alt):
+            out = alt(*(substitute(o, level, memo) for o in expr.options))
+        elif isinstance(expr, Repeat):
+            out = repeat(substitute(expr.item, level, memo), expr.min, expr.max)
+        elif isinstance(expr, Graph):
+            out = Graph(expr.names, expr.start, expr.accepting,
+                        tuple((a, b, substitute(e, level, memo)) for a, b, e in expr.edges))
+        else:
+            out = expr
+        memo[id(expr)] = out
+        return out
+
+    return substitute(machines.root, depth, {})
+
+
+def _read_calls(table: np.ndarray, code_of: dict[bytes, int]) -> list[tuple[int, int, int]]:
+    """The call edges (state, machine, return state) spelled by call codes in a DFA."""
+    out = []
+    width = len(next(iter(code_of))) - 1
+    for state in np.flatnonzero(table[:, CALL_PREFIX]):
+        frontier = [(int(table[state, CALL_PREFIX]), b"\xff")]
+        for _ in range(width):
+            frontier = [(int(table[s, d]), code + bytes([d])) for s, code in frontier
+                        for d in CALL_DIGITS if table[s, d]]
+        out.extend((int(state), code_of[code], ret) for ret, code in frontier)
+    return out
+
+
+def _link(names: list[str], tables: list[np.ndarray], finals: list[np.ndarray],
+          calls: list[list[tuple[int, int, int]]], max_states: int) -> PushdownDFA:
+    """Number every machine's live states in one table and check determinism."""
+    # the states of each machine reached from its start by text or by returning from a call
+    local_ids = []
+    for table, edges in zip(tables, calls):
+        returns: dict[int, list[int]] = {}
+        for state, _, ret in edges:
+            returns.setdefault(state, []).append(ret)
+        order, seen = [1], {1}
+        for state in order:
+            for nxt in [*np.unique(table[state]).tolist(), *returns.get(state, [])]:
+                if nxt and nxt not in seen:
+                    seen.add(nxt)
+                    order.append(nxt)
+        local_ids.append(order)
+    total = 1 + sum(len(ids) for ids in local_ids)
+    if total > max_states:
+        raise GrammarError(f"the machines need {total:,} states, more than --max-states "
+                           f"{max_states:,}")
+    offsets, glob = [], []
+    next_id = 1
+    for ids, table in zip(local_ids, tables):
+        mapping = np.zeros(len(table), np.int64)
+        mapping[ids] = np.arange(next_id, next_id + len(ids))
+        glob.append(mapping)
+        offsets.append(next_id)
+        next_id += len(ids)
+    byte_table = np.zeros((total, 256), np.int32)
+    accepting = np.zeros(total, bool)
+    state_machine = np.full(total, -1, np.int32)
+    edges = []
+    for m, (ids, table, final, mapping) in enumerate(zip(local_ids, tables, finals, glob)):
+        rows = mapping[ids]
+        byte_table[rows] = mapping[table[ids]]
+        accepting[rows] = final[ids]
+        state_machine[rows] = m
+        edges.extend((int(mapping[s]), callee, int(mapping[r])) for s, callee, r in calls[m]
+                     if mapping[s])
+    edges.sort()
+    call_ptr = np.zeros(total + 1, np.int64)
+    np.cumsum(np.bincount([e[0] for e in edges], minlength=total), out=call_ptr[1:])
+    machine_start = np.array(offsets, np.int32)
+    call_machine = np.array([e[1] for e in edges], np.int32)
+    call_return = np.array([e[2] for e in edges], np.int32)
+    first = _first_bytes(byte_table, accepting, machine_start, call_ptr, call_machine, names)
+    follow = _check_deterministic(byte_table, accepting, state_machine, call_ptr,
+                                  call_machine, call_return, first, names)
+    return PushdownDFA(byte_dfa(byte_table, accepting), tuple(names), machine_start,
+                       state_machine, call_ptr, call_machine, call_return, first, follow)
+
+
+def _first_bytes(byte_table, accepting, machine_start, call_ptr, call_machine,
+                 names) -> np.ndarray:
+    """FIRST sets by fixpoint; a machine that accepts the empty text is not deterministic."""
+    first = np.zeros((len(machine_start), 256), bool)
+    for m, start in enumerate(machine_start):
+        if accepting[start]:
+            raise NotDeterministicError(f"machine {names[m] or 'root'!r} accepts the empty "
+                                        "text")
+        first[m] = byte_table[start] != 0
+    callees_at_start = [set(call_machine[call_ptr[s]:call_ptr[s + 1]].tolist())
+                        for s in machine_start]
+    for m in range(len(machine_start)):  # a machine that calls itself before reading a byte
+        reached, todo = set(), list(callees_at_start[m])
+        while todo:
+            callee = todo.pop()
+            if callee == m:
+                raise NotDeterministicError(f"machine {names[m] or 'root'!r} calls itself "
+                                            "before reading a byte (left recursion)")
+            if callee not in reached:
+                reached.add(callee)
+                todo.extend(callees_at_start[callee])
+    changed = True
+    while changed:
+        changed = False
+        for m, start in enumerate(machine_start):
+            for k in range(call_ptr[start], call_ptr[start + 1]):
+                merged = first[m] | first[call_machine[k]]
+                if not np.array_equal(merged, first[m]):
+                    first[m] = merged
+                    changed = True
+    return first
+
+
+def _check_deterministic(byte_table, accepting, state_machine, call_ptr, call_machine,
+                         call_return, first, names) -> np.ndarray:
+    """Raise `NotDeterministicError` where the next byte cannot decide; the FOLLOW sets."""
+    num_machines = len(first)
+    # the bytes a state can read next: its transitions and its callees' first bytes
+    reads = byte_table != 0
+    for q in np.flatnonzero(np.diff(call_ptr)):
+        seen = reads[q].copy()
+        for k in range(call_ptr[q], call_ptr[q + 1]):
+            callee_first = first[call_machine[k]]
+            if (seen & callee_first).any():
+                byte = int(np.flatnonzero(seen & callee_first)[0])
+                raise NotDeterministicError(
+                    f"in machine {names[state_machine[q]] or 'root'!r}, byte {byte:#04x} may "
+                    f"start a call of {names[call_machine[k]]!r} or continue otherwise")
+            seen |= callee_first
+        reads[q] = seen
+    # FOLLOW sets: what may come after a machine returns, by fixpoint over call sites
+    follow = np.zeros((num_machines, 256), bool)
+    changed = True
+    while changed:
+        changed = False
+        for k in range(len(call_machine)):
+            ret = call_return[k]
+            after = reads[ret] | (follow[state_machine[ret]] if accepting[ret] else False)
+            merged = follow[call_machine[k]] | after
+            if not np.array_equal(merged, follow[call_machine[k]]):
+                follow[call_machine[k]] = merged
+                changed = True
+    for q in np.flatnonzero(accepting):
+        clash = reads[q] & follow[state_machine[q]]
+        if clash.any():
+            raise NotDeterministicError(
+                f"machine {names[state_machine[q]] or 'root'!r} may end or go on with byte "
+                f"{int(np.flatnonzero(clash)[0]):#04x}")
+    return follow
+
+
+def byte_dfa(byte_table: np.ndarray, accepting: np.ndarray) -> ByteDFA:
+    """The byte table as a `ByteDFA` over byte classes (bytes with equal columns)."""
+    _, first, byte_class = np.unique(byte_table.T, axis=0, return_index=True,
+                                     return_inverse=True)
+    rank = np.empty(len(first), np.int32)
+    rank[np.argsort(first, kind="stable")] = np.arange(len(first), dtype=np.int32)
+    byte_class = rank[byte_class.reshape(-1)]
+    trans = np.zeros((byte_table.shape[0], len(first)), np.int32)
+    trans[:, byte_class] = byte_table
+    return ByteDFA(trans, byte_class.astype(np.int32), accepting)

@@ -1,0 +1,301 @@
+"""The runtime of grammars whose machines call each other (artifact format version 2).
+
+A runtime state is a *configuration*: a table state and a stack of return states. Callers
+keep handing ints around: each configuration met gets an id the first time (0 dead, 1 the
+start with an empty stack), interned in the grammar object, and stacks are interned as a
+tree (a stack is its top return state and the stack below), so a step costs a dictionary
+lookup. Ids are handles into this object: valid in the process that made them.
+
+Masks: the ordinary table gives the tokens that stay in the state's machine frame without a
+call; each *stack token* of the state either ends in a state with return states pushed, or
+returns past the frame with a suffix that is resolved against the stack (docs/FORMAT.md).
+Numpy only.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import Any
+
+import numpy as np
+
+from ..artifact import suffix_count
+from .grammar import _MASK_CACHE_BYTES, Grammar, _frozen, _is_torch
+
+_DEAD = -2  # resolve(): the text dies
+CALL_TENSORS = ("machine_start", "machine_first", "call_ptr", "call_machine", "call_return",
+                "stack_ptr", "stack_token", "stack_next", "stack_arg", "suffix_state",
+                "suffix_id", "suffix_next", "suffix_arg", "push_ptr", "push_states")
+
+
+class CallGrammar(Grammar):
+    """A compiled grammar with machines linked by calls; the API of `Grammar`, where a state
+    id stands for a configuration (table state and stack of return states)."""
+
+    def __init__(self, metadata: dict[str, Any], *, machine_start: np.ndarray,
+                 call_ptr: np.ndarray, call_machine: np.ndarray, call_return: np.ndarray,
+                 machine_first: np.ndarray, stack_ptr: np.ndarray, stack_token: np.ndarray,
+                 stack_next: np.ndarray, stack_arg: np.ndarray, suffix_state: np.ndarray,
+                 suffix_id: np.ndarray, suffix_next: np.ndarray, suffix_arg: np.ndarray,
+                 push_ptr: np.ndarray, push_states: np.ndarray, **tables: Any) -> None:
+        super().__init__(metadata, **tables)
+        self._machine_start = _frozen(machine_start, np.int64)
+        self._call_ptr = _frozen(call_ptr, np.int64)
+        self._call_machine = _frozen(call_machine, np.int64)
+        self._call_return = _frozen(call_return, np.int64)
+        self._machine_first = _frozen(machine_first, np.bool_)
+        self._stack_ptr = _frozen(stack_ptr, np.int64)
+        self._stack_token = _frozen(stack_token, np.int64)
+        self._stack_next = _frozen(stack_next, np.int64)
+        self._stack_arg = _frozen(stack_arg, np.int64)
+        self._suffix_state = _frozen(suffix_state, np.int64)
+        self._suffix_id = _frozen(suffix_id, np.int64)
+        self._suffix_next = _frozen(suffix_next, np.int64)
+        self._suffix_arg = _frozen(suffix_arg, np.int64)
+        self._push_ptr = _frozen(push_ptr, np.int64)
+        self._push_states = _frozen(push_states, np.int64)
+        self._num_suffixes = suffix_count(self._suffix_id, self._stack_next, self._stack_arg,
+                                          self._suffix_next, self._suffix_arg)
+        self._suffix_key = self._suffix_state * max(self._num_suffixes, 1) + self._suffix_id
+        self._eos = np.asarray(self.eos_token_ids, np.int64)
+        # stacks: node 0 is the empty stack; node n is (below, return state)
+        self._node_below: list[int] = [0]
+        self._node_top: list[int] = [0]
+        self._node_ends: list[bool] = [True]   # every return state on the stack is final
+        self._node_cost: list[int] = [0]       # tokens to finish the frames on the stack
+        self._node_ids: dict[tuple[int, int], int] = {}
+        # configurations: id 0 dead, id 1 the start
+        self._config_state: list[int] = [0, 1]
+        self._config_node: list[int] = [0, 0]
+        self._config_ids: dict[tuple[int, int], int] = {(0, 0): 0, (1, 0): 1}
+        self._config_masks: OrderedDict[int, np.ndarray] = OrderedDict()
+
+    # ------------------------------------------------------------ configurations
+    @property
+    def machine_names(self) -> tuple[str, ...]:
+        return tuple(self.metadata.get("machines", ()))
+
+    def stack(self, state: int) -> tuple[int, tuple[int, ...]]:
+        """The table state of a state id and its stack of return states (bottom first)."""
+        config = self._check_state(state)
+        node, returns = self._config_node[config], []
+        while node:
+            returns.append(self._node_top[node])
+            node = self._node_below[node]
+        return self._config_state[config], tuple(reversed(returns))
+
+    def _config(self, table_state: int, node: int) -> int:
+        if table_state == 0:
+            return 0
+        key = (table_state, node)
+        found = self._config_ids.get(key)
+        if found is None:
+            found = self._config_ids[key] = len(self._config_state)
+            self._config_state.append(table_state)
+            self._config_node.append(node)
+        return found
+
+    def _push(self, node: int, sequence: int) -> int:
+        for ret in self._push_states[self._push_ptr[sequence]:self._push_ptr[sequence + 1]]:
+            node = self._push_return(node, int(ret))
+        return node
+
+    def _push_return(self, node: int, ret: int) -> int:
+        found = self._node_ids.get((node, ret))
+        if found is None:
+            found = self._node_ids[(node, ret)] = len(self._node_below)
+            cost, below = int(self._min_tokens[ret]), self._node_cost[node]
+            self._node_below.append(node)
+            self._node_top.append(ret)
+            self._node_ends.append(self._node_ends[node] and bool(self._accepting[ret]))
+            self._node_cost.append(-1 if cost < 0 or below < 0 else cost + below)
+        return found
+
+    def _resolve(self, suffix: int, node: int) -> tuple[int, int]:
+        """(table state, stack) after returning to the top of `node` and reading the suffix;
+        table state _DEAD when the text dies."""
+        while node:
+            below, ret = self._node_below[node], self._node_top[node]
+            key = ret * max(self._num_suffixes, 1) + suffix
+            j = int(np.searchsorted(self._suffix_key, key))
+            if j == len(self._suffix_key) or self._suffix_key[j] != key:
+                return _DEAD, 0
+            nxt, arg = int(self._suffix_next[j]), int(self._suffix_arg[j])
+            if nxt >= 0:
+                return nxt, self._push(below, arg)
+            suffix, node = arg, below
+        return _DEAD, 0
+
+    def _stack_entry(self, table_state: int, token: int) -> int:
+        lo, hi = self._stack_ptr[table_state], self._stack_ptr[table_state + 1]
+        j = lo + int(np.searchsorted(self._stack_token[lo:hi], token))
+        return j if j < hi and self._stack_token[j] == token else -1
+
+    def _call_tensors(self) -> dict[str, np.ndarray]:
+        return {name: getattr(self, f"_{name}").astype(np.int64) for name in CALL_TENSORS}
+
+    def save(self, path, layout: str = "factored") -> None:
+        if layout != "factored":
+            raise ValueError("a grammar with calls is saved in the factored layout only")
+        super().save(path, layout)
+
+    # ------------------------------------------------------------ the Grammar API
+    def _check_state(self, state) -> int:
+        if isinstance(state, (bool, np.bool_)) or not isinstance(state, (int, np.integer)):
+            raise ValueError(f"a state must be an integer, not {type(state).__name__}")
+        state = int(state)
+        if not 0 <= state < len(self._config_state):
+            raise ValueError(f"state {state} out of range 0..{len(self._config_state) - 1}")
+        return state
+
+    def _check_states(self, states: np.ndarray) -> None:
+        if states.size and (states.min() < 0 or states.max() >= len(self._config_state)):
+            raise ValueError(f"states out of range 0..{len(self._config_state) - 1}")
+
+    def is_accepting(self, state: int) -> bool:
+        config = self._check_state(state)
+        return bool(self._accepting[self._config_state[config]]) and \
+            self._node_ends[self._config_node[config]]
+
+    def state_name(self, state: int) -> str | None:
+        self._check_state(state)
+        return None
+
+    def tokens_to_accept(self, state: int) -> int:
+        """Tokens that reach an accepting state from `state` (an upper bound of the fewest;
+        -1: none), the final EOS not counted."""
+        config = self._check_state(state)
+        cost = int(self._min_tokens[self._config_state[config]])
+        below = self._node_cost[self._config_node[config]]
+        return -1 if cost < 0 or below < 0 else cost + below
+
+    def mask(self, state: int) -> np.ndarray:
+        config = self._check_state(state)
+        mask = self._config_masks.get(config)
+        if mask is None:
+            mask = self._build_mask(config)
+            mask.flags.writeable = False
+            self._config_masks[config] = mask
+            if len(self._config_masks) * self.vocab_size > _MASK_CACHE_BYTES:
+                self._config_masks.popitem(last=False)
+        else:
+            self._config_masks.move_to_end(config)
+        return mask
+
+    def _build_mask(self, config: int) -> np.ndarray:
+        q, node = self._config_state[config], self._config_node[config]
+        mask = self._cached_mask(int(self._state_row[q]), allowed=True).copy()
+        lo, hi = self._stack_ptr[q], self._stack_ptr[q + 1]
+        nxt, arg = self._stack_next[lo:hi], self._stack_arg[lo:hi]
+        tokens = self._stack_token[lo:hi]
+        mask[tokens[nxt >= 0]] = True
+        returning = np.flatnonzero(nxt < 0)
+        alive = {s: self._resolve(s, node)[0] != _DEAD for s in set(arg[returning].tolist())}
+        mask[tokens[returning[[alive[s] for s in arg[returning].tolist()]]]] = True
+        mask[self._eos] = self.is_accepting(config)
+        return mask
+
+    def next_state(self, state: int, token_id: int) -> int:
+        config = self._check_state(state)
+        if not 0 <= token_id < self.vocab_size:
+            return 0
+        if token_id in self.eos_token_ids:
+            return config if self.is_accepting(config) else 0
+        q, node = self._config_state[config], self._config_node[config]
+        plain = self._table_next(q, token_id)
+        if plain:
+            return self._config(plain, node)
+        j = self._stack_entry(q, token_id)
+        if j < 0:
+            return 0
+        nxt, arg = int(self._stack_next[j]), int(self._stack_arg[j])
+        if nxt >= 0:
+            return self._config(nxt, self._push(node, arg))
+        table_state, node = self._resolve(arg, node)
+        return 0 if table_state == _DEAD else self._config(table_state, node)
+
+    def advance(self, states, tokens):
+        if _is_torch(states) or _is_torch(tokens):
+            from ._torch import on_numpy
+
+            return on_numpy(self.advance, states, tokens)
+        states = np.asarray(states, dtype=np.int64)
+        tokens = np.asarray(tokens, dtype=np.int64)
+        if states.shape != tokens.shape:
+            raise ValueError(f"states {states.shape} and tokens {tokens.shape} differ in shape")
+        self._check_states(states)
+        out = np.fromiter((self.next_state(s, t) for s, t in zip(states.flat, tokens.flat)),
+                          np.int64, states.size)
+        return out.reshape(states.shape)
+
+    def mask_within(self, state: int, budget: int) -> np.ndarray:
+        """`mask(state)` restricted to tokens after which the text can still end within
+        `budget` more tokens, the final EOS included, counting by `tokens_to_accept` (an
+        upper bound here: a token may be refused that a shorter ending would allow)."""
+        config = self._check_state(state)
+        q, node = self._config_state[config], self._config_node[config]
+        below = self._node_cost[node]
+        row = self._state_row[q]
+        lo, hi = self._row_ptr[row], self._row_ptr[row + 1]
+        reach = self._min_tokens[q + self._row_delta[lo:hi]]
+        fits = (reach >= 0) & (below >= 0) & (reach + below + 2 <= budget)
+        class_fits = np.zeros(self.num_classes, np.bool_)
+        class_fits[self._row_class[lo:hi][fits]] = True
+        mask = class_fits[self._token_class]
+        lo, hi = self._stack_ptr[q], self._stack_ptr[q + 1]
+        for token, nxt, arg in zip(self._stack_token[lo:hi].tolist(),
+                                   self._stack_next[lo:hi].tolist(),
+                                   self._stack_arg[lo:hi].tolist()):
+            if nxt >= 0:
+                need = self.tokens_to_accept(self._config(nxt, self._push(node, arg)))
+            else:
+                table_state, rest = self._resolve(arg, node)
+                need = -1 if table_state == _DEAD else \
+                    self.tokens_to_accept(self._config(table_state, rest))
+            mask[token] = 0 <= need and need + 2 <= budget
+        mask[self._eos] = self.is_accepting(config) and budget >= 1
+        return mask
+
+    def apply(self, logits, states, *, budget: int | None = None, inplace: bool = False):
+        if _is_torch(logits):
+            from ._torch import masked_by_numpy
+
+            return masked_by_numpy(self, logits, states, budget, inplace)
+        if not isinstance(logits, np.ndarray):
+            raise TypeError(f"logits must be a numpy array or a torch tensor, not "
+                            f"{type(logits).__name__}")
+        states, batched = self._states_for(logits.ndim, logits.shape, states)
+        out = logits if inplace else logits.copy()
+        view = out if batched else out[None, :]
+        for i, state in enumerate(states):
+            allowed = self.mask(int(state)) if budget is None else \
+                self.mask_within(int(state), budget)
+            np.copyto(view[i, :self.vocab_size], -np.inf, where=~allowed)
+        view[:, self.vocab_size:] = -np.inf
+        return out
+
+    def allowed_counts(self) -> np.ndarray:
+        """Tokens each table state may allow: its ordinary tokens and all its stack tokens
+        (whether a returning one is allowed depends on the stack)."""
+        return super().allowed_counts() + np.diff(self._stack_ptr)
+
+    def _byte_step(self, state: int, byte: int) -> int:
+        """One byte by the machines' rules: a transition, else a call its first byte opens,
+        else a return when the state is final (docs/FORMAT.md)."""
+        table = self._byte_dfa()
+        q, node = self._config_state[state], self._config_node[state]
+        while q:
+            nxt = int(table[q, byte])
+            if nxt:
+                return self._config(nxt, node)
+            callee = next((k for k in range(self._call_ptr[q], self._call_ptr[q + 1])
+                           if self._machine_first[self._call_machine[k], byte]), None)
+            if callee is not None:
+                node = self._push_return(node, int(self._call_return[callee]))
+                q = int(self._machine_start[self._call_machine[callee]])
+                continue
+            if self._accepting[q] and node:
+                q, node = self._node_top[node], self._node_below[node]
+                continue
+            return 0
+        return 0

@@ -1,0 +1,244 @@
+"""Machines linked by calls: the determinism check, the byte-level rules against a brute-force
+reading, token masks against byte walks on SmolLM2, JSON values nested 30 deep judged by
+jsonschema, artifact format version 2, and the runtime API (numpy, torch, processor)."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import jsonschema
+import numpy as np
+import pytest
+
+import grammarc
+from grammarc.automaton.expr import Call, MachineSet, alt, charset, concat, literal, repeat
+from grammarc.automaton.machines import NotDeterministicError, build_pushdown, inline_calls
+from grammarc.errors import ArtifactError
+from grammarc.runtime.calls import CallGrammar
+
+DIGITS = charset([(48, 57)])
+LIST = MachineSet(  # nested lists of numbers: [1, [22, []], 3]
+    concat(literal("v="), Call("value"), literal(";")),
+    (("value", alt(repeat(DIGITS, 1, None),
+                   concat(literal("["), repeat(concat(Call("value"), repeat(
+                       concat(literal(", "), Call("value")), 0, None)), 0, 1), literal("]")))),))
+OPEN_SCHEMA = {"type": "object", "properties": {"id": {"type": "integer"},
+                                                "tags": {"type": "array",
+                                                         "items": {"type": "string"}}},
+               "required": ["id"]}
+
+
+def _nested(rng: random.Random, depth: int):
+    if depth == 0 or rng.random() < 0.25:
+        return rng.choice([1, 22, -3, 4.5, "s", 'q"\\', None, True, [], {}])
+    if rng.random() < 0.5:
+        return [_nested(rng, depth - 1) for _ in range(rng.randint(1, 3))]
+    return {rng.choice("abcd") + str(i): _nested(rng, depth - 1) for i in range(rng.randint(1, 3))}
+
+
+def _deep(depth: int, leaf):
+    value = leaf
+    for level in range(depth):
+        value = [value] if level % 2 else {"k": value, "n": level}
+    return value
+
+
+@pytest.fixture(scope="module")
+def open_grammar(smollm2):
+    return grammarc.compile_json_schema(OPEN_SCHEMA, smollm2)
+
+
+# --------------------------------------------------------------------- the machines
+def test_machines_read_nested_text_and_inline_to_the_same_language_up_to_a_depth():
+    pd = build_pushdown(LIST, 10_000)
+    assert pd.machine_names == ("", "value") and len(pd.call_machine) >= 2
+    flat = inline_calls(LIST, 3, 10_000)
+    from grammarc.automaton import build_dfa
+
+    flat_dfa = build_dfa(flat)
+    for text, ok in [("v=1;", True), ("v=[];", True), ("v=[1, [22, []], 3];", True),
+                     ("v=" + "[" * 30 + "7" + "]" * 30 + ";", True), ("v=[1,2];", False),
+                     ("v=[1, [2];", False), ("v=[[1]]];", False), ("v=;", False)]:
+        assert pd.accepts(text.encode()) == ok, text
+        depth = text.count("[")
+        if depth <= 2:
+            assert flat_dfa.accepts(text.encode()) == ok, text
+
+
+@pytest.mark.parametrize("machines,reason", [
+    (MachineSet(Call("m"), (("m", repeat(literal("a"), 0, 1)),)), "accepts the empty text"),
+    (MachineSet(alt(concat(Call("m"), literal("x")), literal("ab")), (("m", literal("ac")),)),
+     "may start a call"),
+    (MachineSet(concat(Call("n"), literal("1")), (("n", repeat(DIGITS, 1, None)),)),
+     "may end or go on"),
+    (MachineSet(Call("e"), (("e", alt(concat(Call("e"), literal("+1")), literal("1"))),)),
+     "left recursion"),
+])
+def test_machines_the_next_byte_cannot_decide_are_refused(machines, reason):
+    with pytest.raises(NotDeterministicError, match=reason):
+        build_pushdown(machines, 10_000)
+
+
+def test_ambiguous_calls_are_inlined_with_a_notice(smollm2):
+    """A whitespace style that lets a number go on after it ends cannot return by the next
+    byte alone: the open values are inlined (bounded), as before calls existed."""
+    notices = []
+    options = grammarc.FrontendOptions(whitespace="[0-9]?", notice=notices.append)
+    grammar = grammarc.compile_json_schema({"type": "array"}, smollm2, options=options)
+    assert not isinstance(grammar, CallGrammar)
+    assert any("calls inlined" in n for n in notices)
+
+
+# --------------------------------------------------------------------- JSON Schema
+def test_open_values_accept_exactly_at_depth_30(open_grammar):
+    """Extra properties hold any JSON value: nested 30 deep, valid ones are accepted and
+    mutants judged by jsonschema (and json parsing) are accepted exactly when valid."""
+    assert isinstance(open_grammar, CallGrammar)
+    validator = jsonschema.Draft202012Validator(OPEN_SCHEMA)
+    rng = random.Random(3)
+    texts = []
+    for depth in (1, 5, 30):
+        for leaf in (1, "x", None, [], {}):
+            texts.append(json.dumps({"id": 1, "tags": ["a"], "extra": _deep(depth, leaf)}))
+    texts += [json.dumps({"id": 2, **{f"z{i}": _nested(rng, 6)}}) for i in range(40)]
+    for text in list(texts):
+        for _ in range(6):  # mutants: one character changed, dropped or doubled
+            i = rng.randrange(len(text))
+            texts.append(rng.choice([text[:i] + text[i + 1:], text[:i] + text[i] + text[i:],
+                                     text[:i] + rng.choice('[]{},:"1 ') + text[i + 1:]]))
+    for text in texts:
+        try:
+            value = json.loads(text)
+            valid = validator.is_valid(value) and json.dumps(value) == text
+        except ValueError:
+            valid = False
+        assert open_grammar.matches(text) == valid, text
+
+
+def test_masks_agree_with_byte_walks(open_grammar, smollm2):
+    """For configurations met on random token walks (stacks included), a token is allowed
+    exactly when its bytes keep the text a prefix of the language."""
+    rng = np.random.default_rng(5)
+    token_bytes = smollm2.token_bytes
+    eos = set(smollm2.eos_token_ids)
+    sample = [t for t in rng.choice(len(token_bytes), 1500, replace=False).tolist()
+              if token_bytes[t] and t not in eos]
+    for _ in range(6):
+        tokens = open_grammar.sample_tokens(60, rng, eos_probability=0.1)
+        state = open_grammar.initial_state
+        for token in tokens[:12]:
+            mask = open_grammar.mask(state)
+            for candidate in sample + [token]:
+                walked = open_grammar.walk_bytes(token_bytes[candidate], state) \
+                    if candidate not in eos else state
+                expected = bool(walked) if candidate not in eos else \
+                    open_grammar.is_accepting(state)
+                assert bool(mask[candidate]) == expected, (open_grammar.stack(state), candidate)
+                if mask[candidate] and candidate not in eos:
+                    after = open_grammar.next_state(state, candidate)
+                    assert open_grammar.stack(after) == open_grammar.stack(walked)
+            state = open_grammar.next_state(state, token)
+
+
+def test_sampled_token_sequences_are_valid_instances(open_grammar, smollm2):
+    rng = np.random.default_rng(11)
+    eos = set(smollm2.eos_token_ids)
+    for _ in range(40):
+        tokens = open_grammar.sample_tokens(50, rng, eos_probability=0.05)
+        assert tokens is not None and len(tokens) <= 50 and tokens[-1] in eos
+        text = smollm2.decode_bytes([t for t in tokens if t not in eos]).decode()
+        jsonschema.validate(json.loads(text), OPEN_SCHEMA)
+
+
+def test_budgets_are_a_guarantee(open_grammar, smollm2):
+    """With `mask_within`, any walk ends within the budget, EOS included."""
+    rng = np.random.default_rng(2)
+    eos = list(smollm2.eos_token_ids)
+    for budget in (12, 20, 35):
+        for _ in range(5):
+            state, left = open_grammar.initial_state, budget
+            while True:
+                allowed = np.flatnonzero(open_grammar.mask_within(state, left))
+                assert len(allowed), (budget, left, open_grammar.stack(state))
+                token = int(rng.choice(allowed))
+                left -= 1
+                if token in eos:
+                    break
+                state = open_grammar.next_state(state, token)
+            assert left >= 0 and open_grammar.is_accepting(state)
+
+
+# --------------------------------------------------------------------- artifacts, runtime
+@pytest.mark.parametrize("suffix", [".safetensors", ".npz"])
+def test_version_2_artifacts_round_trip(open_grammar, tmp_path, suffix):
+    path = tmp_path / f"open{suffix}"
+    open_grammar.save(path)
+    loaded = grammarc.load(path)
+    assert isinstance(loaded, CallGrammar) and loaded.metadata["format_version"] == 2
+    text = json.dumps({"id": 5, "q": [[{"r": [1, {"s": None}]}]]})
+    assert loaded.matches(text) and not loaded.matches(text[:-1])
+    state = loaded.walk_bytes(text[:20].encode())
+    assert np.array_equal(loaded.mask(state), open_grammar.mask(
+        open_grammar.walk_bytes(text[:20].encode())))
+    with pytest.raises(ValueError, match="factored layout only"):
+        open_grammar.save(tmp_path / "x.safetensors", layout="dense")
+
+
+@pytest.mark.parametrize("tensor,value,message", [
+    ("call_return", 10**6, "call_return out of range"),
+    ("stack_next", 10**6, "stack_next out of range"),
+    ("push_states", 0, "push_states out of range"),
+    ("machine_start", 0, "machine_start out of range"),
+])
+def test_forged_version_2_tensors_are_refused(open_grammar, tmp_path, tensor, value, message):
+    from grammarc.artifact import read_artifact, write_artifact
+
+    path = tmp_path / "open.npz"
+    open_grammar.save(path)
+    data = read_artifact(path)
+    tensors = {name: data.tensors[name].astype(np.int64) for name in data.tensors}
+    tensors["accepting"] = tensors["accepting"].astype(np.uint8)
+    tensors[tensor] = tensors[tensor].copy()
+    tensors[tensor][0] = value
+    metadata = {k: v for k, v in data.metadata.items() if k != "checksum"}
+    write_artifact(path, metadata, tensors)
+    with pytest.raises(ArtifactError, match=message):
+        grammarc.load(path)
+
+
+def test_batches_on_numpy_and_torch_agree(open_grammar, smollm2):
+    torch = pytest.importorskip("torch")
+    text = json.dumps({"id": 3, "x": [{"y": [1, 2]}]})
+    states = [open_grammar.walk_bytes(text[:n].encode()) for n in (0, 9, 16, 22)]
+    logits = np.zeros((len(states), open_grammar.vocab_size), np.float32)
+    masked = open_grammar.apply(logits, states)
+    for row, state in zip(masked, states):
+        assert np.array_equal(np.isfinite(row), open_grammar.mask(state))
+    on_torch = open_grammar.apply(torch.zeros(len(states), open_grammar.vocab_size),
+                                  torch.tensor(states))
+    assert np.array_equal(torch.isfinite(on_torch).numpy(), np.isfinite(masked))
+    tokens = [int(np.flatnonzero(open_grammar.mask(s))[0]) for s in states]
+    assert open_grammar.advance(torch.tensor(states), torch.tensor(tokens)).tolist() == \
+        open_grammar.advance(np.array(states), np.array(tokens)).tolist()
+    with pytest.raises(ValueError, match="out of range"):
+        open_grammar.mask(10**9)
+
+
+def test_processor_constrains_a_batch(open_grammar, smollm2):
+    """The processor runs on state ids as for one table: generate greedily from random
+    logits, every row ends with a valid instance within its budget."""
+    from grammarc.integrations import GrammarProcessor
+
+    rng = np.random.default_rng(0)
+    processor = GrammarProcessor(open_grammar, max_new_tokens=40)
+    generated = np.zeros((3, 1), np.int64)
+    eos = set(smollm2.eos_token_ids)
+    for _ in range(40):
+        scores = processor.process_logits(generated, rng.normal(size=(3, open_grammar.vocab_size)))
+        generated = np.concatenate([generated, scores.argmax(axis=1)[:, None]], axis=1)
+    for row in generated[:, 1:]:
+        tokens = [int(t) for t in row]
+        end = next(i for i, t in enumerate(tokens) if t in eos)
+        text = smollm2.decode_bytes(tokens[:end]).decode()
+        jsonschema.validate(json.loads(text), OPEN_SCHEMA)
