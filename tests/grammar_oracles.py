@@ -127,9 +127,8 @@ def _last_atom(stack: list[str]) -> str:
 def token_walk(grammar, rng: random.Random, budget: int = 40) -> list[int]:
     """Token ids of a random walk from the start to an accepting state, where it stops with
     probability 0.2 per visit; after `budget` tokens it takes only tokens that get closer to
-    acceptance (`min_tokens_to_accept`), so every walk ends."""
+    acceptance (`tokens_to_accept`), so every walk ends."""
     eos = set(grammar.eos_token_ids)
-    fewest = grammar.min_tokens_to_accept
     state, ids = grammar.initial_state, []
     while True:
         allowed = np.array([t for t in grammar.allowed(state) if t not in eos])
@@ -138,7 +137,9 @@ def token_walk(grammar, rng: random.Random, budget: int = 40) -> list[int]:
             return ids
         if len(ids) >= budget:
             nxt = grammar.advance(np.full(len(allowed), state), allowed)
-            allowed = allowed[fewest[nxt] < fewest[state]]
+            closer = [grammar.tokens_to_accept(int(s)) < grammar.tokens_to_accept(state)
+                      for s in nxt]
+            allowed = allowed[np.array(closer, bool)]
         token = int(allowed[rng.randrange(len(allowed))])
         state = grammar.next_state(state, token)
         assert state != 0

@@ -9,6 +9,7 @@ from helpers import assert_clean_error, run_cli
 import grammarc
 
 NESTED = 'root ::= "(" root ")" | "x"\n'
+AMBIGUOUS = 'root ::= "a" root "a" | "a"\n'  # "a" may open or close: no call can be decided
 SPEC = """start: a
 accept: [c]
 states:
@@ -24,11 +25,17 @@ def test_compile_each_kind(tmp_path):
     (tmp_path / "nested.gbnf").write_text(NESTED)
     result = run_cli("compile", "nested.gbnf", "--tokenizer", "smollm2", "--max-depth", "2",
                      cwd=tmp_path)
+    assert result.returncode == 0 and "notice" not in result.stderr, result.stderr
+    nested = grammarc.load(tmp_path / "nested.safetensors")
+    assert nested.metadata["format_version"] == 2 and nested.metadata["options"]["max_depth"] == 2
+    assert nested.matches("(" * 30 + "x" + ")" * 30) and not nested.matches("((x)")
+    (tmp_path / "ambiguous.gbnf").write_text(AMBIGUOUS)
+    result = run_cli("compile", "ambiguous.gbnf", "--tokenizer", "smollm2", "--max-depth", "2",
+                     cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert "notice: recursive rules root unrolled to depth 2 (--max-depth)" in result.stderr
-    nested = grammarc.load(tmp_path / "nested.safetensors")
-    assert nested.matches("((x))") and not nested.matches("(((x)))")
-    assert nested.metadata["options"]["max_depth"] == 2
+    ambiguous = grammarc.load(tmp_path / "ambiguous.safetensors")
+    assert ambiguous.matches("aaaaa") and not ambiguous.matches("aaaaaaa")
 
     (tmp_path / "flow.fsm.yaml").write_text(SPEC)
     result = run_cli("compile", "flow.fsm.yaml", "--tokenizer", "smollm2", "-o", "flow.npz",
@@ -59,8 +66,8 @@ def test_bad_grammars_are_one_line_errors(tmp_path, name, text, fragment):
 
 
 def test_too_many_states_names_the_unrolled_rules(tmp_path):
-    (tmp_path / "nested.gbnf").write_text(NESTED)
-    result = run_cli("compile", "nested.gbnf", "--tokenizer", "smollm2", "--max-states", "8",
-                     "-q", cwd=tmp_path)
-    assert_clean_error(result, "nested.gbnf: the automaton needs 11 DFA states, more than "
-                               "--max-states 8; recursive rules root unrolled to depth 4")
+    (tmp_path / "palindromes.gbnf").write_text('root ::= "a" root "a" | "a" | "b" root "b" | "b"\n')
+    result = run_cli("compile", "palindromes.gbnf", "--tokenizer", "smollm2", "--max-states",
+                     "20", "-q", cwd=tmp_path)
+    assert_clean_error(result, "palindromes.gbnf: the automaton needs 91 DFA states, more than "
+                               "--max-states 20; recursive rules root unrolled to depth 4")

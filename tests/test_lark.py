@@ -11,7 +11,7 @@ import pytest
 from grammar_oracles import check_against_earley, earley_accepts
 
 import grammarc
-from grammarc.automaton import build_dfa
+from grammarc.automaton.machines import language_automaton
 from grammarc.errors import GrammarError
 from grammarc.frontends import FrontendOptions
 from grammarc.frontends.lark_grammar import parse_lark
@@ -82,7 +82,8 @@ def test_hand_written_strings(name, compiled):
 def _language(text: str, start: str | None = None, notices: list[str] | None = None):
     options = FrontendOptions(start=start, notice=(notices if notices is not None
                                                    else []).append)
-    return build_dfa(parse_lark(text, "t.lark", options))
+    return language_automaton(parse_lark(text, "t.lark", options), options.max_states,
+                              options.max_depth, options.notice)
 
 
 @pytest.mark.parametrize("source,accepted,rejected", [
@@ -111,12 +112,11 @@ def test_features(source, accepted, rejected):
         assert not dfa.accepts(text.encode()) and not earley_accepts(oracle, text), text
 
 
-def test_start_option_and_recursion_notice():
+def test_start_option_and_recursion_at_any_depth():
     notices: list[str] = []
     dfa = _language('start: "a"\nlist: "(" list* ")"\n', start="list", notices=notices)
-    assert dfa.accepts(b"(()(()))") and not dfa.accepts(b"a")
-    assert notices == ["recursive rules list unrolled to depth 4 (--max-depth); strings that "
-                       "nest deeper are left out"]
+    assert dfa.accepts(b"(()(()))") and not dfa.accepts(b"a") and notices == []
+    assert dfa.accepts(b"(" * 30 + b")" * 30) and not dfa.accepts(b"(" * 30 + b")" * 29)
 
 
 @pytest.mark.parametrize("source,message", [

@@ -1,5 +1,6 @@
 """Rule expansion shared by the Lark and GBNF front ends: exact solutions of linear recursion,
-the depth bound of other recursion, checked on every short string against Earley."""
+other recursion as machines linked by calls (exact at any depth), and the depth bound where
+the next byte cannot decide a call, checked on every short string against Earley."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import lark
 import pytest
 from grammar_oracles import earley_accepts, gbnf_to_lark
 
-from grammarc.automaton import build_dfa
+from grammarc.automaton.machines import PushdownDFA, language_automaton
 from grammarc.errors import GrammarError
 from grammarc.frontends import FrontendOptions
 from grammarc.frontends.gbnf import parse_gbnf
@@ -19,7 +20,8 @@ from grammarc.frontends.gbnf import parse_gbnf
 def _compile(source: str, depth: int = 4, notices: list[str] | None = None):
     options = FrontendOptions(max_depth=depth, notice=(notices if notices is not None
                                                        else []).append)
-    return build_dfa(parse_gbnf(source, "t.gbnf", options))
+    return language_automaton(parse_gbnf(source, "t.gbnf", options), options.max_states,
+                              depth, options.notice)
 
 
 def _strings(alphabet: str, length: int):
@@ -48,12 +50,23 @@ def test_linear_recursion_is_exact_without_notice(source):
         assert dfa.accepts(text.encode()) == earley_accepts(parser, text), text
 
 
-@pytest.mark.parametrize("depth", [0, 1, 2, 4])
-def test_depth_bounds_nesting(depth):
+def test_nesting_is_exact_at_any_depth_through_calls():
     notices: list[str] = []
-    dfa = _compile('root ::= "(" root ")" | "x"', depth, notices)
-    accepted = {t for t in _strings("()x", 2 * depth + 3) if dfa.accepts(t.encode())}
-    assert accepted == {"(" * k + "x" + ")" * k for k in range(depth + 1)}
+    automaton = _compile('root ::= "(" root ")" | "x"', 1, notices)
+    assert isinstance(automaton, PushdownDFA) and notices == []
+    accepted = {t for t in _strings("()x", 13) if automaton.accepts(t.encode())}
+    assert accepted == {"(" * k + "x" + ")" * k for k in range(7)}
+    assert automaton.accepts(("(" * 40 + "x" + ")" * 40).encode())
+
+
+@pytest.mark.parametrize("depth", [1, 2, 4])
+def test_depth_bounds_nesting_where_the_next_byte_cannot_decide(depth):
+    """After "a", another "a" may open a nested root or close this one: no call can be
+    decided by the next byte, so the rule is unrolled `depth` levels, with a notice."""
+    notices: list[str] = []
+    dfa = _compile('root ::= "a" root "a" | "a"', depth, notices)
+    accepted = {t for t in _strings("a", 2 * depth + 3) if dfa.accepts(t.encode())}
+    assert accepted == {"a" * (2 * k + 1) for k in range(depth + 1)}
     assert notices == [f"recursive rules root unrolled to depth {depth} (--max-depth); "
                        "strings that nest deeper are left out"]
 
@@ -89,7 +102,8 @@ def _random_grammar(rng: random.Random) -> str:
 @pytest.mark.parametrize("seed", range(30))
 def test_random_recursive_grammars_exact_up_to_the_bound(seed):
     """At depth n, the table accepts exactly the grammar's strings of length <= n (each
-    recursion reads a character), and never a string outside the grammar."""
+    recursion reads a character; with calls, every length), and never a string outside the
+    grammar."""
     source = _random_grammar(random.Random(seed))
     parser = _earley(source)
     try:

@@ -9,8 +9,8 @@ points; surrogates (U+D800..U+DFFF) cannot appear in UTF-8 text and are left out
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterable, Union
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Callable, Iterable, Union
 
 if TYPE_CHECKING:
     from .dfa import ByteDFA
@@ -91,6 +91,9 @@ class MachineSet:
 
     root: Expr
     machines: tuple[tuple[str, Expr], ...]
+    # the flat under-approximation to use when the calls cannot be decided by the next byte
+    # (None: `machines.inline_calls`); it issues its own notice
+    unrolled: Callable[[], Expr] | None = field(default=None, compare=False)
 
 EMPTY = Concat(())
 NOTHING = CharSet(())

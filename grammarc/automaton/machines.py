@@ -31,7 +31,7 @@ from typing import Callable
 
 import numpy as np
 
-from ..errors import GrammarError
+from ..errors import GrammarError, TooManyStatesError
 from .dfa import ByteDFA, build_dfa
 from .expr import (
     NOTHING, Alt, Automaton, Call, Concat, Expr, Graph, MachineSet, Repeat, alt, concat, repeat,
@@ -136,9 +136,12 @@ def language_automaton(language: Expr | MachineSet, max_states: int, max_depth: 
         try:
             return build_pushdown(language, max_states)
         except NotDeterministicError as exc:
-            notice(f"calls inlined ({exc.message}); recursion unrolled to depth {max_depth} "
-                   "(--max-depth)")
-            language = inline_calls(language, max_depth, max_states)
+            if language.unrolled is not None:
+                language = language.unrolled()
+            else:
+                notice(f"calls inlined ({exc.message}); recursion unrolled to depth "
+                       f"{max_depth} (--max-depth)")
+                language = inline_calls(language, max_depth, max_states)
     return build_dfa(language, max_states=max_states)
 
 
@@ -215,9 +218,6 @@ def _link(names: list[str], tables: list[np.ndarray], finals: list[np.ndarray],
                     order.append(nxt)
         local_ids.append(order)
     total = 1 + sum(len(ids) for ids in local_ids)
-    if total > max_states:
-        raise GrammarError(f"the machines need {total:,} states, more than --max-states "
-                           f"{max_states:,}")
     offsets, glob = [], []
     next_id = 1
     for ids, table in zip(local_ids, tables):
@@ -246,6 +246,9 @@ def _link(names: list[str], tables: list[np.ndarray], finals: list[np.ndarray],
     first = _first_bytes(byte_table, accepting, machine_start, call_ptr, call_machine, names)
     follow = _check_deterministic(byte_table, accepting, state_machine, call_ptr,
                                   call_machine, call_return, first, names)
+    if total > max_states:
+        raise TooManyStatesError(f"the machines need {total:,} states, more than --max-states "
+                                 f"{max_states:,}")
     return PushdownDFA(byte_dfa(byte_table, accepting), tuple(names), machine_start,
                        state_machine, call_ptr, call_machine, call_return, first, follow)
 
@@ -255,9 +258,8 @@ def _first_bytes(byte_table, accepting, machine_start, call_ptr, call_machine,
     """FIRST sets by fixpoint; a machine that accepts the empty text is not deterministic."""
     first = np.zeros((len(machine_start), 256), bool)
     for m, start in enumerate(machine_start):
-        if accepting[start]:
-            raise NotDeterministicError(f"machine {names[m] or 'root'!r} accepts the empty "
-                                        "text")
+        if accepting[start] and m:  # the root is never called: it may accept nothing
+            raise NotDeterministicError(f"machine {names[m]!r} accepts the empty text")
         first[m] = byte_table[start] != 0
     callees_at_start = [set(call_machine[call_ptr[s]:call_ptr[s + 1]].tolist())
                         for s in machine_start]

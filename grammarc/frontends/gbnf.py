@@ -20,8 +20,8 @@ import lark
 from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken
 
 from ..automaton.expr import (
-    MAX_CODE_POINT, SURROGATES, CharSet, Expr, alt, complement_ranges, concat, normalize_ranges,
-    repeat,
+    MAX_CODE_POINT, SURROGATES, CharSet, Expr, MachineSet, alt, complement_ranges, concat,
+    normalize_ranges, repeat,
 )
 from ..errors import GrammarError
 from . import FrontendOptions
@@ -85,7 +85,7 @@ def _parser() -> lark.Lark:
 
 
 def parse_gbnf(text: str, source_name: str | None = None,
-               options: FrontendOptions | None = None) -> Expr:
+               options: FrontendOptions | None = None) -> Expr | MachineSet:
     """The expression tree of a GBNF grammar's start rule (`root` unless `options.start`)."""
     options = options or FrontendOptions()
     builder = _Builder(text, source_name)

@@ -20,7 +20,7 @@ from functools import lru_cache
 import lark
 from lark.exceptions import LarkError, UnexpectedInput
 
-from ..automaton.expr import Expr, alt, concat, repeat
+from ..automaton.expr import Expr, MachineSet, alt, concat, repeat
 from ..errors import GrammarError
 from . import FrontendOptions
 from .regex import parse_regex
@@ -30,7 +30,7 @@ _POSITION = re.compile(r" at line (\d+),? column (\d+)")
 
 
 def parse_lark(text: str, source_name: str | None = None,
-               options: FrontendOptions | None = None) -> Expr:
+               options: FrontendOptions | None = None) -> Expr | MachineSet:
     """The expression tree of a Lark grammar's start rule (`start` unless `options.start`)."""
     options = options or FrontendOptions()
     loaded = _load(text, source_name, options.start or "start")
@@ -56,7 +56,12 @@ def parse_lark(text: str, source_name: str | None = None,
             concat(*(symbol(sym) for sym in rule.expansion)))
     rules = {name: alt(*options_) for name, options_ in bodies.items()}
     start = loaded.options.start[0]
-    return concat(skip, expand_rules(rules, start, options, source_name))
+    language = expand_rules(rules, start, options, source_name)
+    if isinstance(language, MachineSet):
+        unrolled = language.unrolled
+        return MachineSet(concat(skip, language.root), language.machines,
+                          lambda: concat(skip, unrolled()))
+    return concat(skip, language)
 
 
 def _load(text: str, source_name: str | None, start: str) -> lark.Lark:

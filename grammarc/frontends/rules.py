@@ -1,19 +1,18 @@
-"""Context-free rules to one expression tree: references inlined, recursion unrolled to a bound.
+"""Context-free rules to one expression, or to machines linked by calls where they recurse.
 
 Shared by the Lark and GBNF front ends. A rule body is an expression tree (`automaton.expr`)
-whose leaves may also be `Ref`s to rules. Expansion is exact except for recursion:
+whose leaves may also be `Ref`s to rules. References are inlined, except for recursion:
 
 - A rule whose only recursion is a reference to itself at the very end of its body
   (`R ::= A | B R`) or at the very start (`R ::= A | R B`) is regular and is replaced by its
   exact solution `B* A` or `A B*` (Arden's lemma). Lark's own `x*` / `x+` rules are of this
   kind, and so are idioms like `ws ::= ([ \\t\\n] ws)?` or `list ::= item | list "," item`.
-- Other recursion is unrolled: in every group of mutually recursive rules a few rules are chosen
-  so that every cycle of references passes through one of them (the *cycle heads*). Along any
-  chain of nested expansions, the heads of one group may be expanded at most
-  `options.max_depth` times; a reference that would expand one more time is replaced by the
-  empty language. The result is an under-approximation: every string it accepts is in the
-  grammar's language, and strings that nest deeper are left out. Left recursion is bounded the
-  same way, so expansion always ends.
+- Other recursion: in every group of mutually recursive rules a few rules are chosen so that
+  every cycle of references passes through one of them (the *cycle heads*). Each head becomes
+  a machine (`automaton.machines`), every reference to it a `Call`, and the other rules are
+  inlined, so nesting is exact at any depth. When the next byte cannot always decide between
+  calling, returning and going on, the compiler inlines the calls instead, recursion unrolled
+  to `options.max_depth` (an under-approximation, with a notice).
 """
 
 from __future__ import annotations
@@ -21,7 +20,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterable
 
-from ..automaton.expr import EMPTY, NOTHING, Alt, Concat, Expr, Repeat, alt, concat, repeat
+from ..automaton.expr import (
+    EMPTY, NOTHING, Alt, Call, Concat, Expr, MachineSet, Repeat, alt, concat, repeat,
+)
 from ..errors import GrammarError
 from . import FrontendOptions
 
@@ -35,11 +36,11 @@ class Ref:
 
 
 def expand_rules(rules: dict[str, Expr], start: str, options: FrontendOptions,
-                 source_name: str | None, what: str = "rules") -> Expr:
-    """The expression of rule `start` with every reference inlined (see the module docstring).
-
-    `rules` maps each rule name to its body; every reference must name a rule of `rules`. A
-    notice names the recursive rules that were unrolled.
+                 source_name: str | None, what: str = "rules") -> Expr | MachineSet:
+    """The language of rule `start`: its expression with every reference inlined, or machines
+    linked by calls when rules recurse, with the unrolled expression as their fallback (see
+    the module docstring). `rules` maps each rule name to its body; every reference must name
+    a rule of `rules`.
     """
     refs = _RefCache()
     rules = {name: _solve_linear_recursion(name, body, refs) for name, body in rules.items()}
@@ -55,7 +56,18 @@ def expand_rules(rules: dict[str, Expr], start: str, options: FrontendOptions,
         if _is_cyclic(members, graph):
             recursive.extend(members)
             heads.update(_cycle_heads(members, graph))
-    if recursive:
+    inlined: dict[str, Expr] = {}
+
+    def with_calls(expr: Expr) -> Expr:
+        if isinstance(expr, Ref):
+            if expr.name in heads:
+                return Call(expr.name)
+            if expr.name not in inlined:  # no cycle without a head: this ends
+                inlined[expr.name] = _substitute(rules[expr.name], refs, with_calls)
+            return inlined[expr.name]
+        return _substitute(expr, refs, with_calls)
+
+    def unrolled() -> Expr:
         order = {name: i for i, name in enumerate(rules)}
         # names starting with "__" are helper rules a front end made up (Lark's `x*` rules)
         shown = [name for name in sorted(recursive, key=order.__getitem__)
@@ -63,37 +75,54 @@ def expand_rules(rules: dict[str, Expr], start: str, options: FrontendOptions,
         options.notice(f"recursive {what} {', '.join(shown)} unrolled to depth "
                        f"{options.max_depth} (--max-depth); strings that nest deeper are left "
                        "out")
-    memo: dict[tuple[str, int], Expr] = {}
+        memo: dict[tuple[str, int], Expr] = {}
 
-    def expand_rule(name: str, depth: int) -> Expr:
-        key = (name, depth)
-        if key not in memo:
-            memo[key] = substitute(rules[name], component[name], depth)
-        return memo[key]
+        def at_depth(comp: int, depth: int):
+            def replace(expr: Expr) -> Expr:
+                if not isinstance(expr, Ref):
+                    return _substitute(expr, refs, replace)
+                if component[expr.name] != comp:  # entering a group: no recursion yet
+                    return expand_rule(expr.name, 0)
+                target = depth + (expr.name in heads)
+                return NOTHING if target > options.max_depth else expand_rule(expr.name, target)
+            return replace
 
-    def substitute(expr: Expr, comp: int, depth: int) -> Expr:
-        if not refs(expr):
-            return expr
-        if isinstance(expr, Ref):
-            if component[expr.name] != comp:  # entering a group of rules: no recursion yet
-                return expand_rule(expr.name, 0)
-            target = depth + (expr.name in heads)
-            if target > options.max_depth:
-                return NOTHING
-            return expand_rule(expr.name, target)
-        if isinstance(expr, Concat):
-            return concat(*(substitute(p, comp, depth) for p in expr.parts))
-        if isinstance(expr, Alt):
-            return alt(*(substitute(o, comp, depth) for o in expr.options))
-        if isinstance(expr, Repeat):
-            return repeat(substitute(expr.item, comp, depth), expr.min, expr.max)
-        raise TypeError(f"a rule reference inside {type(expr).__name__}")
+        def expand_rule(name: str, depth: int) -> Expr:
+            if (name, depth) not in memo:
+                memo[(name, depth)] = _substitute(rules[name], refs,
+                                                  at_depth(component[name], depth))
+            return memo[(name, depth)]
 
-    try:
-        return substitute(Ref(start), -1, 0)
-    except RecursionError:
-        raise GrammarError(f"the {what} nest too deeply to be expanded; lower --max-depth "
-                           f"(now {options.max_depth})", source_name=source_name) from None
+        return guarded(lambda: at_depth(-1, 0)(Ref(start)))
+
+    def guarded(build):
+        try:
+            return build()
+        except RecursionError:
+            raise GrammarError(f"the {what} nest too deeply to be expanded",
+                               source_name=source_name) from None
+
+    root = guarded(lambda: with_calls(Ref(start)))
+    if not heads:
+        return root
+    machines = guarded(lambda: tuple((name, with_calls(rules[name]))
+                                     for name in rules if name in heads))
+    return MachineSet(root, machines, unrolled)
+
+
+def _substitute(expr: Expr, refs: "_RefCache", replace) -> Expr:
+    """`expr` with each rule reference `r` in it replaced by `replace(r)`."""
+    if not refs(expr):
+        return expr
+    if isinstance(expr, Ref):
+        return replace(expr)
+    if isinstance(expr, Concat):
+        return concat(*(_substitute(p, refs, replace) for p in expr.parts))
+    if isinstance(expr, Alt):
+        return alt(*(_substitute(o, refs, replace) for o in expr.options))
+    if isinstance(expr, Repeat):
+        return repeat(_substitute(expr.item, refs, replace), expr.min, expr.max)
+    raise TypeError(f"a rule reference inside {type(expr).__name__}")
 
 
 class _RefCache:
