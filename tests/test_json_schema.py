@@ -151,6 +151,7 @@ def test_ecma_patterns_search_semantics(pattern, yes, no):
 @pytest.mark.parametrize("pattern", [
     r"^(?!internal\.)[a-z][a-z0-9.]*$", r"^(?!a)", r"(?!a)b", r"^(?:(?!ab)a|c)", r"(a$|b)",
     r"^(?=.*x)(?!.*\.\.).{2,}$", r"^(?!.*[\\\"])", r"^x(?!y)",
+    r"^$|(^(?:\S+\s+){0,3}\S+$)", r"(?:^x$)|(y$|^a)",
 ])
 def test_ecma_lookaheads_are_exact(pattern):
     """Lookaheads (compiled by difference and intersection) against Python's re.search, on

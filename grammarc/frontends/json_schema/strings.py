@@ -157,7 +157,7 @@ def pattern_texts(pattern: str, where: str) -> Expr:
     python = _ecma_to_python(pattern, where)
     any_text = repeat(serialized(ANY_CHAR), 0, None)
     options = []
-    for branch in _top_level_branches(python):
+    for branch in _alternatives(python):
         anchored_start = branch.startswith("^")
         anchored_end = branch.endswith("$") and not branch.endswith("\\$")
         body = branch[1 if anchored_start else 0:len(branch) - 1 if anchored_end else None]
@@ -246,6 +246,46 @@ def _ecma_to_python(pattern: str, where: str) -> str:
             out.append(ch)
         i += 1
     return "".join(out)
+
+
+def _alternatives(pattern: str) -> list[str]:
+    """The top-level branches of the pattern, a branch that is one plain group unwrapped and
+    split again (`^$|(^a+$)` is `^$`, `^a+$`), so that anchors inside it are seen."""
+    out = []
+    for branch in _top_level_branches(pattern):
+        inner = _group_body(branch)
+        out.extend([branch] if inner is None else _alternatives(inner))
+    return out
+
+
+def _group_body(branch: str) -> str | None:
+    """The body of a branch that is exactly one capturing or `(?:` group, else None."""
+    if branch.startswith("(?:"):
+        start = 3
+    elif branch.startswith("(") and not branch.startswith("(?"):
+        start = 1
+    else:
+        return None
+    depth, i, in_class = 0, 0, False
+    while i < len(branch):
+        ch = branch[i]
+        if ch == "\\":
+            i += 2
+            continue
+        if in_class:
+            in_class = ch != "]"
+        elif ch == "[":
+            in_class = True
+            i += 2 if branch.startswith("^", i + 1) or branch.startswith("]", i + 1) else 1
+            continue
+        elif ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+            if depth == 0:
+                return branch[start:i] if i == len(branch) - 1 else None
+        i += 1
+    return None
 
 
 def _top_level_branches(pattern: str) -> list[str]:
