@@ -15,6 +15,7 @@ languages are the serialisations of the intersected values.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from functools import lru_cache
 
 from ...automaton import (
@@ -266,31 +267,22 @@ def _group_body(branch: str) -> str | None:
         start = 1
     else:
         return None
-    depth, i, in_class = 0, 0, False
-    while i < len(branch):
-        ch = branch[i]
-        if ch == "\\":
-            i += 2
-            continue
-        if in_class:
-            in_class = ch != "]"
-        elif ch == "[":
-            in_class = True
-            i += 2 if branch.startswith("^", i + 1) or branch.startswith("]", i + 1) else 1
-            continue
-        elif ch == "(":
-            depth += 1
-        elif ch == ")":
-            depth -= 1
-            if depth == 0:
-                return branch[start:i] if i == len(branch) - 1 else None
-        i += 1
+    for i, ch, depth in _syntax(branch):
+        if ch == ")" and depth == 0:
+            return branch[start:i] if i == len(branch) - 1 else None
     return None
 
 
 def _top_level_branches(pattern: str) -> list[str]:
     """Split at `|` outside groups, classes and escapes."""
-    branches, depth, start, i, in_class = [], 0, 0, 0, False
+    cuts = [i for i, ch, depth in _syntax(pattern) if ch == "|" and depth == 0]
+    return [pattern[a + 1:b] for a, b in zip([-1, *cuts], [*cuts, len(pattern)])]
+
+
+def _syntax(pattern: str) -> Iterator[tuple[int, str, int]]:
+    """(index, character, group depth after it) of the characters outside escapes and
+    character classes: the regex syntax that groups and alternation are made of."""
+    depth, i, in_class = 0, 0, False
     while i < len(pattern):
         ch = pattern[i]
         if ch == "\\":
@@ -298,22 +290,16 @@ def _top_level_branches(pattern: str) -> list[str]:
             continue
         if in_class:
             in_class = ch != "]"
-        elif ch == "[":
+        elif ch == "[":  # a leading ^ and a first ] belong to the class
             in_class = True
-            if pattern.startswith("^", i + 1):
-                i += 1
-            if pattern.startswith("]", i + 1):
-                i += 1
-        elif ch == "(":
-            depth += 1
-        elif ch == ")":
-            depth -= 1
-        elif ch == "|" and depth == 0:
-            branches.append(pattern[start:i])
-            start = i + 1
+            i += 1
+            i += pattern.startswith("^", i)
+            i += pattern.startswith("]", i)
+            continue
+        else:
+            depth += (ch == "(") - (ch == ")")
+            yield i, ch, depth
         i += 1
-    branches.append(pattern[start:])
-    return branches
 
 
 # ----------------------------------------------------------------------------- formats
