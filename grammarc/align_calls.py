@@ -102,8 +102,9 @@ def align_calls(pd: PushdownDFA, trie: VocabTrie, token_bytes, vocab_size: int,
     counts = np.bincount(owner[keep], minlength=num_states)
     state_ptr = np.zeros(num_states + 1, np.int64)
     np.cumsum(counts, out=state_ptr[1:])
-    plain = TokenEntries(entries.token_class, state_ptr, entries.entry_class[keep],
-                         entries.entry_next[keep])
+    plain = _without_unused_classes(TokenEntries(entries.token_class, state_ptr,
+                                                 entries.entry_class[keep],
+                                                 entries.entry_next[keep]))
     has_stack_tokens = np.bincount(x_state[live], minlength=num_states) > 0
     ordinary = factor(plain, pd.dfa.accepting | has_stack_tokens)
 
@@ -117,6 +118,16 @@ def align_calls(pd: PushdownDFA, trie: VocabTrie, token_bytes, vocab_size: int,
         timings["alignment"] = timings.get("alignment", 0.0) + walked - started
         timings["factoring"] = timings.get("factoring", 0.0) + time.perf_counter() - walked
     return CallTable(ordinary, x_ptr, *x, *s_arrays, push_ptr, push_states, cost)
+
+
+def _without_unused_classes(entries: TokenEntries) -> TokenEntries:
+    """Token classes renumbered over the entries left: a class only the sink used (its own
+    row allows every token) becomes class 0, "never allowed" by the ordinary table."""
+    used = np.unique(entries.entry_class)
+    new_id = np.zeros(int(entries.token_class.max(initial=0)) + 1, np.int32)
+    new_id[used] = np.arange(1, len(used) + 1, dtype=np.int32)
+    return TokenEntries(new_id[entries.token_class], entries.state_ptr,
+                        new_id[entries.entry_class], entries.entry_next)
 
 
 def _token_data(token_bytes) -> tuple[np.ndarray, np.ndarray]:
