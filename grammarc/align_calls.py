@@ -191,15 +191,23 @@ class _Suffixes:
 
 def _outcomes(kind, nxt, pos, pushes, tokens, push_ids: _PushSequences,
               suffixes: _Suffixes) -> tuple[np.ndarray, np.ndarray]:
-    """(next, arg) per walked pair: next -1 returns (arg: suffix), -2 dies."""
+    """(next, arg) per walked pair: next -1 returns (arg: suffix), -2 dies. Push sequences and
+    suffixes are interned once per distinct value."""
     next_out = np.full(len(kind), -2, np.int32)
     arg = np.zeros(len(kind), np.int32)
-    for i in np.flatnonzero(kind == _STAYS):
-        next_out[i] = nxt[i]
-        arg[i] = push_ids.id(tuple(pushes[i]))
-    for i in np.flatnonzero(kind == _RETURNS):
-        next_out[i] = -1
-        arg[i] = suffixes.id(int(tokens[i]), int(pos[i]))
+    stays = np.flatnonzero(kind == _STAYS)
+    next_out[stays] = nxt[stays]
+    if len(stays):
+        distinct, inverse = np.unique(pushes[stays], axis=0, return_inverse=True)
+        ids = [push_ids.id(tuple(int(q) for q in row[1:1 + row[0]])) for row in distinct]
+        arg[stays] = np.asarray(ids, np.int32)[inverse.reshape(-1)]
+    back = np.flatnonzero(kind == _RETURNS)
+    next_out[back] = -1
+    if len(back):
+        distinct, inverse = np.unique(np.stack([tokens[back], pos[back]], axis=1), axis=0,
+                                      return_inverse=True)
+        ids = [suffixes.id(int(token), int(at)) for token, at in distinct]
+        arg[back] = np.asarray(ids, np.int32)[inverse.reshape(-1)]
     return next_out, arg
 
 
@@ -224,7 +232,8 @@ def _resolve_suffixes(pd: PushdownDFA, kernel: "_Kernel", suffixes: "_Suffixes",
         kind, nxt, pos, pushes = kernel.walk(np.array(starts, np.int32), suffixes.data, lo, hi)
         for i, (state, suffix) in enumerate(zip(starts, suffix_ids)):
             if kind[i] == _STAYS:
-                rows[(state, suffix)] = (int(nxt[i]), push_ids.id(tuple(pushes[i])))
+                pushed = tuple(int(q) for q in pushes[i, 1:1 + pushes[i, 0]])
+                rows[(state, suffix)] = (int(nxt[i]), push_ids.id(pushed))
             elif kind[i] == _RETURNS:
                 rest = suffixes.id_span(int(lo[i] + pos[i]), int(hi[i]))
                 rows[(state, suffix)] = (-1, rest)
@@ -255,13 +264,17 @@ class _Kernel:
 
     def walk(self, starts, data, lo, hi):
         """Walk data[lo[i]:hi[i]] from starts[i] with an empty frame: (kind, next state,
-        bytes read before a return, pushed return states) per walk."""
+        bytes read before a return, pushes) per walk; row i of pushes is the number of
+        return states pushed, then those states (bottom first), zero-padded."""
         kind, nxt, pos, push_len, push_buf = _walk(
             self.table, self.final, self.call_row, self.call_start, self.call_ret,
             np.ascontiguousarray(starts, np.int32), data, lo, hi, _MAX_PUSH)
         if (push_len > _MAX_PUSH).any():
             raise GrammarError(f"a token opens more than {_MAX_PUSH} nested calls")
-        pushes = [push_buf[i, :push_len[i]].tolist() for i in range(len(kind))]
+        width = int(push_len.max(initial=0))
+        pushes = np.zeros((len(kind), width + 1), np.int32)
+        pushes[:, 0] = push_len
+        pushes[:, 1:] = push_buf[:, :width]
         return kind, nxt, pos, pushes
 
 
