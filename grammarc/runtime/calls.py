@@ -165,8 +165,13 @@ class CallGrammar(Grammar):
         """Tokens that reach an accepting state from `state` (an upper bound of the fewest;
         -1: none), the final EOS not counted."""
         config = self._check_state(state)
-        cost = int(self._min_tokens[self._config_state[config]])
-        below = self._node_cost[self._config_node[config]]
+        return self._cost(self._config_state[config], self._config_node[config])
+
+    def _cost(self, table_state: int, node: int) -> int:
+        """`tokens_to_accept` of a configuration, without giving it an id."""
+        if table_state == _DEAD:
+            return -1
+        cost, below = int(self._min_tokens[table_state]), self._node_cost[node]
         return -1 if cost < 0 or below < 0 else cost + below
 
     def mask(self, state: int) -> np.ndarray:
@@ -234,24 +239,15 @@ class CallGrammar(Grammar):
         upper bound here: a token may be refused that a shorter ending would allow)."""
         config = self._check_state(state)
         q, node = self._config_state[config], self._config_node[config]
-        below = self._node_cost[node]
-        row = self._state_row[q]
-        lo, hi = self._row_ptr[row], self._row_ptr[row + 1]
-        reach = self._min_tokens[q + self._row_delta[lo:hi]]
-        fits = (reach >= 0) & (below >= 0) & (reach + below + 2 <= budget)
-        class_fits = np.zeros(self.num_classes, np.bool_)
-        class_fits[self._row_class[lo:hi][fits]] = True
-        mask = class_fits[self._token_class]
+        below = self._node_cost[node]  # the frames below finish after the ordinary tokens
+        mask = self._row_within(q, budget - below) if below >= 0 else \
+            np.zeros(self.vocab_size, np.bool_)
         lo, hi = self._stack_ptr[q], self._stack_ptr[q + 1]
         for token, nxt, arg in zip(self._stack_token[lo:hi].tolist(),
                                    self._stack_next[lo:hi].tolist(),
                                    self._stack_arg[lo:hi].tolist()):
-            if nxt >= 0:
-                need = self.tokens_to_accept(self._config(nxt, self._push(node, arg)))
-            else:
-                table_state, rest = self._resolve(arg, node)
-                need = -1 if table_state == _DEAD else \
-                    self.tokens_to_accept(self._config(table_state, rest))
+            need = self._cost(nxt, self._push(node, arg)) if nxt >= 0 else \
+                self._cost(*self._resolve(arg, node))
             mask[token] = 0 <= need and need + 2 <= budget
         mask[self._eos] = self.is_accepting(config) and budget >= 1
         return mask

@@ -156,15 +156,20 @@ class Grammar:
         an EOS token (allowed only in accepting states) when `budget >= 1`. A fresh array.
         """
         state = self._check_state(state)
-        row = self._state_row[state]
-        lo, hi = self._row_ptr[row], self._row_ptr[row + 1]
-        reach = self._min_tokens[state + self._row_delta[lo:hi]]
-        class_fits = np.zeros(self.num_classes, np.bool_)
-        class_fits[self._row_class[lo:hi][(reach >= 0) & (reach + 2 <= budget)]] = True
-        mask = class_fits[self._token_class]
+        mask = self._row_within(state, budget)
         # an EOS token may share its class with text tokens that loop in accepting states
         mask[list(self.eos_token_ids)] = bool(self._accepting[state]) and budget >= 1
         return mask
+
+    def _row_within(self, table_state: int, budget: int) -> np.ndarray:
+        """The tokens of the table state's row that lead to a state `t` with
+        `1 + min_tokens_to_accept[t] + 1 <= budget` (a fresh array)."""
+        row = self._state_row[table_state]
+        lo, hi = self._row_ptr[row], self._row_ptr[row + 1]
+        reach = self._min_tokens[table_state + self._row_delta[lo:hi]]
+        class_fits = np.zeros(self.num_classes, np.bool_)
+        class_fits[self._row_class[lo:hi][(reach >= 0) & (reach + 2 <= budget)]] = True
+        return class_fits[self._token_class]
 
     def allowed_within(self, state: int, budget: int) -> np.ndarray:
         """Sorted ids of the tokens of `mask_within(state, budget)`."""
