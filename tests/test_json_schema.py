@@ -211,6 +211,49 @@ def test_additional_keys_come_after_ranked_keys_in_any_order():
     assert not accepts(strict, '{"a": 1, "x": 3}')
 
 
+def test_ranking_keeps_each_branch_order_where_the_branches_agree():
+    # maskbench Github_trivial o64859: a one-key branch first must not move "state" before
+    # "current", which the third branch declares first
+    branch = {"type": "object", "properties": {"current": {"type": "number"},
+                                               "state": {"enum": ["running"]},
+                                               "total": {"type": "number"}}}
+    schema = {"allOf": [{"oneOf": [{"properties": {"state": {"enum": ["stopped"]}},
+                                    "required": ["state"]}, branch]},
+                        {"properties": {"id": {"type": "number"}}, "required": ["id"]}]}
+    dfa, _ = dfa_of(schema)
+    text = '{"current": 5, "state": "running", "total": 9, "id": 1}'
+    assert jsonschema.validators.validator_for(schema)(schema).is_valid(json.loads(text))
+    assert accepts(dfa, text) and accepts(dfa, '{"state": "stopped", "id": 2}')
+    assert not accepts(dfa, '{"state": "running", "current": 5, "id": 1}')
+    # conflicting orders fall back to first appearance; required alone imposes no order
+    conflicting = {"anyOf": [{"properties": {"a": {}, "b": {}}},
+                             {"properties": {"b": {}, "a": {}}, "required": ["b", "a"]}]}
+    dfa, _ = dfa_of(conflicting)
+    assert accepts(dfa, '{"a": 1, "b": 2}') and not accepts(dfa, '{"b": 2, "a": 1}')
+
+
+def test_open_positions_nest_without_bound():
+    # `items` whose only keyword is unknown constrains nothing: any value, any depth
+    schema = {"type": "object", "properties": {"tools": {"type": "array",
+                                                         "items": {"tool": {"type": "object"}}}}}
+    dfa, notices = dfa_of(schema, max_depth=3)
+    deep = {"tools": [{"a": [[{"b": [[[{"c": [1]}]]]}]]}]}
+    assert accepts(dfa, json.dumps(deep)) and not notices
+    assert not accepts(dfa, json.dumps({"tools": {}}))
+
+
+def test_ref_siblings_name_no_keys_before_2019_09():
+    # draft 7: `$ref` replaces its siblings, so "present" is an additional key, not a ranked one
+    schema = {"$schema": "http://json-schema.org/draft-07/schema#",
+              "definitions": {"rules": {"properties": {"level": {"type": "string"}}}},
+              "properties": {"rule": {"$ref": "#/definitions/rules",
+                                      "properties": {"present": {"type": "boolean"}}}}}
+    dfa, _ = dfa_of(schema)
+    for text in ('{"rule": {"level": "warning", "present": true}}',
+                 '{"rule": {"present": 7}}'):
+        assert jsonschema.Draft7Validator(schema).is_valid(json.loads(text))
+        assert accepts(dfa, text)
+
 def test_integers_numbers_and_negative_zero():
     integer, _ = dfa_of({"type": "integer", "minimum": 0})
     assert accepts(integer, "0") and accepts(integer, "7.0") and not accepts(integer, "-0")

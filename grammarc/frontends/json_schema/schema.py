@@ -5,13 +5,13 @@ Serialisation rules (documented in docs/json-schema.md):
 * whitespace follows the layout chosen by `--whitespace`;
 * at each position of the document, object keys follow one *ranking*: the property names of
   every schema that can apply there (through `allOf`, `anyOf`, `oneOf`, `not`, `if`, `$ref`,
-  dependencies), in document order; keys not in the ranking come after the ranked ones, in any
-  order. Because every branch of a position uses the same ranking, intersections and
-  complements of branch languages are exact;
+  dependencies), keeping each `properties` order where they agree (`Position.ranking`); keys
+  not in the ranking come after the ranked ones, in any order. Because every branch of a
+  position uses the same ranking, intersections and complements of branch languages are exact;
 * strings may use every JSON escape; numbers follow `numbers.py`;
-* values nest without bound only as far as the schema describes them: recursive `$ref`s are
-  unrolled `--max-depth` times, and values the schema leaves open (`{}`, `true`, additional
-  properties, items without a schema) nest at most `--max-depth` levels.
+* recursive `$ref`s and values no schema constrains (`{}`, `true`, additional properties,
+  items without a schema) are machines called at run time, so they nest to any depth; where a
+  boolean operation needs them flat, they are unrolled / nested at most `--max-depth` levels.
 
 Boolean keywords (`allOf`, `not`, `oneOf`, `if`/`then`/`else`, `dependentSchemas`,
 `contains`, patterns with lengths, ...) are computed on automata (`automaton.ops`).
@@ -23,6 +23,8 @@ import json
 from dataclasses import dataclass, field
 from decimal import Decimal
 from functools import cached_property
+from graphlib import CycleError, TopologicalSorter
+from heapq import heapify, heappop, heappush
 from itertools import combinations
 from typing import Any
 from urllib.parse import unquote, urldefrag, urljoin
@@ -45,6 +47,9 @@ _SCHEMA_KEYWORDS = ("additionalProperties", "additionalItems", "contains", "prop
                     "contentSchema")
 _LIST_KEYWORDS = ("allOf", "anyOf", "oneOf", "prefixItems")
 _MAP_KEYWORDS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
+_APPLICATORS = ("$ref", "allOf", "anyOf", "oneOf", "not", "if", "then", "else",
+                "dependentSchemas", "unevaluatedProperties", "unevaluatedItems",
+                "$dynamicRef", "$recursiveRef")
 _UNSUPPORTED = ("unevaluatedProperties", "unevaluatedItems", "$dynamicRef", "$recursiveRef")
 _MAX_PATTERN_REGIONS = 8   # patternProperties per object (2^n key regions)
 _MAX_UNIQUE_VALUES = 10    # values an array with uniqueItems may draw from
@@ -217,8 +222,14 @@ class Position:
                 continue
             ref = self.compiler.registry.at(ref.node, ref.base)
             seen.add(id(ref.node))
-            out.append(ref)
             node = ref.node
+            if "$ref" in node and self.compiler.draft <= 7:  # the target replaces the node
+                try:
+                    stack.append(self.compiler.registry.resolve(ref))
+                except GrammarError:
+                    out.append(ref)  # reported when the value is compiled
+                continue
+            out.append(ref)
             inplace: list[Any] = []
             for key in ("allOf", "anyOf", "oneOf"):
                 if isinstance(node.get(key), list):
@@ -239,28 +250,34 @@ class Position:
         return out
 
     @cached_property
+    def is_open(self) -> bool:
+        """Whether no schema here constrains the value or anything inside it (only
+        annotations and unknown keywords), so that any JSON value is valid at any depth."""
+        return not any(_constrains_anything(ref.node) for ref in self.closure)
+
+    @cached_property
     def ranking(self) -> tuple[str, ...]:
-        names: dict[str, None] = {}
+        """Every key a schema here names (`properties`, `required`, dependencies, object
+        values of `enum`/`const`), in an order that keeps the order of each `properties` and
+        each object value where these orders agree; ties and conflicts go by first
+        appearance. `required` and dependencies name keys but impose no order."""
+        sequences: list[list[str]] = []
         for ref in self.closure:
             node = ref.node
-            for key in ("properties",):
-                if isinstance(node.get(key), dict):
-                    names.update(dict.fromkeys(node[key]))
+            if isinstance(node.get("properties"), dict):
+                sequences.append(list(node["properties"]))
             if isinstance(node.get("required"), list):
-                names.update(dict.fromkeys(n for n in node["required"] if isinstance(n, str)))
+                sequences.extend([n] for n in node["required"] if isinstance(n, str))
             for key in ("dependentRequired", "dependentSchemas", "dependencies"):
                 if isinstance(node.get(key), dict):
                     for name, value in node[key].items():
-                        names[name] = None
-                        if isinstance(value, list):
-                            names.update(dict.fromkeys(v for v in value if isinstance(v, str)))
+                        listed = value if isinstance(value, list) else []
+                        sequences.extend([n] for n in [name, *listed] if isinstance(n, str))
             values = list(node["enum"]) if isinstance(node.get("enum"), list) else []
             if "const" in node:
                 values.append(node["const"])
-            for value in values:
-                if isinstance(value, dict):
-                    names.update(dict.fromkeys(value))
-        return tuple(names)
+            sequences.extend(list(value) for value in values if isinstance(value, dict))
+        return _merged_order(sequences)
 
     def child(self, name: str) -> "Position":
         """The position of the value of key `name`."""
@@ -624,7 +641,7 @@ class Compiler:
     def any_value(self, position: Position) -> Expr:
         """Any JSON value at this position: a call of the "any value" machine where no schema
         applies (and calls are on), else the flat language of `any`."""
-        if not self.calls or position.closure:
+        if not self.calls or not position.is_open:
             return self.any(position)
         if self._any_machine is None:
             self._any_machine = NOTHING  # being built: its own values call it
@@ -647,7 +664,7 @@ class Compiler:
         """Any JSON value at this position, containers nested at most `budget` levels."""
         budget = self.options.max_depth if budget is None else budget
         # where no schema applies, every position has the same "any value": share it
-        key = ("bare", budget) if not position.closure else (id(position), budget)
+        key = ("bare", budget) if position.is_open else (id(position), budget)
         cached = self._any_cache.get(key)
         if cached is not None:
             return cached
@@ -1058,6 +1075,34 @@ def _json_type(value: Any) -> str:
     return "object"
 
 
+def _merged_order(sequences: list[list[str]]) -> tuple[str, ...]:
+    """The names of all `sequences`, each once, in an order that keeps every sequence's
+    order if they can all be kept (topological; ties by first appearance), else in order of
+    first appearance."""
+    first_seen = {name: i for i, name in
+                  enumerate(dict.fromkeys(n for seq in sequences for n in seq))}
+    graph: dict[str, set[str]] = {name: set() for name in first_seen}
+    for seq in sequences:
+        for before, after in zip(seq, seq[1:]):
+            if before != after:
+                graph[after].add(before)
+    sorter = TopologicalSorter(graph)
+    try:
+        sorter.prepare()
+    except CycleError:
+        return tuple(first_seen)
+    ready = [(first_seen[n], n) for n in sorter.get_ready()]
+    heapify(ready)
+    out = []
+    while ready:
+        _, name = heappop(ready)
+        out.append(name)
+        sorter.done(name)
+        for nxt in sorter.get_ready():
+            heappush(ready, (first_seen[nxt], nxt))
+    return tuple(out)
+
+
 def _value_key(value: Any) -> Any:
     """A hashable identity of a JSON value, with JSON's equality (1 == 1.0, true != 1)."""
     if isinstance(value, bool) or value is None:
@@ -1079,6 +1124,11 @@ _TYPE_SPECIFIC = {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", 
 
 def _constrains_beyond_type(node: dict) -> bool:
     return any(key in node for key in _TYPE_SPECIFIC)
+
+
+def _constrains_anything(node: dict) -> bool:
+    """Whether the schema restricts values or their parts by itself or through applicators."""
+    return _constrains_locally(node) or any(key in node for key in _APPLICATORS)
 
 
 def _constrains_locally(node: dict) -> bool:
