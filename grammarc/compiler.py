@@ -120,17 +120,21 @@ def build_automaton(kind: str, text: str, name: str | None, options: FrontendOpt
         notices.append(message)
         options.notice(message)
 
-    with _timed(timings, "front end"):
-        expr = parser_for(kind)(text, name, replace(options, notice=notice))
-    with _timed(timings, "byte DFA"):
-        try:
-            return language_automaton(expr, max_states, options.max_depth, notice)
-        except GrammarError as exc:
-            if exc.line is not None:
-                raise
-            message = "; ".join([exc.message, *notices]) \
-                if isinstance(exc, TooManyStatesError) else exc.message
-            raise type(exc)(message, source_name=name) from None
+    try:
+        with _timed(timings, "front end"):
+            expr = parser_for(kind)(text, name, replace(options, notice=notice))
+        with _timed(timings, "byte DFA"):
+            try:
+                return language_automaton(expr, max_states, options.max_depth, notice)
+            except GrammarError as exc:
+                if exc.line is not None:
+                    raise
+                message = "; ".join([exc.message, *notices]) \
+                    if isinstance(exc, TooManyStatesError) else exc.message
+                raise type(exc)(message, source_name=name) from None
+    except RecursionError:  # a nesting no limit above caught: still a clean, located error
+        raise TooManyStatesError("the grammar nests too deeply to compile (Python's recursion "
+                                 "limit)", source_name=name) from None
 
 
 def compile_json_schema(schema: dict | bool, tokenizer: Tokenizer | str | os.PathLike,

@@ -58,6 +58,8 @@ def test_compile_each_kind(tmp_path):
      "ambiguous.fsm.yaml: ambiguous state machine: after 'go 0' the state could be 'b' or 'c'"),
     ("lookahead.lark", 'start: "a" NAME\nNAME: /[a-z]+(?!x)/\n',
      "lookahead.lark:2:14: terminal NAME: unsupported regex construct: lookahead"),
+    ("deep.schema.json", '{"items": ' * 3000 + "{}" + "}" * 3000,
+     "deep.schema.json: the grammar nests too deeply to compile (Python's recursion limit)"),
 ])
 def test_bad_grammars_are_one_line_errors(tmp_path, name, text, fragment):
     (tmp_path / name).write_text(text)

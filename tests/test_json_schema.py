@@ -242,6 +242,21 @@ def test_open_positions_nest_without_bound():
     assert not accepts(dfa, json.dumps({"tools": {}}))
 
 
+def test_many_counted_items_call_one_item_machine():
+    item = {"type": "object", "properties": {"id": {"type": "integer"},
+                                             "tags": {"type": "array", "items": {"enum": ["x"]},
+                                                      "maxItems": 3}},
+            "required": ["id"], "additionalProperties": False}
+    schema = {"type": "array", "items": item, "minItems": 2, "maxItems": 1000}
+    automaton, _ = dfa_of(schema)
+    assert "#/items (1)" in automaton.machine_names
+    validator = jsonschema.Draft202012Validator(schema)
+    for count in (0, 1, 2, 3, 999, 1000, 1001):
+        text = json.dumps([{"id": i, "tags": ["x"] * (i % 4)} for i in range(count)])
+        assert accepts(automaton, text) == validator.is_valid(json.loads(text)), count
+    assert not accepts(automaton, '[{"id": 1}, {"id": 2, "tags": ["x", "x", "x", "x"]}]')
+
+
 def test_ref_siblings_name_no_keys_before_2019_09():
     # draft 7: `$ref` replaces its siblings, so "present" is an additional key, not a ranked one
     schema = {"$schema": "http://json-schema.org/draft-07/schema#",

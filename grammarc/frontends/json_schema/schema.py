@@ -52,6 +52,7 @@ _APPLICATORS = ("$ref", "allOf", "anyOf", "oneOf", "not", "if", "then", "else",
                 "$dynamicRef", "$recursiveRef")
 _UNSUPPORTED = ("unevaluatedProperties", "unevaluatedItems", "$dynamicRef", "$recursiveRef")
 _MAX_PATTERN_REGIONS = 8   # patternProperties per object (2^n key regions)
+_MAX_INLINE_REPEAT = 16    # more counted array items than this: the item is a machine
 _MAX_UNIQUE_VALUES = 10    # values an array with uniqueItems may draw from
 _TYPES = ("null", "boolean", "object", "array", "number", "integer", "string")
 _ANY_MACHINE = "any"  # the machine of any JSON value (where no schema applies)
@@ -365,8 +366,9 @@ class Compiler:
         self._unrolled: set[str] = set()
         self._any_cache: dict[tuple, Expr] = {}
         self._any_machine: Expr | None = None
-        self._machines: dict[str, Expr] = {}  # recursive $ref targets, by machine name
+        self._machines: dict[str, Expr] = {}  # $ref targets and array items, by name
         self._ref_names: dict[tuple, str] = {}
+        self._item_names: dict[tuple, str] = {}
         self._key_dfas: dict[str, Any] = {}
         self._check_supported()
 
@@ -637,6 +639,17 @@ class Compiler:
             self._machines[name] = self.value(target, position)
         return Call(name)
 
+    def _item_machine(self, items: Expr, node: dict, position: Position) -> Expr:
+        """A call of a machine of the items of an array with many of them, so that each
+        counted repetition costs a call, not a copy of the item's automaton."""
+        key = (id(node), id(position))
+        name = self._item_names.get(key)
+        if name is None:
+            name = f"{self.registry.pointer(node)}/items ({len(self._item_names) + 1})"
+            self._item_names[key] = name
+            self._machines[name] = items
+        return Call(name)
+
     # ------------------------------------------------------------------ any value
     def any_value(self, position: Position) -> Expr:
         """Any JSON value at this position: a call of the "any value" machine where no schema
@@ -784,7 +797,7 @@ class Compiler:
             if key in memo:
                 return memo[key]
             if i == len(slots):
-                result = self._extra_sequence(extra, count, min_count, max_count)
+                result = self._sequence(extra, count, min_count, max_count)
             else:
                 name, language, required = slots[i]
                 options = []
@@ -809,9 +822,10 @@ class Compiler:
             return NOTHING
         return concat(layout.open_object, body, layout.close_object)
 
-    def _extra_sequence(self, entry: Expr, count: int, min_count: int,
-                        max_count: int | None) -> Expr:
-        """Entries after `count` members, so that the total is within the bounds."""
+    def _sequence(self, entry: Expr, count: int, min_count: int,
+                  max_count: int | None) -> Expr:
+        """Comma-separated entries after `count` members (object entries or array items), so
+        that the total is within the bounds."""
         lo = max(0, min_count - count)
         hi = None if max_count is None else max_count - count
         if hi is not None and hi < lo:
@@ -884,6 +898,9 @@ class Compiler:
         if node.get("uniqueItems") is True and (max_items is None or max_items > 1):
             return self._unique_array(ref, item_pos, prefix, rest, min_items, max_items,
                                       contains)
+        if (self.calls and contains is None and max_items is not None
+                and max_items > _MAX_INLINE_REPEAT and rest_language != NOTHING):
+            rest_language = self._item_machine(rest_language, node, item_pos)
         return self._array_language(elements, rest_language, min_items, max_items, contains,
                                     node)
 
@@ -918,7 +935,9 @@ class Compiler:
             key = (i, found)
             if key in memo:
                 return memo[key]
-            if i == stable and max_items is None:
+            if contains is None and i >= len(elements):  # only counts left: a repeat
+                result = self._sequence(rest, i, min_items, max_items)
+            elif i == stable and max_items is None:
                 result = self._loop(rest_parts, found, min_contains, max_contains)
             else:
                 options = [EMPTY] if i >= min_items and found >= min_contains else []
