@@ -58,6 +58,11 @@ def test_compile_each_kind(tmp_path):
      "ambiguous.fsm.yaml: ambiguous state machine: after 'go 0' the state could be 'b' or 'c'"),
     ("lookahead.lark", 'start: "a" NAME\nNAME: /[a-z]+(?!x)/\n',
      "lookahead.lark:2:14: terminal NAME: unsupported regex construct: lookahead"),
+    ("nan.schema.json", '{"type": "number", "description": "NaN", "minimum": NaN}',
+     "nan.schema.json:1:53: invalid JSON: NaN is not a JSON value"),
+    ("paren.lark", "start: A\nA: /(/\n", "paren.lark:2:4: invalid Lark grammar: invalid regex"),
+    ("huge.regex", "a{4294967296}", "huge.regex:1:2: invalid regex: the repetition number is "
+                                    "too large"),
     ("deep.schema.json", '{"items": ' * 3000 + "{}" + "}" * 3000,
      "deep.schema.json: the grammar nests too deeply to compile (Python's recursion limit)"),
 ])

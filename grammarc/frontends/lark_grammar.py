@@ -27,6 +27,12 @@ from .regex import parse_regex
 from .rules import Ref, expand_rules
 
 _POSITION = re.compile(r" at line (\d+),? column (\d+)")
+try:  # Lark compiles terminals with the `regex` package when it is installed
+    import regex as _regex_package
+
+    _REGEX_ERRORS: tuple[type[Exception], ...] = (re.error, _regex_package.error)
+except ImportError:  # pragma: no cover - depends on the environment
+    _REGEX_ERRORS = (re.error,)
 
 
 def parse_lark(text: str, source_name: str | None = None,
@@ -88,6 +94,12 @@ def _load(text: str, source_name: str | None, start: str) -> lark.Lark:
         message = _POSITION.split(message)[0].rstrip(" :.")
         raise GrammarError(f"invalid Lark grammar: {message}", source_name=source_name,
                            text=text, offset=offset) from None
+    except _REGEX_ERRORS as exc:  # a terminal's regex that Lark's regex engine rejects
+        pattern = getattr(exc, "pattern", None)
+        offset = text.find(f"/{pattern}/") if isinstance(pattern, str) else -1
+        raise GrammarError(f"invalid Lark grammar: invalid regex: {getattr(exc, 'msg', exc)}",
+                           source_name=source_name, text=text,
+                           offset=offset if offset >= 0 else None) from None
     except OSError as exc:  # an %import of a grammar file Lark cannot find
         raise GrammarError(f"invalid Lark grammar: cannot %import {exc.filename or exc}: only "
                            "Lark's bundled grammars (common, unicode, ...) can be imported",

@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 import re._constants as C  # type: ignore[import-not-found]
 import re._parser as P  # type: ignore[import-not-found]
+import warnings
 
 from typing import Callable
 
@@ -71,10 +72,16 @@ def parse_regex(pattern: str, source_name: str | None = None,
     character set to the language that spells it (JSON escapes).
     """
     try:
-        tree = P.parse(pattern, re.ASCII)
+        with warnings.catch_warnings():  # `re`'s FutureWarnings about `[[` and `--`
+            warnings.simplefilter("ignore", FutureWarning)
+            tree = P.parse(pattern, re.ASCII)
     except re.error as exc:
         raise GrammarError(f"invalid regex: {exc.msg}", source_name=source_name,
                            text=pattern, offset=exc.pos) from None
+    except OverflowError as exc:  # a repetition count past C's int
+        huge = re.search(r"\{\d*,?\d{10,}", pattern)
+        raise GrammarError(f"invalid regex: {exc}", source_name=source_name, text=pattern,
+                           offset=huge.start() if huge else None) from None
     max_states = options.max_states if options is not None else DEFAULT_MAX_STATES
     converter = _Converter(pattern, source_name, spell, max_states)
     return converter.sequence(list(tree), tree.state.flags, at_start=not preceded, at_end=True,

@@ -4,7 +4,9 @@ its valid instances. See `schema.py` for the serialisation rules and docs/json-s
 from __future__ import annotations
 
 import json
+import re
 from decimal import Decimal
+from typing import Any
 
 from ...automaton import Expr
 from ...automaton.expr import MachineSet
@@ -17,16 +19,36 @@ def parse_json_schema(text: str, source_name: str | None = None,
                       options: FrontendOptions | None = None) -> Expr | MachineSet:
     """The language of a schema given as JSON text."""
     try:
-        schema = json.loads(text, parse_float=Decimal)
+        schema = json.loads(text, parse_float=Decimal, parse_constant=_not_json)
     except json.JSONDecodeError as exc:
         raise GrammarError(f"invalid JSON: {exc.msg}", source_name=source_name, text=text,
                            offset=exc.pos) from None
+    except _NotJSON as exc:
+        raise GrammarError(f"invalid JSON: {exc.args[0]} is not a JSON value",
+                           source_name=source_name, text=text,
+                           offset=_bare_word(text, exc.args[0])) from None
     try:
         return compile_schema(schema, options or FrontendOptions())
     except GrammarError as exc:
         if source_name and not str(exc).startswith(source_name):
             raise GrammarError(f"{source_name}: {exc}") from None
         raise
+
+
+class _NotJSON(ValueError):
+    """`NaN`, `Infinity` or `-Infinity` in a schema (Python's `json` accepts them)."""
+
+
+def _not_json(word: str) -> Any:
+    raise _NotJSON(word)
+
+
+def _bare_word(text: str, word: str) -> int | None:
+    """The offset of the first `word` outside JSON strings."""
+    for match in re.finditer(r'"(?:[^"\\]|\\.)*"|(-?Infinity|NaN)', text):
+        if match.group(1) == word:
+            return match.start()
+    return None
 
 
 __all__ = ["canonical_dumps", "parse_json_schema"]
