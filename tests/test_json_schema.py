@@ -81,6 +81,30 @@ def test_number_ranges_against_brute_force(seed):
                 assert got == expected, (lo, hi, lo_excl, hi_excl, integer, text)
 
 
+def _nodes(expr) -> int:
+    parts = getattr(expr, "parts", None) or getattr(expr, "options", None) or \
+        ([expr.item] if hasattr(expr, "item") else [])
+    return 1 + sum(_nodes(p) for p in parts)
+
+
+def test_wide_integer_ranges_are_linear_in_digits_and_exact():
+    # issue 15: the int64 range took minutes and gigabytes (a node per number of each width)
+    lo, hi = -(2 ** 63), 2 ** 63 - 1
+    expr = numbers.integers(Decimal(lo), Decimal(hi))
+    assert _nodes(expr) < 3000
+    dfa = Ops(100_000).dfa(expr)
+    rng = random.Random(7)
+    samples = [lo, hi, lo - 1, hi + 1, 0, 10 ** 18, -(10 ** 18), 9 * 10 ** 18, 10 ** 19,
+               *(rng.randrange(-(2 ** 64), 2 ** 64) for _ in range(300))]
+    for value in samples:
+        assert dfa.accepts(str(value).encode()) == (lo <= value <= hi), value
+    for lo, hi in ((0, 10 ** 16), (123456789012, 987654321098765)):
+        dfa = Ops(100_000).dfa(numbers.integers(Decimal(lo), Decimal(hi)))
+        values = [lo, hi, lo - 1, hi + 1, *(rng.randrange(lo - 10, hi * 10) for _ in range(200))]
+        for value in values:
+            assert dfa.accepts(str(value).encode()) == (lo <= value <= hi), (lo, hi, value)
+
+
 @pytest.mark.parametrize("step", ["0.5", "0.25", "3", "0.01", "7", "1.5", "10"])
 def test_multiple_of_against_brute_force(step):
     ops = Ops(100_000)

@@ -235,6 +235,17 @@ def test_overlapping_bounded_repeats_do_not_blow_up() -> None:
         assert dfa.accepts(text.encode()) == bool(pattern.fullmatch(text)), text
 
 
+def test_a_20000_word_alternation_is_exact() -> None:
+    # issue 15: deduplicating options by list search made this take minutes
+    words = [f"w{i:05d}" for i in range(20000)]
+    rng = random.Random(3)
+    dfa = build_dfa(parse_regex("|".join(words + words[:50])), max_states=100_000)
+    for word in rng.sample(words, 300):
+        assert dfa.accepts(word.encode())
+    for text in ("w20000", "w0000", "w000000", "x00001", ""):
+        assert not dfa.accepts(text.encode())
+
+
 def test_state_limit_stops_a_blowup() -> None:
     with pytest.raises(TooManyStatesError, match="more than 10,000 intermediate DFA states"):
         build_dfa(parse_regex(r"(a|b)*a(a|b){20}"), max_states=1000)

@@ -26,27 +26,51 @@ class CharSet:
     ranges: tuple[tuple[int, int], ...]
 
 
+class _CachedHash:
+    """Hashes a tree node once: `alt` deduplicates options in a dict, and the same subtree
+    is an option of many unions."""
+
+    def __hash__(self) -> int:
+        cached = self.__dict__.get("_hash")
+        if cached is None:
+            cached = hash((type(self).__name__, *(getattr(self, f) for f in self._fields)))
+            object.__setattr__(self, "_hash", cached)
+        return cached
+
+    def __getstate__(self) -> dict:  # string hashes differ between processes
+        return {k: v for k, v in self.__dict__.items() if k != "_hash"}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+
+
 @dataclass(frozen=True)
-class Concat:
+class Concat(_CachedHash):
     """The parts one after the other. `Concat(())` is the empty string."""
 
     parts: tuple["Expr", ...]
+    _fields = ("parts",)
+    __hash__ = _CachedHash.__hash__
 
 
 @dataclass(frozen=True)
-class Alt:
+class Alt(_CachedHash):
     """Any one of the options."""
 
     options: tuple["Expr", ...]
+    _fields = ("options",)
+    __hash__ = _CachedHash.__hash__
 
 
 @dataclass(frozen=True)
-class Repeat:
+class Repeat(_CachedHash):
     """`item` repeated from `min` to `max` times; `max=None` means without bound."""
 
     item: "Expr"
     min: int
     max: int | None
+    _fields = ("item", "min", "max")
+    __hash__ = _CachedHash.__hash__
 
 
 @dataclass(frozen=True)
@@ -160,12 +184,13 @@ def concat(*parts: Expr) -> Expr:
 
 def alt(*options: Expr) -> Expr:
     """Union, flattened, without empty-language options or repeats."""
-    flat: list[Expr] = []
+    unique: dict[Expr, None] = {}  # insertion-ordered set: linear in the options
     for option in options:
         items = option.options if isinstance(option, Alt) else (option,)
         for item in items:
-            if item != NOTHING and item not in flat:
-                flat.append(item)
+            if item != NOTHING:
+                unique.setdefault(item)
+    flat = list(unique)
     if not flat:
         return NOTHING
     return flat[0] if len(flat) == 1 else Alt(tuple(flat))

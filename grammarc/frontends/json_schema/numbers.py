@@ -39,9 +39,12 @@ def digit_class(lo: int, hi: int) -> Expr:
 
 
 def fixed_width(lo: str, hi: str) -> Expr:
-    """Digit strings of len(lo) == len(hi) characters between lo and hi (inclusive)."""
+    """Digit strings of len(lo) == len(hi) characters between lo and hi (inclusive): O(width)
+    nodes, since a bound of all 0s or all 9s is a plain run of digits."""
     if not lo:
         return EMPTY
+    if lo == "0" * len(lo) and hi == "9" * len(hi):
+        return repeat(DIGIT, len(lo), len(lo))
     a, b = int(lo[0]), int(hi[0])
     if a == b:
         return concat(digit_class(a, a), fixed_width(lo[1:], hi[1:]))
