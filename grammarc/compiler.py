@@ -135,6 +135,9 @@ def build_automaton(kind: str, text: str, name: str | None, options: FrontendOpt
     except RecursionError:  # a nesting no limit above caught: still a clean, located error
         raise TooManyStatesError("the grammar nests too deeply to compile (Python's recursion "
                                  "limit)", source_name=name) from None
+    except MemoryError:  # an allocation no estimate foresaw; freed by unwinding
+        raise TooManyStatesError("the automaton does not fit in memory (lower --max-states "
+                                 "or simplify the grammar)", source_name=name) from None
 
 
 def compile_json_schema(schema: dict | bool, tokenizer: Tokenizer | str | os.PathLike,

@@ -246,6 +246,18 @@ def test_a_20000_word_alternation_is_exact() -> None:
         assert not dfa.accepts(text.encode())
 
 
+def test_determinising_stays_within_the_memory_budget(monkeypatch) -> None:
+    # issue 15: --max-states 5000000 ran into a MemoryError at 5.4 GB; the limits now shrink
+    # to what the memory budget allows, and the error says so
+    from grammarc.automaton import dfa as dfa_module
+
+    monkeypatch.setattr(dfa_module, "memory_budget", lambda: 64 * 2 ** 20)
+    with pytest.raises(TooManyStatesError, match=r"bounded by half the memory available, "
+                                                 r"0\.1 GiB\); lower --max-states"):
+        build_dfa(parse_regex(r"(a|b)*a(a|b){25}"), max_states=5_000_000)
+    assert build_dfa(parse_regex(r"(a|b)*a(a|b){5}"), max_states=5_000_000).num_states == 65
+
+
 def test_state_limit_stops_a_blowup() -> None:
     with pytest.raises(TooManyStatesError, match="more than 10,000 intermediate DFA states"):
         build_dfa(parse_regex(r"(a|b)*a(a|b){20}"), max_states=1000)

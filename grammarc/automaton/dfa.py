@@ -17,6 +17,7 @@ reported as a `GrammarError`.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 import numba
@@ -122,6 +123,14 @@ def determinize(frag: Fragment, max_states: int = _NO_LIMIT,
     nfa_label[frag.labels[:, 0]] = frag.labels[:, 1]
     limit = min(SUBSET_FACTOR * max_states, _NO_LIMIT)
     entries = SUBSET_ENTRIES * limit
+    # what those limits could allocate (a transition row, flags, offsets, hash slots per
+    # state; 4 bytes per subset entry; arrays grow by doubling), kept within memory
+    worst = 3 * (limit * (4 * num_classes + 40) + 4 * entries)
+    budget = memory_budget()
+    bounded = worst > budget
+    if bounded:
+        limit = max(int(limit * budget / worst), 2)
+        entries = max(int(entries * budget / worst), 2)
     trans, accepting, labels, status, conflict = _subset_construction(
         frag.num_states, eps_ptr, eps_dst[:, 0], edge_ptr,
         np.ascontiguousarray(edge_cols[:, 0]), np.ascontiguousarray(edge_cols[:, 1]),
@@ -129,10 +138,12 @@ def determinize(frag: Fragment, max_states: int = _NO_LIMIT,
         np.ascontiguousarray(tag_cols[:, 1]), num_families, num_classes, limit, entries,
         nfa_label)
     if status == 1:
+        bound = f"bounded by half the memory available, {budget / 2 ** 30:.1f} GiB" \
+            if bounded else f"{SUBSET_FACTOR} x --max-states {max_states:,}"
         raise TooManyStatesError(
             f"determinising needs more than {limit:,} intermediate DFA states or {entries:,} "
-            f"NFA states in their subsets ({SUBSET_FACTOR} x --max-states {max_states:,}); "
-            "raise --max-states")
+            f"NFA states in their subsets ({bound}); "
+            + ("lower --max-states or simplify the grammar" if bounded else "raise --max-states"))
     if status == 2:
         state, cls, first, second = (int(v) for v in conflict)
         text = _witness(trans, byte_class, state, cls).decode("utf-8", "backslashreplace")
@@ -148,6 +159,25 @@ def determinize(frag: Fragment, max_states: int = _NO_LIMIT,
             f"the automaton needs {dfa.num_states:,} DFA states, more than --max-states "
             f"{max_states:,}")
     return dfa
+
+
+def memory_budget() -> int:
+    """Bytes one automaton construction may plan to use: half of the smaller of physical
+    memory and the address-space limit (`ulimit -v`), where the platform tells them."""
+    limits = []
+    try:
+        limits.append(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    except (AttributeError, ValueError, OSError):  # not a POSIX system
+        pass
+    try:
+        import resource
+
+        soft = resource.getrlimit(resource.RLIMIT_AS)[0]
+        if soft != resource.RLIM_INFINITY:
+            limits.append(soft)
+    except ImportError:  # Windows
+        pass
+    return min(limits) // 2 if limits else 8 * 2 ** 30
 
 
 def minimize(trans: np.ndarray, byte_class: np.ndarray, accepting: np.ndarray,
