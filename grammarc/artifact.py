@@ -14,6 +14,7 @@ import hashlib
 import io
 import json
 import os
+import re
 import tempfile
 import zipfile
 from dataclasses import dataclass
@@ -27,10 +28,12 @@ from .errors import ArtifactError, GrammarcError
 FORMAT_NAME = "grammarc"
 FORMAT_VERSION = 1        # one table: next = T[state, token]
 CALLS_FORMAT_VERSION = 2  # machines linked by calls: tables plus a stack (docs/FORMAT.md)
+MAX_VOCAB_SIZE = 1 << 24   # a larger tokenizer.vocab_size is a forged file, not a vocabulary
 LAYOUTS = ("factored", "csr", "dense")
 SUFFIXES = (".safetensors", ".npz")
 METADATA_KEY = "grammarc"           # safetensors: __metadata__ key holding the JSON document
 NPZ_METADATA = "__metadata__"       # npz: uint8 array holding the same JSON document
+_MAX_INFLATED_BYTES = 1 << 30       # npz: what compressed members may expand to, in all
 
 _UNSIGNED = (np.uint8, np.uint16, np.uint32)
 _DTYPE_CODES = {np.dtype("<u1"): "U8", np.dtype("<u2"): "U16", np.dtype("<u4"): "U32",
@@ -222,6 +225,17 @@ def _read_safetensors(path: Path) -> tuple[str, dict[str, np.ndarray]]:
 
 
 def _read_npz(path: Path) -> tuple[str, dict[str, np.ndarray]]:
+    if not zipfile.is_zipfile(path):
+        raise ArtifactError("not an .npz archive (not a zip file)")
+    with zipfile.ZipFile(path) as archive:  # names and sizes first: nothing is inflated yet
+        members = archive.infolist()
+    for member in members:
+        if not re.fullmatch(r"[A-Za-z0-9_]+\.npy", member.filename):
+            raise ArtifactError(f"unexpected member {member.filename[:60]!r} in the archive")
+    inflated = sum(m.file_size for m in members if m.compress_type != zipfile.ZIP_STORED)
+    if inflated > _MAX_INFLATED_BYTES:
+        raise ArtifactError(f"its compressed members expand to {inflated:,} bytes, more than "
+                            f"{_MAX_INFLATED_BYTES:,} (grammarc writes .npz uncompressed)")
     with np.load(path, allow_pickle=False) as archive:
         tensors = {name: archive[name] for name in archive.files}
     if NPZ_METADATA not in tensors:
@@ -255,6 +269,8 @@ def _parse_metadata(document: str) -> dict[str, Any]:
     _require(isinstance(tokenizer, dict), "metadata has no 'tokenizer' section")
     vocab_size = tokenizer.get("vocab_size")
     _require(_is_int(vocab_size) and vocab_size > 0, "invalid tokenizer.vocab_size")
+    _require(vocab_size <= MAX_VOCAB_SIZE, f"tokenizer.vocab_size {vocab_size:,} is larger "
+             f"than any vocabulary (at most {MAX_VOCAB_SIZE:,})")
     _require(all(isinstance(tokenizer.get(k), str) for k in ("name", "fingerprint")),
              "invalid tokenizer.name or tokenizer.fingerprint")
     _require(all(isinstance(metadata.get(k), str) for k in ("kind", "source")),

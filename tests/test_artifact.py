@@ -165,6 +165,8 @@ def _rewrite(path: Path, out: Path, edit) -> None:
     (lambda m, t: m.update(source=None), "invalid kind or source"),
     (lambda m, t: m.update(options=[1]), "invalid options"),
     (lambda m, t: m.update(num_states=3), "num_states does not match"),
+    (lambda m, t: m["tokenizer"].update(vocab_size=2 ** 34),
+     "vocab_size 17,179,869,184 is larger than any vocabulary"),
 ])
 def test_hand_edited_artifacts_are_rejected(saved, tmp_path, edit, message):
     out = tmp_path / "edited.safetensors"
@@ -259,3 +261,30 @@ def test_hand_edited_state_names_are_rejected(saved_fsm, tmp_path, edit, message
     _rewrite(saved_fsm, out, edit)
     with pytest.raises(ArtifactError, match=message):
         grammarc.load(out)
+
+
+def test_npz_members_are_checked_before_anything_is_inflated(grammar, tmp_path, monkeypatch):
+    import zipfile
+
+    from grammarc import artifact
+
+    npz = tmp_path / "g.npz"
+    grammar.save(npz)
+    with np.load(npz) as archive:
+        arrays = {name: archive[name] for name in archive.files}
+    compressed = tmp_path / "compressed.npz"
+    np.savez_compressed(compressed, **arrays)
+    assert grammarc.load(compressed).matches("2024-01-31")  # compressed, within the bound
+    monkeypatch.setattr(artifact, "_MAX_INFLATED_BYTES", 100)
+    with pytest.raises(ArtifactError, match=r"compressed members expand to [\d,]+ bytes, more "
+                                            r"than 100 \(grammarc writes .npz uncompressed\)"):
+        grammarc.load(compressed)
+    odd = tmp_path / "odd.npz"
+    with zipfile.ZipFile(odd, "w") as archive:
+        archive.writestr("../escape.npy", b"")
+    with pytest.raises(ArtifactError, match="unexpected member '../escape.npy'"):
+        grammarc.load(odd)
+    not_zip = tmp_path / "pickle.npz"
+    not_zip.write_bytes(b"\x80\x04\x95garbage")
+    with pytest.raises(ArtifactError, match=r"not an .npz archive \(not a zip file\)"):
+        grammarc.load(not_zip)
