@@ -27,6 +27,8 @@ from .automaton.machines import language_automaton
 from .errors import GrammarcError, GrammarError, TooManyStatesError
 from .frontends import FrontendOptions, kind_for_path, parser_for, source_text
 from .runtime import Grammar
+
+MAX_SOURCE_BYTES = 16 << 20  # a grammar file larger than this is data given by mistake
 from .runtime.calls import CallGrammar
 from .tokenizers import Tokenizer, load_tokenizer
 
@@ -167,10 +169,12 @@ def read_source(source: str | os.PathLike, kind: str | None) -> tuple[str, str, 
                                 "(regex, json-schema, lark, gbnf or fsm) or a file path")
         text = str(source)
         try:
-            text.encode("utf-8")
+            size = len(text.encode("utf-8"))
         except UnicodeEncodeError as exc:
             raise GrammarcError(f"the grammar text is not valid Unicode (character "
                                 f"{exc.start + 1} is a lone surrogate)") from None
+        if size > MAX_SOURCE_BYTES:
+            raise GrammarcError(f"the grammar text is larger than {MAX_SOURCE_BYTES:,} bytes")
         return kind, text, None
     path = Path(source)
     kind = kind or kind_for_path(path)
@@ -179,9 +183,13 @@ def read_source(source: str | os.PathLike, kind: str | None) -> tuple[str, str, 
                             "use a suffix such as .regex, .json, .lark, .gbnf, .fsm.yaml "
                             "or pass the kind explicitly")
     try:
-        raw = path.read_bytes()
+        with open(path, "rb") as handle:
+            raw = handle.read(MAX_SOURCE_BYTES + 1)
     except OSError as exc:
         raise GrammarcError(f"{path}: cannot read grammar file: {exc.strerror or exc}") from None
+    if len(raw) > MAX_SOURCE_BYTES:
+        raise GrammarcError(f"{path}: the grammar file is larger than {MAX_SOURCE_BYTES:,} "
+                            "bytes; grammarc reads grammars, not data")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:

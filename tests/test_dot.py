@@ -89,4 +89,4 @@ def test_dot_errors_are_one_line(tmp_path):
                        "bad.gbnf:2:1: GBNF syntax error: unexpected end of file")
     (tmp_path / "bad.npz").write_bytes(b"not a zip")
     assert_clean_error(run_cli("dot", str(tmp_path / "bad.npz")),
-                       "not a readable grammarc artifact")
+                       "bad.npz: not an .npz archive (not a zip file)")

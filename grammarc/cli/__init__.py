@@ -7,7 +7,9 @@ traceback), 2 usage.
 
 from __future__ import annotations
 
+import signal
 import sys
+import threading
 
 import click
 
@@ -18,14 +20,22 @@ EXIT_CODES_HELP = "Exit codes: 0 success, 1 bad input or failed check, 2 usage e
 
 
 class _ErrorsAsExitCodes(click.Group):
-    """Turn `GrammarcError` into one line on stderr and exit code 1."""
+    """Turn `GrammarcError` into one line on stderr and exit code 1, and SIGTERM into an
+    exit that runs cleanups."""
 
     def invoke(self, ctx: click.Context):
+        if threading.current_thread() is threading.main_thread():
+            # SIGTERM unwinds like Ctrl-C, so a half-written artifact's temporary file goes
+            signal.signal(signal.SIGTERM, _exit_on_signal)
         try:
             return super().invoke(ctx)
         except GrammarcError as exc:
             click.echo(f"error: {exc}", err=True)
             sys.exit(1)
+
+
+def _exit_on_signal(signum: int, _frame) -> None:
+    raise SystemExit(128 + signum)
 
 
 @click.group(cls=_ErrorsAsExitCodes, epilog=EXIT_CODES_HELP)

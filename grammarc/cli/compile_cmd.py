@@ -85,7 +85,7 @@ def make_frontend_options(max_depth: int, start: str | None, whitespace: str,
 
 
 @main.command("compile", epilog=EXIT_CODES_HELP)
-@click.argument("source", required=False, type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("source", required=False, type=click.Path(path_type=Path))
 @click.option("--regex", "pattern", metavar="PATTERN",
               help="Compile this regex instead of a SOURCE file.")
 @frontend_options

@@ -14,7 +14,7 @@ from .compile_cmd import frontend_options, make_frontend_options
 
 
 @main.command("dot", epilog=EXIT_CODES_HELP)
-@click.argument("source", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("source", type=click.Path(path_type=Path))
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
               help="Write the DOT text here instead of to standard output.")
 @frontend_options

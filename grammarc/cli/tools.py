@@ -17,7 +17,7 @@ from . import EXIT_CODES_HELP, main
 from .common import (artifact_tokenizer, describe_characters, describe_difference, echo_json,
                      flat_differences, parse_ids, read_text_argument, short, shown_text)
 
-_ARTIFACT = click.argument("artifact", type=click.Path(dir_okay=False, path_type=Path))
+_ARTIFACT = click.argument("artifact", type=click.Path(path_type=Path))
 _JSON = click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 _TOKENIZER_HELP = ("smollm2, a tokenizer.json (or its folder), a .gguf file, or a Hugging Face "
                    "repo id in the local cache")
@@ -30,7 +30,7 @@ _MAX_DIFF_LINES = 40
 @_ARTIFACT
 @click.option("--tokenizer", "tokenizer_spec", metavar="TOKENIZER",
               help=f"Check the artifact was compiled for this vocabulary: {_TOKENIZER_HELP}.")
-@click.option("--source", type=click.Path(dir_okay=False, path_type=Path),
+@click.option("--source", type=click.Path(path_type=Path),
               help="Check the artifact was compiled from this grammar file.")
 @_JSON
 def verify_command(artifact: Path, tokenizer_spec: str | None, source: Path | None,

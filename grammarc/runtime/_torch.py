@@ -11,6 +11,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from .grammar import integer_array
+
 _BOOL_TABLE_LIMIT = 256 << 20  # bytes; above this the mask table is bit-packed
 _ROWS_PER_CHUNK = 64
 
@@ -18,6 +20,7 @@ _ROWS_PER_CHUNK = 64
 class TorchTables:
     def __init__(self, grammar, device: torch.device) -> None:
         self.device = device
+        self.num_states = grammar.num_states
         self.vocab_size = grammar.vocab_size
         self.num_classes = grammar.num_classes
         as_long = lambda a: torch.tensor(np.asarray(a, np.int64), device=device)  # noqa: E731
@@ -43,10 +46,22 @@ class TorchTables:
         self.accepting = torch.tensor(np.asarray(grammar._accepting), device=device)
         self.eos = as_long(grammar.eos_token_ids)
 
+    def _integers(self, values, what: str) -> torch.Tensor:
+        """`values` as a long tensor on the device; a `TypeError` for floats and booleans,
+        as numpy's side (`grammar.integer_array`) gives."""
+        if isinstance(values, torch.Tensor):
+            if values.is_floating_point() or values.is_complex() or values.dtype == torch.bool:
+                raise TypeError(f"{what} must be integers, not {values.dtype}")
+            return values.to(device=self.device, dtype=torch.long)
+        return torch.as_tensor(integer_array(values, what), device=self.device)
+
     def _states(self, states) -> torch.Tensor:
-        if isinstance(states, torch.Tensor):
-            return states.to(device=self.device, dtype=torch.long)
-        return torch.as_tensor(np.asarray(states, np.int64), device=self.device)
+        """Checked states (a host sync when they are on a GPU: a wrong state must be an
+        error, not a row of another state's mask)."""
+        states = self._integers(states, "states")
+        if states.numel() and bool((states.min() < 0) | (states.max() >= self.num_states)):
+            raise ValueError(f"states out of range 0..{self.num_states - 1}")
+        return states
 
     def allowed_rows(self, rows: torch.Tensor) -> torch.Tensor:
         picked = self.allowed.index_select(0, rows)
@@ -83,6 +98,8 @@ class TorchTables:
             raise ValueError(f"logits have {logits.shape[-1]} columns but the vocabulary has "
                              f"{self.vocab_size} tokens")
         states = self._states(states).reshape(-1)
+        if logits.dim() == 1 and len(states) != 1:
+            raise ValueError(f"logits of shape (V,) take one state, not {len(states)}")
         if logits.dim() == 2 and len(states) != logits.shape[0]:
             raise ValueError(f"{logits.shape[0]} rows of logits but {len(states)} states")
         allowed = self.allowed_rows(self.state_row[states]) if budget is None else \
@@ -103,7 +120,7 @@ class TorchTables:
 
     def advance(self, states, tokens):
         states = self._states(states)
-        tokens = self._states(tokens)
+        tokens = self._integers(tokens, "tokens")
         if states.shape != tokens.shape:
             raise ValueError(f"states {tuple(states.shape)} and tokens {tuple(tokens.shape)} "
                              "differ in shape")

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from ..artifact import suffix_count
-from .grammar import _MASK_CACHE_BYTES, Grammar, _frozen, _is_torch
+from .grammar import _MASK_CACHE_BYTES, Grammar, _frozen, _is_torch, check_logits, integer_array
 
 _DEAD = -2  # resolve(): the text dies
 CALL_TENSORS = ("machine_start", "machine_first", "call_ptr", "call_machine", "call_return",
@@ -140,17 +140,8 @@ class CallGrammar(Grammar):
         super().save(path, layout)
 
     # ------------------------------------------------------------ the Grammar API
-    def _check_state(self, state) -> int:
-        if isinstance(state, (bool, np.bool_)) or not isinstance(state, (int, np.integer)):
-            raise ValueError(f"a state must be an integer, not {type(state).__name__}")
-        state = int(state)
-        if not 0 <= state < len(self._config_state):
-            raise ValueError(f"state {state} out of range 0..{len(self._config_state) - 1}")
-        return state
-
-    def _check_states(self, states: np.ndarray) -> None:
-        if states.size and (states.min() < 0 or states.max() >= len(self._config_state)):
-            raise ValueError(f"states out of range 0..{len(self._config_state) - 1}")
+    def _state_limit(self) -> int:
+        return len(self._config_state)  # the configurations interned so far
 
     def is_accepting(self, state: int) -> bool:
         config = self._check_state(state)
@@ -224,8 +215,8 @@ class CallGrammar(Grammar):
             from ._torch import on_numpy
 
             return on_numpy(self.advance, states, tokens)
-        states = np.asarray(states, dtype=np.int64)
-        tokens = np.asarray(tokens, dtype=np.int64)
+        states = integer_array(states, "states")
+        tokens = integer_array(tokens, "tokens")
         if states.shape != tokens.shape:
             raise ValueError(f"states {states.shape} and tokens {tokens.shape} differ in shape")
         self._check_states(states)
@@ -253,13 +244,11 @@ class CallGrammar(Grammar):
         return mask
 
     def apply(self, logits, states, *, budget: int | None = None, inplace: bool = False):
+        check_logits(logits)
         if _is_torch(logits):
             from ._torch import masked_by_numpy
 
             return masked_by_numpy(self, logits, states, budget, inplace)
-        if not isinstance(logits, np.ndarray):
-            raise TypeError(f"logits must be a numpy array or a torch tensor, not "
-                            f"{type(logits).__name__}")
         states, batched = self._states_for(logits.ndim, logits.shape, states)
         out = logits if inplace else logits.copy()
         view = out if batched else out[None, :]

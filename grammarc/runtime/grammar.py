@@ -210,8 +210,8 @@ class Grammar:
         """Batched `next_state`: arrays (numpy or torch) of equal shape, same type back."""
         if _is_torch(states) or _is_torch(tokens):
             return self._torch(states if _is_torch(states) else tokens).advance(states, tokens)
-        states = np.asarray(states, dtype=np.int64)
-        tokens = np.asarray(tokens, dtype=np.int64)
+        states = integer_array(states, "states")
+        tokens = integer_array(tokens, "tokens")
         if states.shape != tokens.shape:
             raise ValueError(f"states {states.shape} and tokens {tokens.shape} differ in shape")
         self._check_states(states)
@@ -236,9 +236,9 @@ class Grammar:
         if budget is not None and budget >= self._unlimited_budget:
             budget = None  # no state needs that many tokens: the plain masks apply
         if _is_torch(logits):
+            check_logits(logits)
             return self._torch(logits).apply(logits, states, inplace, budget)
-        if not isinstance(logits, np.ndarray):
-            raise TypeError(f"logits must be a numpy array or a torch tensor, not {type(logits).__name__}")
+        check_logits(logits)
         states, batched = self._states_for(logits.ndim, logits.shape, states)
         out = logits if inplace else logits.copy()
         view = out if batched else out[None, :]
@@ -393,23 +393,33 @@ class Grammar:
         return cls(meta, **common)
 
     # -------------------------------------------------------------- internals
+    def _state_limit(self) -> int:
+        """One past the largest valid state."""
+        return self.num_states
+
     def _check_state(self, state) -> int:
-        state = int(state)
-        if not 0 <= state < self.num_states:
-            raise ValueError(f"state {state} out of range 0..{self.num_states - 1}")
+        values = integer_array(state, "a state")
+        if values.ndim:
+            raise ValueError(f"one state expected, not an array of shape {values.shape}")
+        state = int(values)
+        if not 0 <= state < self._state_limit():
+            raise ValueError(f"state {state} out of range 0..{self._state_limit() - 1}")
         return state
 
     def _check_states(self, states: np.ndarray) -> None:
-        if states.size and (states.min() < 0 or states.max() >= self.num_states):
-            raise ValueError(f"states out of range 0..{self.num_states - 1}")
+        if states.size and (states.min() < 0 or states.max() >= self._state_limit()):
+            raise ValueError(f"states out of range 0..{self._state_limit() - 1}")
 
     def _states_for(self, ndim: int, shape: tuple, states) -> tuple[np.ndarray, bool]:
         """The checked states of each row of `shape` logits, and whether they are batched."""
         if ndim == 1:
-            states = np.asarray([self._check_state(np.asarray(states).item())])
+            values = integer_array(states, "states")
+            if values.size != 1:
+                raise ValueError(f"logits of shape (V,) take one state, not {values.size}")
+            states = np.asarray([self._check_state(values.reshape(()))])
             batched = False
         elif ndim == 2:
-            states = np.asarray(states, dtype=np.int64).reshape(-1)
+            states = integer_array(states, "states").reshape(-1)
             if len(states) != shape[0]:
                 raise ValueError(f"{shape[0]} rows of logits but {len(states)} states")
             self._check_states(states)
@@ -550,3 +560,25 @@ def _frozen(values, dtype) -> np.ndarray:
 
 def _is_torch(value) -> bool:
     return type(value).__module__.startswith("torch") and "torch" in sys.modules
+
+
+def integer_array(values, what: str) -> np.ndarray:
+    """`values` (an int, a numpy array, a list) as int64; a `TypeError` for anything that is
+    not integers (floats, booleans, strings), which would otherwise be silently converted."""
+    array = np.asarray(values)
+    if array.dtype.kind not in "iu":
+        raise TypeError(f"{what} must be integers, not {array.dtype}")
+    return array.astype(np.int64, copy=False)
+
+
+def check_logits(logits) -> None:
+    """A `TypeError` unless `logits` is a floating-point numpy array or torch tensor."""
+    if _is_torch(logits):
+        if not logits.is_floating_point():
+            raise TypeError(f"logits must be floating point, not {logits.dtype}")
+        return
+    if not isinstance(logits, np.ndarray):
+        raise TypeError(f"logits must be a numpy array or a torch tensor, not "
+                        f"{type(logits).__name__}")
+    if logits.dtype.kind != "f":
+        raise TypeError(f"logits must be floating point, not {logits.dtype}")
