@@ -1,0 +1,348 @@
+"""Hostile-input fuzzing: random mutations of valid grammars and artifacts, each compiled or
+loaded in a worker process under a time and memory limit.
+
+Every case must end in one of two ways: it compiles (or loads), or it raises a one-line
+`GrammarcError`. Anything else is counted: a traceback (another exception), a crash (the
+worker died), a hang (past the time limit). Where a case compiles, strings sampled from its
+table are checked by an independent oracle (Python's `re`, `jsonschema`, Lark's Earley
+parser): an *invalid accepted* is a sampled string the oracle rejects.
+
+    python benchmarks/fuzz.py --cases 2000 --seed 1
+
+Seeds are the examples in grammars/ and artifacts/ (and the llama.cpp grammars of
+../shared/conformance/gbnf when present). Exit status 1 when any traceback, crash, hang or
+invalid accepted was seen.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import random
+import re
+import resource
+import sys
+import tempfile
+import time
+import warnings
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+SHARED_GBNF = ROOT.parent / "shared" / "conformance" / "gbnf"
+KINDS = ("regex", "json-schema", "lark", "gbnf", "fsm", "artifact")
+SUFFIX_KIND = {".regex": "regex", ".schema.json": "json-schema", ".lark": "lark",
+               ".gbnf": "gbnf", ".fsm.yaml": "fsm", ".safetensors": "artifact"}
+EXTRA_REGEXES = [r"[a-z]+(\.[a-z]+)*@[a-z]+", r"(?:\d{1,3}\.){3}\d{1,3}", r"(ab|a)*c?",
+                 r"[^\s,]{2,8}(,[^\s,]{2,8}){0,3}", r"(?i:hello) (world|there)!?",
+                 r"\w+\s*=\s*\"[^\"]*\"", r"x{2,5}y{0,3}|z+", r"(?!ab)[a-c]{2}\d"]
+JSON_KEYWORDS = ["type", "enum", "const", "minimum", "maximum", "exclusiveMinimum",
+                 "minLength", "maxLength", "pattern", "items", "prefixItems", "properties",
+                 "required", "additionalProperties", "anyOf", "allOf", "oneOf", "not", "$ref",
+                 "format", "multipleOf", "minItems", "maxItems", "uniqueItems", "contains",
+                 "if", "then", "else", "patternProperties", "propertyNames", "$defs",
+                 "dependentRequired", "minProperties", "maxProperties"]
+JSON_JUNK: list[Any] = [5, -1, 0, 2 ** 31, 10 ** 20, 1.5, "x", "", "integer", "string",
+                        "object", "array", "^[a-z]{2,}$", "(", "#/$defs/a", "#", [], [1, "a"],
+                        {}, {"type": "string"}, {"type": "integer", "maximum": 3}, True,
+                        False, None, ["a", "b"], {"a": {"type": "boolean"}}]
+ALPHABET = list("()[]{}|*+?\\^$.,:;\"'-=<>/#@!~ \n\t0123456789azAZ_") + \
+    ["::=", "->", "%ignore", "{0,99999}", "(?=", "(?!", "\\d", "[^", "\\x00", "é", "∀"]
+ODD_NUMBERS = ["0", "1", "-1", "99999999999", "4294967296", "65535", "1e400"]
+
+
+# ----------------------------------------------------------------------------- seeds
+def seeds() -> dict[str, list[str | bytes]]:
+    found: dict[str, list[str | bytes]] = {kind: [] for kind in KINDS}
+    files = sorted((ROOT / "grammars").iterdir()) + sorted((ROOT / "artifacts").iterdir())
+    if SHARED_GBNF.is_dir():
+        files += sorted(SHARED_GBNF.glob("*.gbnf"))
+    for path in files:
+        kind = next((k for s, k in SUFFIX_KIND.items() if path.name.endswith(s)), None)
+        if kind == "artifact":
+            found[kind].append(path.read_bytes())
+        elif kind is not None:
+            text = path.read_text(encoding="utf-8")
+            found[kind].append(text.rstrip("\n") if kind == "regex" else text)
+    found["regex"] += EXTRA_REGEXES
+    return found
+
+
+# ----------------------------------------------------------------------------- mutations
+def mutate_text(text: str, rng: random.Random) -> str:
+    for _ in range(rng.randint(1, 3)):
+        n = len(text)
+        i, j = sorted(rng.randrange(n + 1) for _ in range(2))
+        choice = rng.randrange(6)
+        if choice == 0:
+            text = text[:i] + text[j:]
+        elif choice == 1:
+            text = text[:j] + text[i:j] + text[j:]
+        elif choice == 2:
+            text = text[:i] + rng.choice(ALPHABET) + text[i:]
+        elif choice == 3:
+            numbers = list(re.finditer(r"\d+", text))
+            if numbers:
+                m = rng.choice(numbers)
+                text = text[:m.start()] + rng.choice(ODD_NUMBERS) + text[m.end():]
+        elif choice == 4:
+            depth = rng.choice([2, 20, 300])
+            opener, closer = rng.choice([("(", ")"), ("[", "]"), ("{", "}"), ("(?:", ")")])
+            text = text[:i] + opener * depth + text[i:j] + closer * depth + text[j:]
+        elif n >= 2:
+            a, b = rng.randrange(n), rng.randrange(n)
+            chars = list(text)
+            chars[a], chars[b] = chars[b], chars[a]
+            text = "".join(chars)
+    return text
+
+
+def mutate_schema(text: str, rng: random.Random) -> str:
+    if rng.random() < 0.25:
+        return mutate_text(text, rng)
+    schema = json.loads(text)
+    for _ in range(rng.randint(1, 3)):
+        nodes: list[Any] = []
+        stack = [schema]
+        while stack:
+            node = stack.pop()
+            if isinstance(node, dict):
+                nodes.append(node)
+                stack.extend(node.values())
+            elif isinstance(node, list):
+                stack.extend(node)
+        if not nodes:
+            break
+        node = rng.choice(nodes)
+        action = rng.randrange(3)
+        if action == 0 and node:
+            del node[rng.choice(list(node))]
+        elif action == 1 and node:
+            node[rng.choice(list(node))] = rng.choice(JSON_JUNK)
+        else:
+            node[rng.choice(JSON_KEYWORDS)] = rng.choice(JSON_JUNK)
+    return json.dumps(schema)
+
+
+def mutate_artifact(data: bytes, rng: random.Random) -> bytes:
+    choice = rng.randrange(3)
+    if choice == 0:
+        flipped = bytearray(data)
+        for _ in range(rng.randint(1, 4)):
+            flipped[rng.randrange(len(flipped))] ^= 1 << rng.randrange(8)
+        return bytes(flipped)
+    if choice == 1:
+        return data[:rng.randrange(len(data))]
+    return _reforged(data, rng)
+
+
+def _reforged(data: bytes, rng: random.Random) -> bytes:
+    """The artifact with one metadata value or tensor changed and a valid checksum."""
+    from safetensors.numpy import load, save
+
+    from grammarc.artifact import METADATA_KEY, checksum
+
+    tensors = load(data)
+    header_size = int.from_bytes(data[:8], "little")
+    metadata = json.loads(json.loads(data[8:8 + header_size])["__metadata__"][METADATA_KEY])
+    metadata.pop("checksum")
+    if rng.random() < 0.5:
+        key = rng.choice(["num_states", "num_classes", "num_rows", "start_state"])
+        if key in metadata:
+            metadata[key] = rng.choice([0, 1, 2, -1, 10 ** 9])
+        else:
+            metadata["tokenizer"]["vocab_size"] = rng.choice([1, 2 ** 24, 2 ** 40])
+    else:
+        name = rng.choice(sorted(tensors))
+        old = tensors[name]
+        info = np.iinfo(old.dtype) if old.dtype.kind in "iu" else None
+        if info is not None and old.size:
+            values = np.random.default_rng(rng.randrange(2 ** 32)).integers(
+                info.min, info.max, old.shape, dtype=old.dtype, endpoint=True)
+            tensors[name] = values
+    metadata["checksum"] = checksum(metadata, tensors)
+    return save(tensors, metadata={METADATA_KEY: json.dumps(metadata)})
+
+
+def make_case(kind: str, seed: str | bytes, rng: random.Random) -> str | bytes:
+    if kind == "artifact":
+        return mutate_artifact(seed, rng)  # type: ignore[arg-type]
+    if kind == "json-schema":
+        return mutate_schema(seed, rng)  # type: ignore[arg-type]
+    return mutate_text(seed, rng)  # type: ignore[arg-type]
+
+
+# ----------------------------------------------------------------------------- workers
+_TOKENIZER: Any = None
+
+
+def _init_worker(memory_bytes: int) -> None:
+    global _TOKENIZER
+    resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
+    warnings.simplefilter("ignore")
+    import grammarc
+
+    _TOKENIZER = grammarc.load_tokenizer("smollm2")
+
+
+def run_case(kind: str, source: str | bytes, seed: int) -> dict:
+    """Compile or load one case; sample from what compiled and ask the oracle."""
+    import grammarc
+    from grammarc.errors import GrammarcError
+
+    started = time.perf_counter()
+    try:
+        if kind == "artifact":
+            with tempfile.TemporaryDirectory() as folder:
+                path = Path(folder) / "case.safetensors"
+                path.write_bytes(source)  # type: ignore[arg-type]
+                grammar = grammarc.load(path)
+                grammar.mask(grammar.initial_state)
+        else:
+            grammar = grammarc.compile(source, _TOKENIZER, kind)
+    except GrammarcError as exc:
+        one_line = "\n" not in str(exc)
+        return {"outcome": "error" if one_line else "multi-line error",
+                "detail": str(exc)[:160], "seconds": time.perf_counter() - started}
+    except Exception as exc:  # noqa: BLE001 - every other exception is what we look for
+        return {"outcome": "traceback", "detail": f"{type(exc).__name__}: {exc}"[:200],
+                "seconds": time.perf_counter() - started}
+    compiled = time.perf_counter() - started
+    invalid, checked = [], 0
+    rng = np.random.default_rng(seed)
+    for _ in range(3):
+        try:
+            tokens = grammar.sample_tokens(48, rng)
+        except Exception as exc:  # noqa: BLE001
+            return {"outcome": "traceback", "detail": f"sampling: {type(exc).__name__}: {exc}"}
+        if tokens is None:
+            break
+        data = b"".join(_TOKENIZER.token_bytes[t] or b"" for t in tokens
+                        if t not in grammar.eos_token_ids)
+        verdict = oracle(kind, source, data)
+        if verdict is not None:
+            checked += 1
+            if not verdict:
+                invalid.append(data[:80].decode("utf-8", "replace"))
+    return {"outcome": "compiled", "checked": checked, "invalid": invalid, "seconds": compiled}
+
+
+def oracle(kind: str, source: str | bytes, data: bytes) -> bool | None:
+    """Whether an independent implementation accepts `data` (None: no oracle for the kind)."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    if kind == "regex":
+        return re.fullmatch(str(source), text, re.ASCII) is not None
+    if kind == "json-schema":
+        import jsonschema
+
+        try:
+            value = json.loads(text)
+        except ValueError:
+            return False
+        schema = json.loads(source)
+        return jsonschema.validators.validator_for(schema)(schema).is_valid(value)
+    if kind == "lark":
+        import lark
+
+        try:
+            lark.Lark(str(source), parser="earley", lexer="dynamic").parse(text)
+            return True
+        except lark.exceptions.LarkError:
+            return False
+    return None
+
+
+# ----------------------------------------------------------------------------- driver
+def run(cases: list[tuple[str, str | bytes]], jobs: int, timeout: float,
+        memory_bytes: int, seed: int) -> list[dict]:
+    """Every case's result; a batch of `jobs` at a time, the pool replaced after a hang or
+    a crash so that one case cannot take the run down."""
+    ctx = mp.get_context("spawn")
+    results: list[dict] = []
+    pool = ctx.Pool(jobs, _init_worker, (memory_bytes,), maxtasksperchild=50)
+    try:
+        for start in range(0, len(cases), jobs):
+            batch = cases[start:start + jobs]
+            pending = [pool.apply_async(run_case, (kind, source, seed + start + i))
+                       for i, (kind, source) in enumerate(batch)]
+            deadline = time.monotonic() + timeout
+            broken = False
+            for (kind, source), handle in zip(batch, pending):
+                try:
+                    result = handle.get(max(deadline - time.monotonic(), 0.1))
+                except mp.TimeoutError:
+                    result, broken = {"outcome": "hang", "detail": f"past {timeout:.0f} s"}, True
+                except Exception as exc:  # noqa: BLE001 - the worker died (a crash)
+                    result, broken = {"outcome": "crash", "detail": repr(exc)[:160]}, True
+                result.update(kind=kind, source=source[:120] if isinstance(source, str)
+                              else f"<{len(source)} bytes>")
+                results.append(result)
+            if broken:
+                pool.terminate()
+                pool = ctx.Pool(jobs, _init_worker, (memory_bytes,), maxtasksperchild=50)
+            done = len(results)
+            if done % 100 < jobs:
+                print(f"[{done}/{len(cases)}]", file=sys.stderr, flush=True)
+    finally:
+        pool.terminate()
+    return results
+
+
+def report(results: list[dict]) -> bool:
+    """Print the figures per kind; True when nothing bad was seen."""
+    bad_outcomes = ("traceback", "multi-line error", "crash", "hang")
+    print(f"{'kind':12} {'cases':>6} {'compiled':>9} {'errors':>7} {'traceback':>10} "
+          f"{'crash':>6} {'hang':>5} {'checked':>8} {'invalid':>8} {'max s':>7}")
+    clean = True
+    for kind in [*KINDS, "TOTAL"]:
+        mine = [r for r in results if kind in ("TOTAL", r["kind"])]
+        if not mine:
+            continue
+        count = Counter(r["outcome"] for r in mine)
+        checked = sum(r.get("checked", 0) for r in mine)
+        invalid = sum(len(r.get("invalid", [])) for r in mine)
+        slowest = max((r.get("seconds", 0.0) for r in mine), default=0.0)
+        tracebacks = count["traceback"] + count["multi-line error"]
+        print(f"{kind:12} {len(mine):6} {count['compiled']:9} {count['error']:7} "
+              f"{tracebacks:10} {count['crash']:6} {count['hang']:5} {checked:8} "
+              f"{invalid:8} {slowest:7.1f}")
+    for r in results:
+        if r["outcome"] in bad_outcomes or r.get("invalid"):
+            clean = False
+            print(f"\n{r['outcome']} ({r['kind']}): {r.get('detail', '')}\n  invalid: "
+                  f"{r.get('invalid', [])}\n  source: {r['source']!r}")
+    return clean
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--cases", type=int, default=2000)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--kinds", default=",".join(KINDS))
+    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--timeout", type=float, default=60.0, help="seconds per case")
+    parser.add_argument("--memory-gb", type=float, default=6.0, help="address space per worker")
+    args = parser.parse_args(argv)
+    rng = random.Random(args.seed)
+    pool = seeds()
+    kinds = [k for k in args.kinds.split(",") if pool.get(k)]
+    cases = []
+    for _ in range(args.cases):
+        kind = rng.choice(kinds)
+        cases.append((kind, make_case(kind, rng.choice(pool[kind]), rng)))
+    started = time.perf_counter()
+    results = run(cases, args.jobs, args.timeout, int(args.memory_gb * 2 ** 30), args.seed)
+    clean = report(results)
+    print(f"\n{len(results)} cases in {time.perf_counter() - started:.0f} s")
+    sys.exit(0 if clean else 1)
+
+
+if __name__ == "__main__":
+    main()
