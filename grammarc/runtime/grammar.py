@@ -492,14 +492,16 @@ def load(path: str | os.PathLike, tokenizer=None) -> Grammar:
     With `tokenizer` (a `grammarc.Tokenizer` or anything `load_tokenizer` accepts), also check
     that the artifact was compiled for that vocabulary; a mismatch is an `ArtifactError`.
     """
-    grammar = Grammar.from_artifact(read_artifact(path))
-    if tokenizer is not None:
-        check_tokenizer(grammar, tokenizer, artifact_name=str(path))
-    return grammar
+    data = read_artifact(path)
+    if tokenizer is not None:  # before any table is built
+        check_tokenizer(data, tokenizer, artifact_name=str(path))
+    return Grammar.from_artifact(data)
 
 
-def check_tokenizer(grammar: Grammar, tokenizer, artifact_name: str = "artifact") -> None:
-    """Raise `ArtifactError` unless `grammar` was compiled for `tokenizer`'s vocabulary."""
+def check_tokenizer(grammar: Grammar | ArtifactData, tokenizer,
+                    artifact_name: str = "artifact") -> None:
+    """Raise `ArtifactError` unless `grammar` (or an artifact's data) was compiled for
+    `tokenizer`'s vocabulary."""
     tokenizer = _as_tokenizer(grammar, tokenizer)
     recorded = grammar.metadata["tokenizer"]
     mismatches = tokenizer_mismatches(grammar, tokenizer)
@@ -515,7 +517,8 @@ def check_tokenizer(grammar: Grammar, tokenizer, artifact_name: str = "artifact"
                         f"{tokenizer.name} (fingerprint {actual[:12]})")
 
 
-def tokenizer_mismatches(grammar: Grammar, tokenizer) -> list[tuple[str, Any, Any]]:
+def tokenizer_mismatches(grammar: Grammar | ArtifactData,
+                         tokenizer) -> list[tuple[str, Any, Any]]:
     """`(field, recorded in the artifact, of the tokenizer)` for `vocab_size` and `fingerprint`
     where they differ; empty when the artifact was compiled for this vocabulary.
 
@@ -526,19 +529,23 @@ def tokenizer_mismatches(grammar: Grammar, tokenizer) -> list[tuple[str, Any, An
     recorded = grammar.metadata["tokenizer"]
     if tokenizer.vocab_size != recorded["vocab_size"]:
         return [("vocab_size", recorded["vocab_size"], tokenizer.vocab_size)]
-    actual = tokenizer.with_eos(grammar.eos_token_ids).fingerprint
+    actual = tokenizer.with_eos(_recorded_eos(grammar)).fingerprint
     if actual != recorded["fingerprint"]:
         return [("fingerprint", recorded["fingerprint"], actual)]
     return []
 
 
-def _as_tokenizer(grammar: Grammar, tokenizer):
+def _recorded_eos(grammar: Grammar | ArtifactData) -> tuple[int, ...]:
+    return tuple(grammar.metadata["tokenizer"]["eos_token_ids"])
+
+
+def _as_tokenizer(grammar: Grammar | ArtifactData, tokenizer):
     """A `Tokenizer` as given, or loaded from anything `load_tokenizer` accepts."""
     if hasattr(tokenizer, "fingerprint"):
         return tokenizer
     from ..tokenizers import load_tokenizer
 
-    return load_tokenizer(tokenizer, eos_token_ids=grammar.eos_token_ids)
+    return load_tokenizer(tokenizer, eos_token_ids=_recorded_eos(grammar))
 
 
 def _merged(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
