@@ -252,7 +252,7 @@ def oracle(kind: str, source: str | bytes, data: bytes) -> bool | None:
         import lark
 
         try:
-            lark.Lark(str(source), parser="earley", lexer="dynamic").parse(text)
+            lark.Lark(str(source), parser="earley", lexer="dynamic_complete").parse(text)
             return True
         except lark.exceptions.LarkError:
             return False

@@ -63,6 +63,8 @@ def test_compile_each_kind(tmp_path):
     ("paren.lark", "start: A\nA: /(/\n", "paren.lark:2:4: invalid Lark grammar: invalid regex"),
     ("huge.regex", "a{4294967296}", "huge.regex:1:2: invalid regex: the repetition number is "
                                     "too large"),
+    ("uri.schema.json", '{"$schema": 5, "type": "string"}',
+     "uri.schema.json: #/$schema: invalid schema: 5 is not a meta-schema URI (a string)"),
     ("deep.schema.json", '{"items": ' * 3000 + "{}" + "}" * 3000,
      "deep.schema.json: the grammar nests too deeply to compile (Python's recursion limit)"),
 ])

@@ -1047,6 +1047,10 @@ def check_against_meta_schema(root: Any) -> None:
     the document's draft rejects (a keyword of the wrong type would otherwise be ignored)."""
     from jsonschema import Draft202012Validator, exceptions, validators
 
+    if isinstance(root, dict) and not isinstance(root.get("$schema", ""), str):
+        given = json.dumps(root["$schema"], default=str)[:40]
+        raise GrammarError(f"#/$schema: invalid schema: {given} is not a meta-schema URI "
+                           "(a string)")
     cls = validators.validator_for(root, default=Draft202012Validator)
     error = exceptions.best_match(cls(cls.META_SCHEMA).iter_errors(root))
     if error is None:
