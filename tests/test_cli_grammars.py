@@ -61,6 +61,8 @@ def test_compile_each_kind(tmp_path):
     ("nan.schema.json", '{"type": "number", "description": "NaN", "minimum": NaN}',
      "nan.schema.json:1:53: invalid JSON: NaN is not a JSON value"),
     ("paren.lark", "start: A\nA: /(/\n", "paren.lark:2:4: invalid Lark grammar: invalid regex"),
+    ("huge.lark", "start: A\nA: /a{4294967296}/\n",
+     "huge.lark:2:6: invalid Lark grammar: invalid regex: the repetition number is too large"),
     ("huge.regex", "a{4294967296}", "huge.regex:1:2: invalid regex: the repetition number is "
                                     "too large"),
     ("uri.schema.json", '{"$schema": 5, "type": "string"}',

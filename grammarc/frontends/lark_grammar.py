@@ -94,9 +94,11 @@ def _load(text: str, source_name: str | None, start: str) -> lark.Lark:
         message = _POSITION.split(message)[0].rstrip(" :.")
         raise GrammarError(f"invalid Lark grammar: {message}", source_name=source_name,
                            text=text, offset=offset) from None
-    except _REGEX_ERRORS as exc:  # a terminal's regex that Lark's regex engine rejects
+    except (*_REGEX_ERRORS, OverflowError) as exc:  # a terminal Lark's regex engine rejects
         pattern = getattr(exc, "pattern", None)
-        offset = text.find(f"/{pattern}/") if isinstance(pattern, str) else -1
+        found = re.search(r"\{\d*,?\d{10,}", text) if isinstance(exc, OverflowError) else None
+        offset = found.start() if found else \
+            text.find(f"/{pattern}/") if isinstance(pattern, str) else -1
         raise GrammarError(f"invalid Lark grammar: invalid regex: {getattr(exc, 'msg', exc)}",
                            source_name=source_name, text=text,
                            offset=offset if offset >= 0 else None) from None
