@@ -28,7 +28,8 @@ class CharSet:
 
 class _CachedHash:
     """Hashes a tree node once: `alt` deduplicates options in a dict, and the same subtree
-    is an option of many unions."""
+    is an option of many unions. A subclass assigns `__hash__ = _CachedHash.__hash__` in its
+    body, so that `@dataclass(frozen=True)` keeps it instead of generating its own."""
 
     def __hash__(self) -> int:
         cached = self.__dict__.get("_hash")
