@@ -23,7 +23,7 @@ from lark.exceptions import LarkError, UnexpectedInput
 from ..automaton.expr import Expr, MachineSet, alt, concat, repeat
 from ..errors import GrammarError
 from . import FrontendOptions
-from .regex import parse_regex
+from .regex import huge_repeat_offset, parse_regex
 from .rules import Ref, expand_rules
 
 _POSITION = re.compile(r" at line (\d+),? column (\d+)")
@@ -96,12 +96,13 @@ def _load(text: str, source_name: str | None, start: str) -> lark.Lark:
                            text=text, offset=offset) from None
     except (*_REGEX_ERRORS, OverflowError) as exc:  # a terminal Lark's regex engine rejects
         pattern = getattr(exc, "pattern", None)
-        found = re.search(r"\{\d*,?\d{10,}", text) if isinstance(exc, OverflowError) else None
-        offset = found.start() if found else \
-            text.find(f"/{pattern}/") if isinstance(pattern, str) else -1
+        if isinstance(exc, OverflowError):
+            offset = huge_repeat_offset(text)
+        else:
+            found = text.find(f"/{pattern}/") if isinstance(pattern, str) else -1
+            offset = found if found >= 0 else None
         raise GrammarError(f"invalid Lark grammar: invalid regex: {getattr(exc, 'msg', exc)}",
-                           source_name=source_name, text=text,
-                           offset=offset if offset >= 0 else None) from None
+                           source_name=source_name, text=text, offset=offset) from None
     except OSError as exc:  # an %import of a grammar file Lark cannot find
         raise GrammarError(f"invalid Lark grammar: cannot %import {exc.filename or exc}: only "
                            "Lark's bundled grammars (common, unicode, ...) can be imported",

@@ -79,13 +79,19 @@ def parse_regex(pattern: str, source_name: str | None = None,
         raise GrammarError(f"invalid regex: {exc.msg}", source_name=source_name,
                            text=pattern, offset=exc.pos) from None
     except OverflowError as exc:  # a repetition count past C's int
-        huge = re.search(r"\{\d*,?\d{10,}", pattern)
         raise GrammarError(f"invalid regex: {exc}", source_name=source_name, text=pattern,
-                           offset=huge.start() if huge else None) from None
+                           offset=huge_repeat_offset(pattern)) from None
     max_states = options.max_states if options is not None else DEFAULT_MAX_STATES
     converter = _Converter(pattern, source_name, spell, max_states)
     return converter.sequence(list(tree), tree.state.flags, at_start=not preceded, at_end=True,
                               rest=after)
+
+
+def huge_repeat_offset(text: str) -> int | None:
+    """Where the first repetition `{…}` with a count of ten digits or more starts in `text`
+    (the count Python's regex engines overflow on), if any."""
+    found = re.search(r"\{\d*,?\d{10,}", text)
+    return found.start() if found else None
 
 
 class _Converter:
