@@ -13,7 +13,9 @@ import pytest
 
 import grammarc
 from grammarc.automaton.expr import Call, MachineSet, alt, charset, concat, literal, repeat
-from grammarc.automaton.machines import NotDeterministicError, build_pushdown, inline_calls
+from grammarc.automaton.machines import (
+    NotDeterministicError, build_pushdown, deterministic_pushdown, inline_calls,
+)
 from grammarc.errors import ArtifactError
 from grammarc.runtime.calls import CallGrammar
 
@@ -78,6 +80,31 @@ def test_machines_read_nested_text_and_inline_to_the_same_language_up_to_a_depth
 def test_machines_the_next_byte_cannot_decide_are_refused(machines, reason):
     with pytest.raises(NotDeterministicError, match=reason):
         build_pushdown(machines, 10_000)
+
+
+def test_machines_in_doubt_are_inlined_and_the_others_kept():
+    """A machine whose call the next byte cannot decide is inlined where it is called (exact:
+    it does not recurse); the machines that are decided stay machines, and the language is
+    the same."""
+    machines = MachineSet(
+        alt(concat(Call("m"), literal("x")), literal("ab"), concat(literal("("), LIST.root)),
+        (("m", concat(literal("a"), Call("value"), literal("c"))), *LIST.machines))
+    with pytest.raises(NotDeterministicError) as refused:
+        build_pushdown(machines, 10_000)
+    assert refused.value.machines == {"m"}
+    pd = deterministic_pushdown(machines, 10_000)
+    assert pd.machine_names == ("", "value")
+    for text, ok in [("a[1, [2]]cx", True), ("a7cx", True), ("ab", True), ("(v=[[3]];", True),
+                     ("a7c", False), ("a[1cx", False), ("abx", False), ("(v=3", False)]:
+        assert pd.accepts(text.encode()) == ok, text
+
+
+def test_recursive_machines_in_doubt_are_not_inlined():
+    recursive = MachineSet(alt(concat(Call("value"), literal("x")), literal("[a")),
+                           LIST.machines)
+    with pytest.raises(NotDeterministicError) as refused:
+        deterministic_pushdown(recursive, 10_000)
+    assert refused.value.machines == {"value"}
 
 
 def test_ambiguous_calls_are_inlined_with_a_notice(smollm2):

@@ -32,7 +32,7 @@ from typing import Callable
 import numpy as np
 
 from ..errors import GrammarError, TooManyStatesError
-from .dfa import ByteDFA, build_dfa
+from .dfa import SUBSET_FACTOR, ByteDFA, build_dfa
 from .expr import (
     NOTHING, Alt, Automaton, Call, Concat, Expr, Graph, MachineSet, Repeat, alt, concat, repeat,
 )
@@ -43,7 +43,12 @@ _CODE_BYTES = np.array([CALL_PREFIX, *CALL_DIGITS])
 
 
 class NotDeterministicError(GrammarError):
-    """The machines' calls and returns cannot be decided by the next byte alone."""
+    """The machines' calls and returns cannot be decided by the next byte alone. `machines`
+    names the machines whose inlining removes every conflict found (empty: none does)."""
+
+    def __init__(self, message: str, machines: frozenset[str] = frozenset()) -> None:
+        super().__init__(message)
+        self.machines = machines
 
 
 @dataclass(frozen=True)
@@ -109,16 +114,25 @@ def call_codes(names: list[str]) -> dict[str, bytes]:
     return codes
 
 
-def build_pushdown(machines: MachineSet, max_states: int) -> PushdownDFA:
+def build_pushdown(machines: MachineSet, max_states: int,
+                   built: dict[int, tuple[Expr, ByteDFA]] | None = None,
+                   codes: dict[str, bytes] | None = None) -> PushdownDFA:
     """The pushdown automaton of a machine set; `NotDeterministicError` when the next byte
-    cannot decide between a machine's own transitions, its calls and its return."""
+    cannot decide between a machine's own transitions, its calls and its return. `built`
+    keeps each body's DFA (by identity) for a later call with the same `codes` (call codes
+    of a superset of the machines)."""
     names = ["", *(name for name, _ in machines.machines)]
     bodies = [machines.root, *(body for _, body in machines.machines)]
-    codes = call_codes(names)
+    codes = call_codes(names) if codes is None else codes
     code_of = {code: index for index, code in enumerate(codes[n] for n in names)}
+    built = {} if built is None else built
     tables, finals, calls = [], [], []
     for body in bodies:
-        dfa = build_dfa(body, max_states=max_states, call_codes=codes)
+        hit = built.get(id(body))
+        if hit is None or hit[0] is not body:
+            hit = built[id(body)] = (body, build_dfa(body, max_states=max_states,
+                                                     call_codes=codes))
+        dfa = hit[1]
         table = dfa.byte_table()
         calls.append(_read_calls(table, code_of))
         table[:, _CODE_BYTES] = 0  # call codes are not text
@@ -134,7 +148,7 @@ def language_automaton(language: Expr | MachineSet, max_states: int, max_depth: 
     calls inlined, recursion unrolled `max_depth` levels; a flat language's minimal DFA."""
     if isinstance(language, MachineSet):
         try:
-            return build_pushdown(language, max_states)
+            return deterministic_pushdown(language, max_states)
         except NotDeterministicError as exc:
             if language.unrolled is not None:
                 language = language.unrolled()
@@ -143,6 +157,47 @@ def language_automaton(language: Expr | MachineSet, max_states: int, max_depth: 
                        f"{max_depth} (--max-depth)")
                 language = inline_calls(language, max_depth, max_states)
     return build_dfa(language, max_states=max_states)
+
+
+def deterministic_pushdown(machines: MachineSet, max_states: int) -> PushdownDFA:
+    """`build_pushdown`, after inlining the machines whose calls the next byte cannot decide,
+    as long as they do not recurse (inlining them is then exact); `NotDeterministicError`
+    when a recursive one is at fault."""
+    built: dict[int, tuple[Expr, ByteDFA]] = {}
+    codes = call_codes(["", *(name for name, _ in machines.machines)])
+    while True:
+        try:
+            return build_pushdown(machines, max_states, built, codes)
+        except NotDeterministicError as exc:
+            if not exc.machines or exc.machines & recursive_machines(dict(machines.machines)):
+                raise
+            machines = _inlined(machines, exc.machines)
+
+
+def _inlined(machines: MachineSet, names: frozenset[str]) -> MachineSet:
+    """The machine set with the (non-recursive) machines `names` inlined where called, and
+    without the machines no longer called."""
+    bodies = dict(machines.machines)
+    flat: dict[str, Expr] = {}
+
+    def body_of(name: str) -> Expr:
+        if name not in names:
+            return Call(name)
+        if name not in flat:
+            flat[name] = replace_calls(bodies[name], body_of)
+        return flat[name]
+
+    kept = {name: replace_calls(body, body_of) for name, body in bodies.items()
+            if name not in names}
+    root = replace_calls(machines.root, body_of)
+    reached, todo = set(), list(called_names(root))
+    while todo:
+        name = todo.pop()
+        if name not in reached:
+            reached.add(name)
+            todo.extend(called_names(kept[name]))
+    return MachineSet(root, tuple((name, body) for name, body in kept.items()
+                                  if name in reached), machines.unrolled)
 
 
 def inline_calls(machines: MachineSet, depth: int, max_states: int) -> Expr:
@@ -156,36 +211,84 @@ def inline_calls(machines: MachineSet, depth: int, max_states: int) -> Expr:
         if level <= 0:
             return NOTHING
         if (name, level) not in levels:
-            body = substitute(bodies[name], level - 1, {})
-            try:
-                levels[(name, level)] = Automaton(build_dfa(body, max_states=max_states))
-            except GrammarError as exc:
-                if "matches no string" not in str(exc):
-                    raise
-                levels[(name, level)] = NOTHING
+            body = replace_calls(bodies[name], lambda callee: machine(callee, level - 1))
+            levels[(name, level)] = flat_language(body, max_states)
         return levels[(name, level)]
 
-    def substitute(expr: Expr, level: int, memo: dict[int, Expr]) -> Expr:
-        done = memo.get(id(expr))
+    return replace_calls(machines.root, lambda callee: machine(callee, depth))
+
+
+def flat_language(expr: Expr, max_states: int) -> Expr:
+    """`expr` (with no call) as one minimal DFA leaf, or NOTHING for the empty language."""
+    try:
+        return Automaton(build_dfa(expr, max_states=max_states))
+    except GrammarError as exc:
+        if "matches no string" not in str(exc):
+            raise
+        return NOTHING
+
+
+def replace_calls(expr: Expr, replacement: Callable[[str], Expr]) -> Expr:
+    """`expr` with every `Call(name)` replaced by `replacement(name)` (shared subtrees
+    rebuilt once; a tree without calls comes back as it is)."""
+    memo: dict[int, Expr] = {}
+
+    def walk(node: Expr) -> Expr:
+        done = memo.get(id(node))
         if done is not None:
             return done
-        if isinstance(expr, Call):
-            out = machine(expr.name, level)
-        elif isinstance(expr, Concat):
-            out = concat(*(substitute(p, level, memo) for p in expr.parts))
-        elif isinstance(expr, Alt):
-            out = alt(*(substitute(o, level, memo) for o in expr.options))
-        elif isinstance(expr, Repeat):
-            out = repeat(substitute(expr.item, level, memo), expr.min, expr.max)
-        elif isinstance(expr, Graph):
-            out = Graph(expr.names, expr.start, expr.accepting,
-                        tuple((a, b, substitute(e, level, memo)) for a, b, e in expr.edges))
+        if isinstance(node, Call):
+            out = replacement(node.name)
+        elif isinstance(node, Concat):
+            parts = [walk(p) for p in node.parts]
+            same = all(a is b for a, b in zip(parts, node.parts))
+            out = node if same else concat(*parts)
+        elif isinstance(node, Alt):
+            options = [walk(o) for o in node.options]
+            same = all(a is b for a, b in zip(options, node.options))
+            out = node if same else alt(*options)
+        elif isinstance(node, Repeat):
+            item = walk(node.item)
+            out = node if item is node.item else repeat(item, node.min, node.max)
+        elif isinstance(node, Graph):
+            edges = tuple((a, b, walk(e)) for a, b, e in node.edges)
+            same = all(new[2] is old[2] for new, old in zip(edges, node.edges))
+            out = node if same else Graph(node.names, node.start, node.accepting, edges)
         else:
-            out = expr
-        memo[id(expr)] = out
+            out = node
+        memo[id(node)] = out
         return out
 
-    return substitute(machines.root, depth, {})
+    return walk(expr)
+
+
+def called_names(expr: Expr) -> set[str]:
+    """The machines `expr` calls directly."""
+    found: set[str] = set()
+
+    def note(name: str) -> Expr:
+        found.add(name)
+        return Call(name)
+
+    replace_calls(expr, note)
+    return found
+
+
+def recursive_machines(bodies: dict[str, Expr]) -> set[str]:
+    """The machines that can call themselves, directly or through others."""
+    callees = {name: called_names(body) & bodies.keys() for name, body in bodies.items()}
+    recursive = set()
+    for name in bodies:
+        seen, todo = set(), list(callees[name])
+        while todo:
+            callee = todo.pop()
+            if callee == name:
+                recursive.add(name)
+                break
+            if callee not in seen:
+                seen.add(callee)
+                todo.extend(callees[callee])
+    return recursive
 
 
 def _read_calls(table: np.ndarray, code_of: dict[bytes, int]) -> list[tuple[int, int, int]]:
@@ -218,6 +321,9 @@ def _link(names: list[str], tables: list[np.ndarray], finals: list[np.ndarray],
                     order.append(nxt)
         local_ids.append(order)
     total = 1 + sum(len(ids) for ids in local_ids)
+    if total > SUBSET_FACTOR * max_states:  # each machine is bounded by --max-states
+        raise TooManyStatesError(f"the machines need {total:,} states, more than "
+                                 f"{SUBSET_FACTOR} x --max-states {max_states:,}")
     offsets, glob = [], []
     next_id = 1
     for ids, table in zip(local_ids, tables):
@@ -246,20 +352,19 @@ def _link(names: list[str], tables: list[np.ndarray], finals: list[np.ndarray],
     first = _first_bytes(byte_table, accepting, machine_start, call_ptr, call_machine, names)
     follow = _check_deterministic(byte_table, accepting, state_machine, call_ptr,
                                   call_machine, call_return, first, names)
-    if total > max_states:
-        raise TooManyStatesError(f"the machines need {total:,} states, more than --max-states "
-                                 f"{max_states:,}")
     return PushdownDFA(byte_dfa(byte_table, accepting), tuple(names), machine_start,
                        state_machine, call_ptr, call_machine, call_return, first, follow)
 
 
 def _first_bytes(byte_table, accepting, machine_start, call_ptr, call_machine,
                  names) -> np.ndarray:
-    """FIRST sets by fixpoint; a machine that accepts the empty text is not deterministic."""
+    """FIRST sets by fixpoint; a machine that accepts the empty text, or calls itself before
+    reading a byte, is not deterministic."""
     first = np.zeros((len(machine_start), 256), bool)
+    faults = _Faults(names)
     for m, start in enumerate(machine_start):
         if accepting[start] and m:  # the root is never called: it may accept nothing
-            raise NotDeterministicError(f"machine {names[m]!r} accepts the empty text")
+            faults.add(m, f"machine {names[m]!r} accepts the empty text")
         first[m] = byte_table[start] != 0
     callees_at_start = [set(call_machine[call_ptr[s]:call_ptr[s + 1]].tolist())
                         for s in machine_start]
@@ -268,11 +373,13 @@ def _first_bytes(byte_table, accepting, machine_start, call_ptr, call_machine,
         while todo:
             callee = todo.pop()
             if callee == m:
-                raise NotDeterministicError(f"machine {names[m] or 'root'!r} calls itself "
-                                            "before reading a byte (left recursion)")
+                faults.add(m, f"machine {names[m] or 'root'!r} calls itself before reading a "
+                              "byte (left recursion)")
+                break
             if callee not in reached:
                 reached.add(callee)
                 todo.extend(callees_at_start[callee])
+    faults.raise_any()
     changed = True
     while changed:
         changed = False
@@ -287,21 +394,26 @@ def _first_bytes(byte_table, accepting, machine_start, call_ptr, call_machine,
 
 def _check_deterministic(byte_table, accepting, state_machine, call_ptr, call_machine,
                          call_return, first, names) -> np.ndarray:
-    """Raise `NotDeterministicError` where the next byte cannot decide; the FOLLOW sets."""
+    """Raise `NotDeterministicError` where the next byte cannot decide, blaming every
+    machine whose calls are in doubt; the FOLLOW sets."""
     num_machines = len(first)
+    faults = _Faults(names)
     # the bytes a state can read next: its transitions and its callees' first bytes
     reads = byte_table != 0
     for q in np.flatnonzero(np.diff(call_ptr)):
-        seen = reads[q].copy()
-        for k in range(call_ptr[q], call_ptr[q + 1]):
-            callee_first = first[call_machine[k]]
-            if (seen & callee_first).any():
-                byte = int(np.flatnonzero(seen & callee_first)[0])
-                raise NotDeterministicError(
-                    f"in machine {names[state_machine[q]] or 'root'!r}, byte {byte:#04x} may "
-                    f"start a call of {names[call_machine[k]]!r} or continue otherwise")
-            seen |= callee_first
-        reads[q] = seen
+        own = reads[q].copy()
+        callees = call_machine[call_ptr[q]:call_ptr[q + 1]]
+        for i, callee in enumerate(callees):
+            clash = own.copy()
+            for j, other in enumerate(callees):
+                if j != i:
+                    clash |= first[other]
+            clash &= first[callee]
+            if clash.any():
+                faults.add(int(callee), f"in machine {names[state_machine[q]] or 'root'!r}, "
+                           f"byte {int(np.flatnonzero(clash)[0]):#04x} may start a call of "
+                           f"{names[callee]!r} or continue otherwise")
+            reads[q] |= first[callee]
     # FOLLOW sets: what may come after a machine returns, by fixpoint over call sites
     follow = np.zeros((num_machines, 256), bool)
     changed = True
@@ -317,10 +429,29 @@ def _check_deterministic(byte_table, accepting, state_machine, call_ptr, call_ma
     for q in np.flatnonzero(accepting):
         clash = reads[q] & follow[state_machine[q]]
         if clash.any():
-            raise NotDeterministicError(
-                f"machine {names[state_machine[q]] or 'root'!r} may end or go on with byte "
-                f"{int(np.flatnonzero(clash)[0]):#04x}")
+            faults.add(int(state_machine[q]), f"machine {names[state_machine[q]] or 'root'!r} "
+                       f"may end or go on with byte {int(np.flatnonzero(clash)[0]):#04x}")
+    faults.raise_any()
     return follow
+
+
+class _Faults:
+    """The machines blamed for conflicts, and the first conflict's message."""
+
+    def __init__(self, names: list[str]) -> None:
+        self.names = names
+        self.blamed: set[str] = set()
+        self.message: str | None = None
+
+    def add(self, machine: int, message: str) -> None:
+        self.message = self.message or message
+        self.blamed.add(self.names[machine])
+
+    def raise_any(self) -> None:
+        if self.message is not None:
+            # the root is never inlined: a fault of its own cannot be fixed that way
+            fixable = frozenset() if "" in self.blamed else frozenset(self.blamed)
+            raise NotDeterministicError(self.message, fixable)
 
 
 def byte_dfa(byte_table: np.ndarray, accepting: np.ndarray) -> ByteDFA:
