@@ -355,6 +355,59 @@ def test_recursion_inside_a_boolean_operation_is_unrolled_with_a_notice():
     assert not accepts(dfa, canonical_dumps(schema, deeper))
 
 
+SHAPES = {
+    "$defs": {
+        "point": {"type": "object", "properties": {"x": {"type": "integer"},
+                                                   "y": {"type": "integer"}},
+                  "required": ["x", "y"], "additionalProperties": False},
+        "circle": {"type": "object", "properties": {"center": {"$ref": "#/$defs/point"},
+                                                    "r": {"type": "number", "minimum": 0}},
+                   "required": ["center", "r"], "additionalProperties": False},
+        "polygon": {"type": "array", "items": {"$ref": "#/$defs/point"}, "minItems": 3}},
+    "type": "object",
+    "properties": {"origin": {"$ref": "#/$defs/point"},
+                   "shapes": {"type": "array", "items": {"oneOf": [
+                       {"$ref": "#/$defs/circle"}, {"$ref": "#/$defs/polygon"},
+                       {"$ref": "#/$defs/point"}]}},
+                   "label": {"oneOf": [{"type": "string"}, {"$ref": "#/$defs/point"}]},
+                   "meta": {}},
+    "required": ["shapes"]}
+
+
+def test_refs_to_objects_and_arrays_are_machines_even_inside_boolean_operations():
+    """Each $ref to an object or array schema is one machine; a oneOf of them needs flat
+    operands, which inline the machines (exact: none recurses) while the rest of the document
+    keeps its calls. Judged by jsonschema on valid instances and on mutants."""
+    automaton, notices = dfa_of(SHAPES)
+    assert not notices
+    assert {"#/$defs/point (1)", "any"} <= set(automaton.machine_names)
+    validator = jsonschema.Draft202012Validator(SHAPES)
+    rng = random.Random(5)
+    point = lambda: {"x": rng.randint(-9, 9), "y": rng.randint(-9, 9)}  # noqa: E731
+    for _ in range(60):
+        shapes = [rng.choice([{"center": point(), "r": rng.choice([0, 2.5, -1])},
+                              [point() for _ in range(rng.randint(2, 4))], point(),
+                              {"x": 1}, {"center": point(), "r": 1, "extra": 1}])
+                  for _ in range(rng.randint(0, 3))]
+        instance = {"origin": point(), "shapes": shapes,
+                    "label": rng.choice(["hi", point(), 3]), "meta": [[{"a": [point()]}]] * 3}
+        text = canonical_dumps(SHAPES, instance)
+        assert accepts(automaton, text) == validator.is_valid(instance), text
+        for _ in range(5):
+            cut = rng.randrange(len(text))
+            mutant = text[:cut] + rng.choice(["", "1", "{", "]", ", ", '"x": 0']) + text[cut + 1:]
+            try:
+                parsed = json.loads(mutant)
+            except json.JSONDecodeError:
+                assert not accepts(automaton, mutant), mutant
+                continue
+            valid = validator.is_valid(parsed)
+            if accepts(automaton, mutant):
+                assert valid, mutant
+            elif canonical_dumps(SHAPES, parsed) == mutant:  # open values' keys in any order
+                assert not valid, mutant
+
+
 def test_open_values_nest_without_bound():
     """`true`, `{}` and default additionalProperties call one "any value" machine."""
     automaton, notices = dfa_of({"type": "object", "properties": {"a": {"type": "integer"}}})

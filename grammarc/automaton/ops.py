@@ -4,10 +4,13 @@ Regular languages are closed under them, which is what makes JSON Schema's `allO
 `oneOf`, `if`/`then`/`else` and combinations like `pattern` with `maxLength` exact. Operands
 are expression trees; their DFAs are built (and cached per `Ops` instance), the reachable part
 of the product is explored by a numba kernel, minimised, and returned as an `Automaton` leaf
-(or `NOTHING` when the result is empty), ready to be combined further.
+(or `NOTHING` when the result is empty), ready to be combined further. Operands that call
+machines are made flat first, by the `flatten` function the front end gives.
 """
 
 from __future__ import annotations
+
+from typing import Callable
 
 import numba
 import numpy as np
@@ -21,10 +24,12 @@ _AND, _AND_NOT = 0, 1
 
 
 class Ops:
-    """Intersection and difference of expressions, with a cache of the DFAs already built."""
+    """Intersection and difference of expressions, with a cache of the DFAs already built.
+    `flatten` replaces the calls of an operand by flat languages (None: a call is an error)."""
 
-    def __init__(self, max_states: int) -> None:
+    def __init__(self, max_states: int, flatten: Callable[[Expr], Expr] | None = None) -> None:
         self.max_states = max_states
+        self.flatten = flatten
         self._dfas: dict[int, tuple[Expr, ByteDFA | None]] = {}
 
     def dfa(self, expr: Expr) -> ByteDFA | None:
@@ -35,7 +40,8 @@ class Ops:
         if hit is not None and hit[0] is expr:
             return hit[1]
         try:
-            dfa = build_dfa(expr, max_states=self.max_states)
+            flat = expr if self.flatten is None else self.flatten(expr)
+            dfa = build_dfa(flat, max_states=self.max_states)
         except GrammarError as exc:
             if isinstance(exc, TooManyStatesError) or "matches no string" not in str(exc):
                 raise

@@ -33,6 +33,9 @@ from ...automaton import (
     EMPTY, NOTHING, Automaton, Expr, Ops, alt, charset, concat, literal, repeat,
 )
 from ...automaton.expr import Call, MachineSet
+from ...automaton.machines import (
+    called_names, flat_language, inline_calls, recursive_machines, replace_calls,
+)
 from ...errors import GrammarError, UnresolvedCallError, UnsupportedError
 from .. import FrontendOptions
 from ..regex import parse_regex
@@ -345,9 +348,12 @@ class Compiler:
     """Compiles one schema document; `value(ref, position)` is the workhorse.
 
     With `calls`, a value the schema leaves open ("any JSON value" where no schema applies:
-    `true`, `{}`, default `additionalProperties`) is a call of one machine, exact at any
-    depth; such a call cannot enter a boolean operation (a product of flat automata), so a
-    document that needs one is compiled again without calls (`compile_schema`)."""
+    `true`, `{}`, default `additionalProperties`), a recursive `$ref` and a `$ref` to an
+    object or array schema are calls of machines, each built once, recursion exact at any
+    depth. A boolean operation (a product of flat automata) inlines the machines its operands
+    call (`flat_calls`); one that meets a machine still being built (a recursion through the
+    operation itself) fails, and the document is compiled again without calls
+    (`compile_schema`)."""
 
     root: Any
     options: FrontendOptions
@@ -360,13 +366,15 @@ class Compiler:
         self.root = _exact_numbers(self.root)
         self.draft = draft_of(self.root)
         self.registry = Registry(self.root, self.draft)
-        self.ops = Ops(self.options.max_states)
+        self.ops = Ops(self.options.max_states, self.flat_calls if self.calls else None)
         self.layout = Layout.from_style(self.options.whitespace)
         self._active: dict[int, int] = {}
         self._unrolled: set[str] = set()
         self._any_cache: dict[tuple, Expr] = {}
-        self._any_machine: Expr | None = None
-        self._machines: dict[str, Expr] = {}  # $ref targets and array items, by name
+        self._machines: dict[str, Expr] = {}  # $ref targets, array items, any value; by name
+        self._building: set[str] = set()      # machines whose body is not complete yet
+        self._flat: dict[str, Expr] = {}      # machines inlined into boolean operations
+        self._flat_unrolled: set[str] = set()
         self._ref_names: dict[tuple, str] = {}
         self._item_names: dict[tuple, str] = {}
         self._key_dfas: dict[str, Any] = {}
@@ -380,12 +388,56 @@ class Compiler:
             self.options.notice(
                 f"recursive $ref {', '.join(sorted(self._unrolled))} unrolled to depth "
                 f"{self.options.max_depth}; deeper values are not accepted (--max-depth)")
+        if self._flat_unrolled:
+            self.options.notice(
+                f"inside allOf/oneOf/not/if, {', '.join(sorted(self._flat_unrolled))} "
+                f"unrolled to depth {self.options.max_depth}; deeper values are not accepted "
+                "there (--max-depth)")
         if expr == NOTHING:
             raise GrammarError("the schema accepts no value at all")
-        machines = dict(self._machines)
-        if self._any_machine is not None:
-            machines[_ANY_MACHINE] = self._any_machine
-        return MachineSet(expr, tuple(machines.items())) if machines else expr
+        return MachineSet(expr, tuple(self._machines.items())) if self._machines else expr
+
+    def machine(self, name: str, build) -> Call:
+        """A call of the machine `name`, its body built by `build()` the first time (a call
+        of it from inside its own body is recursion)."""
+        if name not in self._machines:
+            self._machines[name] = NOTHING
+            self._building.add(name)
+            try:
+                self._machines[name] = build()
+            finally:
+                self._building.discard(name)
+        return Call(name)
+
+    def flat_calls(self, expr: Expr) -> Expr:
+        """`expr` with each call replaced by its machine's flat language, for a boolean
+        operation: exact for machines that do not recurse, a recursive one unrolled
+        --max-depth times (with a notice)."""
+        return replace_calls(expr, self._flat_machine)
+
+    def _flat_machine(self, name: str) -> Expr:
+        found = self._flat.get(name)
+        if found is not None:
+            return found
+        bodies = self._machines
+        reached, todo = set(), [name]
+        while todo:
+            callee = todo.pop()
+            if callee not in reached:
+                reached.add(callee)
+                todo.extend(called_names(bodies[callee]))
+        if reached & self._building:
+            raise UnresolvedCallError(f"machine {name!r} is used by a boolean operation "
+                                      "inside its own definition")
+        limit = self.options.max_states
+        if name in recursive_machines({n: bodies[n] for n in reached}):
+            self._flat_unrolled.add(name)
+            found = inline_calls(MachineSet(Call(name), tuple(bodies.items())),
+                                 self.options.max_depth, limit)
+        else:
+            found = flat_language(replace_calls(bodies[name], self._flat_machine), limit)
+        self._flat[name] = found
+        return found
 
     def _check_supported(self) -> None:
         found = []
@@ -434,7 +486,7 @@ class Compiler:
         if "$ref" in node:
             target = self.registry.resolve(ref)
             depth = self._active.get(id(target.node), 0)
-            if depth and self.calls:
+            if self.calls and (depth or _is_container(target.node)):
                 referenced = self.ref_machine(target, position)
             elif depth >= self.options.max_depth + 1:
                 self._unrolled.add(node["$ref"])
@@ -628,16 +680,14 @@ class Compiler:
         raise GrammarError(f"not a JSON value: {value!r}")
 
     def ref_machine(self, target: Ref, position: Position) -> Expr:
-        """A call of the machine of a recursive `$ref` target at this kind of position (the
-        schemas that apply there decide its language), compiled the first time it is met."""
+        """A call of the machine of a `$ref` target at this kind of position (the schemas
+        that apply there decide its language), compiled the first time it is met."""
         key = (id(target.node), frozenset(id(r.node) for r in position.closure))
         name = self._ref_names.get(key)
         if name is None:
             name = f"{self.registry.pointer(target.node)} ({len(self._ref_names) + 1})"
             self._ref_names[key] = name
-            self._machines[name] = NOTHING  # being built: recursive uses call it
-            self._machines[name] = self.value(target, position)
-        return Call(name)
+        return self.machine(name, lambda: self.value(target, position))
 
     def _item_machine(self, items: Expr, node: dict, position: Position) -> Expr:
         """A call of a machine of the items of an array with many of them, so that each
@@ -647,8 +697,7 @@ class Compiler:
         if name is None:
             name = f"{self.registry.pointer(node)}/items ({len(self._item_names) + 1})"
             self._item_names[key] = name
-            self._machines[name] = items
-        return Call(name)
+        return self.machine(name, lambda: items)
 
     # ------------------------------------------------------------------ any value
     def any_value(self, position: Position) -> Expr:
@@ -656,22 +705,22 @@ class Compiler:
         applies (and calls are on), else the flat language of `any`."""
         if not self.calls or not position.is_open:
             return self.any(position)
-        if self._any_machine is None:
-            self._any_machine = NOTHING  # being built: its own values call it
-            layout = self.layout
-            item = Call(_ANY_MACHINE)
-            entry = concat(strings.json_string(strings.length_between(0, None)), layout.colon,
-                           item)
-            self._any_machine = alt(
-                literal("null"), literal("true"), literal("false"), self._any_number,
-                strings.json_string(strings.length_between(0, None)),
-                concat(layout.open_array,
-                       repeat(concat(item, repeat(concat(layout.comma, item), 0, None)), 0, 1),
-                       layout.close_array),
-                concat(layout.open_object,
-                       repeat(concat(entry, repeat(concat(layout.comma, entry), 0, None)), 0, 1),
-                       layout.close_object))
-        return Call(_ANY_MACHINE)
+        return self.machine(_ANY_MACHINE, self._any_machine_body)
+
+    def _any_machine_body(self) -> Expr:
+        """Any JSON value, each element and member value a call of this same machine."""
+        layout = self.layout
+        item = Call(_ANY_MACHINE)
+        string = strings.json_string(strings.length_between(0, None))
+        entry = concat(string, layout.colon, item)
+        return alt(
+            literal("null"), literal("true"), literal("false"), self._any_number, string,
+            concat(layout.open_array,
+                   repeat(concat(item, repeat(concat(layout.comma, item), 0, None)), 0, 1),
+                   layout.close_array),
+            concat(layout.open_object,
+                   repeat(concat(entry, repeat(concat(layout.comma, entry), 0, None)), 0, 1),
+                   layout.close_object))
 
     def any(self, position: Position, budget: int | None = None) -> Expr:
         """Any JSON value at this position, containers nested at most `budget` levels."""
@@ -1147,6 +1196,20 @@ _TYPE_SPECIFIC = {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", 
 
 def _constrains_beyond_type(node: dict) -> bool:
     return any(key in node for key in _TYPE_SPECIFIC)
+
+
+def _is_container(node: Any) -> bool:
+    """Whether a schema describes objects or arrays only (a `$ref` to it becomes a call of
+    one machine: its automaton is large and used in many places)."""
+    if not isinstance(node, dict):
+        return False
+    declared = node.get("type")
+    if isinstance(declared, str):
+        return declared in ("object", "array")
+    if isinstance(declared, list) and declared:
+        return all(t in ("object", "array") for t in declared)
+    return any(key in node for key in ("properties", "items", "additionalProperties",
+                                       "patternProperties", "required"))
 
 
 def _constrains_anything(node: dict) -> bool:
