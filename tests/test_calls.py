@@ -14,7 +14,7 @@ import pytest
 import grammarc
 from grammarc.automaton.expr import Call, MachineSet, alt, charset, concat, literal, repeat
 from grammarc.automaton.machines import (
-    NotDeterministicError, build_pushdown, deterministic_pushdown, inline_calls,
+    NotDeterministicError, build_pushdown, deterministic_pushdown, inline_calls, starting_bytes,
 )
 from grammarc.errors import ArtifactError
 from grammarc.runtime.calls import CallGrammar
@@ -97,6 +97,25 @@ def test_machines_in_doubt_are_inlined_and_the_others_kept():
     for text, ok in [("a[1, [2]]cx", True), ("a7cx", True), ("ab", True), ("(v=[[3]];", True),
                      ("a7c", False), ("a[1cx", False), ("abx", False), ("(v=3", False)]:
         assert pd.accepts(text.encode()) == ok, text
+
+
+@pytest.mark.parametrize("expr,expected", [
+    (LIST.root, b"v"),
+    (Call("value"), b"0123456789["),
+    (concat(repeat(literal("-"), 0, 1), charset([(0xE9, 0xE9), (0x4E00, 0x4E00)])),
+     b"-\xc3\xe4"),
+    (repeat(literal("a"), 0, 2), None),          # may be empty
+    (Call("unknown"), None),                     # a machine not built yet
+    (alt(Call("left"), literal("x")), None),     # left recursion
+])
+def test_starting_bytes(expr, expected):
+    bodies = {"value": dict(LIST.machines)["value"],
+              "left": concat(Call("left"), literal("+"))}
+    found = starting_bytes(expr, bodies.get)
+    if expected is None:
+        assert found is None
+    else:
+        assert bytes(np.flatnonzero(found).tolist()) == bytes(sorted(expected))
 
 
 def test_recursive_machines_in_doubt_are_not_inlined():

@@ -342,6 +342,34 @@ def test_recursive_refs_are_exact_at_any_depth(schema, build):
                 validator.is_valid(json.loads(good[:cut] + good[cut + 1:])), cut
 
 
+def test_one_of_branches_that_start_differently_keep_their_calls():
+    """A oneOf whose branches cannot start with the same byte is their union: no product,
+    so a recursive $ref in a branch stays exact at any depth, with no notice."""
+    schema = {"$defs": LINKED_LIST["$defs"],
+              "oneOf": [{"type": "string"}, {"$ref": "#/$defs/cell"}, {"type": "null"}]}
+    automaton, notices = dfa_of(schema)
+    assert not notices
+    validator = jsonschema.Draft202012Validator(schema)
+    for instance in ["text", None, 3, _cells(30, "ab"), _cells(30, "abcd"), _cells(0, 5)]:
+        assert accepts(automaton, canonical_dumps(schema, instance)) == \
+            validator.is_valid(instance), instance
+
+
+def test_a_type_beside_applicators_narrows_them_by_first_byte():
+    """`"type": "object"` beside an anyOf of an untyped (recursive) schema keeps the anyOf's
+    object values (a narrower machine) instead of a product: exact at depth 30, no notice."""
+    cell = {k: v for k, v in LINKED_LIST["$defs"]["cell"].items() if k != "type"}
+    schema = {"$defs": {"cell": cell}, "type": "object", "anyOf": [{"$ref": "#/$defs/cell"}]}
+    automaton, notices = dfa_of(schema)
+    assert not notices
+    validator = jsonschema.Draft202012Validator(schema)
+    assert jsonschema.Draft202012Validator(cell).is_valid(None)  # the cell alone takes more
+    for instance in [None, "ab", [1], 3, {}, _cells(30, "ab"), _cells(30, "abcd"),
+                     _cells(2, None), {"head": "a", "tail": None}]:
+        assert accepts(automaton, canonical_dumps(schema, instance)) == \
+            validator.is_valid(instance), instance
+
+
 def test_recursion_inside_a_boolean_operation_is_unrolled_with_a_notice():
     """An intersection needs flat automata: the recursion there is unrolled to --max-depth."""
     tree = json.loads((ROOT / "grammars" / "tree.schema.json").read_text())

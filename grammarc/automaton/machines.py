@@ -34,8 +34,10 @@ import numpy as np
 from ..errors import GrammarError, TooManyStatesError
 from .dfa import SUBSET_FACTOR, ByteDFA, build_dfa
 from .expr import (
-    NOTHING, Alt, Automaton, Call, Concat, Expr, Graph, MachineSet, Repeat, alt, concat, repeat,
+    NOTHING, Alt, Automaton, Call, CharSet, Concat, Expr, Graph, MachineSet, Repeat, alt, concat,
+    repeat,
 )
+from .utf8 import utf8_sequences
 
 CALL_PREFIX = 0xFF
 CALL_DIGITS = bytes([0xC0, 0xC1, *range(0xF5, 0xFF)])  # never in UTF-8 text, like 0xFF
@@ -272,6 +274,91 @@ def called_names(expr: Expr) -> set[str]:
 
     replace_calls(expr, note)
     return found
+
+
+def starting_bytes(expr: Expr, body_of: Callable[[str], Expr | None]) -> np.ndarray | None:
+    """The bytes a text of `expr` can start with (bool [256]), or None when `expr` may match
+    the empty text or the answer is not known (a call of a machine `body_of` does not know,
+    left recursion, a `Graph`): languages with disjoint starting bytes are disjoint."""
+    memo: dict[int, tuple[np.ndarray, bool] | None] = {}
+    open_calls: set[str] = set()
+
+    def walk(node: Expr) -> tuple[np.ndarray, bool] | None:  # (bytes, may be empty)
+        key = id(node)
+        if key in memo:
+            return memo[key]
+        out: tuple[np.ndarray, bool] | None
+        if isinstance(node, CharSet):
+            first = np.zeros(256, bool)
+            for sequence in utf8_sequences(node.ranges):
+                first[sequence[0][0]:sequence[0][1] + 1] = True
+            out = (first, False)
+        elif isinstance(node, Automaton):
+            dfa = node.dfa
+            out = (dfa.trans[1][dfa.byte_class] != 0, bool(dfa.accepting[1]))
+        elif isinstance(node, Concat):  # the parts up to the first that cannot be empty
+            first, out = np.zeros(256, bool), None
+            for part in node.parts:
+                found = walk(part)
+                if found is None:
+                    break
+                first |= found[0]
+                if not found[1]:
+                    out = (first, False)
+                    break
+            else:
+                out = (first, True)
+        elif isinstance(node, Alt):
+            found_all = [walk(option) for option in node.options]
+            out = None if any(f is None for f in found_all) else (
+                np.logical_or.reduce([f[0] for f in found_all] or [np.zeros(256, bool)]),
+                any(f[1] for f in found_all))
+        elif isinstance(node, Repeat):
+            found = walk(node.item)
+            out = None if found is None else (found[0], found[1] or node.min == 0)
+        elif isinstance(node, Call):
+            body = body_of(node.name)
+            if body is None or node.name in open_calls:
+                out = None
+            else:
+                open_calls.add(node.name)
+                out = walk(body)
+                open_calls.discard(node.name)
+        else:
+            out = None
+        memo[key] = out
+        return out
+
+    found = walk(expr)
+    return None if found is None or found[1] else found[0]
+
+
+def with_first_bytes(expr: Expr, allowed: np.ndarray, body_of: Callable[[str], Expr | None],
+                     call_with: Callable[[str], Expr | None]) -> Expr | None:
+    """The texts of `expr` whose first byte is in `allowed` (bool [256]), built by keeping the
+    branches that start so, or None where the tree does not separate them (a part that may be
+    empty, a character set or automaton that starts both ways). `call_with(name)` gives the
+    same for a call whose machine starts both ways (a call of a narrower machine, or None)."""
+    def walk(node: Expr) -> Expr | None:
+        first = starting_bytes(node, body_of)
+        if first is not None and not (first & ~allowed).any():
+            return node
+        if first is not None and not (first & allowed).any():
+            return NOTHING
+        if isinstance(node, Alt):
+            options = [walk(option) for option in node.options]
+            return None if any(o is None for o in options) else alt(*options)
+        if isinstance(node, Concat) and node.parts and first is not None:
+            head = starting_bytes(node.parts[0], body_of)
+            if head is None:
+                return None
+            narrowed = walk(node.parts[0])
+            return None if narrowed is None else concat(narrowed, *node.parts[1:])
+        if isinstance(node, Call) and first is not None:
+            return call_with(node.name)
+        return None
+
+    return walk(expr)
 
 
 def recursive_machines(bodies: dict[str, Expr]) -> set[str]:

@@ -29,12 +29,15 @@ from itertools import combinations
 from typing import Any
 from urllib.parse import unquote, urldefrag, urljoin
 
+import numpy as np
+
 from ...automaton import (
     EMPTY, NOTHING, Automaton, Expr, Ops, alt, charset, concat, literal, repeat,
 )
 from ...automaton.expr import Call, MachineSet
 from ...automaton.machines import (
-    called_names, flat_language, inline_calls, recursive_machines, replace_calls,
+    called_names, flat_language, inline_calls, recursive_machines, replace_calls, starting_bytes,
+    with_first_bytes,
 )
 from ...errors import GrammarError, UnresolvedCallError, UnsupportedError
 from .. import FrontendOptions
@@ -58,6 +61,8 @@ _MAX_PATTERN_REGIONS = 8   # patternProperties per object (2^n key regions)
 _MAX_INLINE_REPEAT = 16    # more counted array items than this: the item is a machine
 _MAX_UNIQUE_VALUES = 10    # values an array with uniqueItems may draw from
 _TYPES = ("null", "boolean", "object", "array", "number", "integer", "string")
+_FIRST_BYTES = {"object": b"{", "array": b"[", "string": b'"', "null": b"n", "boolean": b"tf",
+                "number": b"-0123456789"}  # the bytes a JSON value of each type starts with
 _ANY_MACHINE = "any"  # the machine of any JSON value (where no schema applies)
 
 
@@ -409,6 +414,10 @@ class Compiler:
                 self._building.discard(name)
         return Call(name)
 
+    def _known_machine(self, name: str) -> Expr | None:
+        """The body of a machine, None while it is being built."""
+        return None if name in self._building else self._machines[name]
+
     def flat_calls(self, expr: Expr) -> Expr:
         """`expr` with each call replaced by its machine's flat language, for a boolean
         operation: exact for machines that do not recurse, a recursive one unrolled
@@ -483,6 +492,8 @@ class Compiler:
             raise GrammarError(f"{self.registry.pointer(node)}: a schema must be an object or "
                                f"a boolean, not {json.dumps(node, default=str)[:40]}")
         parts: list[Expr] = []
+        type_only = "type" in node and not _constrains_beyond_type(node) and \
+            "enum" not in node and "const" not in node
         if "$ref" in node:
             target = self.registry.resolve(ref)
             depth = self._active.get(id(target.node), 0)
@@ -500,7 +511,7 @@ class Compiler:
             if self.draft <= 7:
                 return referenced  # draft 7 and earlier: $ref replaces its siblings
             parts.append(referenced)
-        if _constrains_locally(node):
+        if _constrains_locally(node) and not type_only:
             parts.append(self.local(ref, position))
         for branch in node.get("allOf", []) if isinstance(node.get("allOf"), list) else []:
             parts.append(self.value(Ref(branch, ref.base), position))
@@ -524,7 +535,36 @@ class Compiler:
             parts.append(alt(self.ops.difference(self.any(position), with_key),
                              self.ops.intersect(with_key,
                                                 self.value(Ref(dependency, ref.base), position))))
-        return self.intersect_all(parts) if parts else self.any_value(position)
+        if not type_only:
+            return self.intersect_all(parts) if parts else self.any_value(position)
+        if not parts:
+            return self.local(ref, position)
+        combined = self.intersect_all(parts)
+        typed = self._of_types(combined, self._types(node))
+        return typed if typed is not None else \
+            self.ops.intersect(combined, self.local(ref, position))
+
+    def _of_types(self, expr: Expr, types: set[str]) -> Expr | None:
+        """The values of `expr` of one of `types`, told apart by their first byte without a
+        product (a call of a machine that has other values too calls a narrower machine);
+        None where the first byte cannot tell them (integers among other numbers)."""
+        if "integer" in types and "number" not in types:
+            return None
+        allowed = np.zeros(256, bool)
+        for name, spelled in _FIRST_BYTES.items():
+            if name in types:
+                allowed[list(spelled)] = True
+
+        def narrower(name: str) -> Expr | None:
+            if name in self._building:
+                return None
+            body = with_first_bytes(self._machines[name], allowed, self._known_machine,
+                                    narrower)
+            if body is None:
+                return None
+            return self.machine(f"{name} [{'|'.join(sorted(types))}]", lambda: body)
+
+        return with_first_bytes(expr, allowed, self._known_machine, narrower)
 
     def intersect_all(self, parts: list[Expr]) -> Expr:
         if any(p == NOTHING for p in parts):
@@ -535,6 +575,12 @@ class Compiler:
         return result
 
     def exactly_one(self, branches: list[Expr]) -> Expr:
+        """The texts of exactly one branch: their union when no two branches can start with
+        the same byte (no product needed, calls kept), else each branch minus the others."""
+        starts = [starting_bytes(b, self._known_machine) for b in branches]
+        if all(s is not None for s in starts) and \
+                np.sum(starts, axis=0, dtype=np.int64).max(initial=0) <= 1:
+            return alt(*branches)
         options = []
         for i, branch in enumerate(branches):
             others = alt(*(b for j, b in enumerate(branches) if j != i))
