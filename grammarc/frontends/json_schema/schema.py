@@ -441,8 +441,9 @@ class Compiler:
         limit = self.options.max_states
         if name in recursive_machines({n: bodies[n] for n in reached}):
             self._flat_unrolled.add(name)
+            # values nested --max-depth levels, and scalars (or empty ones) one level below
             found = inline_calls(MachineSet(Call(name), tuple(bodies.items())),
-                                 self.options.max_depth, limit)
+                                 self.options.max_depth + 1, limit)
         else:
             found = flat_language(replace_calls(bodies[name], self._flat_machine), limit)
         self._flat[name] = found
