@@ -336,22 +336,35 @@ def _return_cost(table: TokenTable, final: np.ndarray, x_ptr, x_next, x_arg, pus
     inf = np.int64(1) << 40
     cost = np.where(final, 0, inf).astype(np.int64)
     lengths = np.diff(table.row_ptr)[table.state_row]
-    entry_state = np.repeat(np.arange(num_states), lengths)
-    within = np.arange(int(lengths.sum())) - np.repeat(np.cumsum(lengths) - lengths, lengths)
-    entry_next = entry_state + table.row_delta[np.repeat(table.row_ptr[table.state_row],
-                                                         lengths) + within]
-    x_state = np.repeat(np.arange(num_states), np.diff(x_ptr))
+    entry_ptr = np.zeros(num_states + 1, np.int64)
+    np.cumsum(lengths, out=entry_ptr[1:])
+    within = np.arange(int(entry_ptr[-1])) - np.repeat(entry_ptr[:-1], lengths)
+    entry_next = np.repeat(np.arange(num_states), lengths) + \
+        table.row_delta[np.repeat(table.row_ptr[table.state_row], lengths) + within]
+    # the stack tokens that stay (end in a state, with return states pushed), per state
     stays = x_next >= 0
-    x_state, x_target, x_seq = x_state[stays], x_next[stays], x_arg[stays]
-    seq_owner = np.repeat(np.arange(len(push_ptr) - 1), np.diff(push_ptr))
+    kept = np.zeros(len(x_ptr), np.int64)
+    np.cumsum(np.bincount(np.repeat(np.arange(num_states), np.diff(x_ptr))[stays],
+                          minlength=num_states), out=kept[1:])
+    x_target, x_seq = x_next[stays], x_arg[stays]
     for _ in range(num_states + 1):
-        seq_cost = np.zeros(len(push_ptr) - 1, np.int64)
-        np.add.at(seq_cost, seq_owner, cost[push_states])
-        candidate = cost.copy()
-        np.minimum.at(candidate, entry_state, 1 + cost[entry_next])
-        np.minimum.at(candidate, x_state, 1 + cost[x_target] + seq_cost[x_seq])
+        seq_cost = _segment_reduce(np.add, cost[push_states], push_ptr, 0)
+        candidate = np.minimum(cost, 1 + _segment_reduce(np.minimum, cost[entry_next],
+                                                         entry_ptr, inf))
+        candidate = np.minimum(candidate, 1 + _segment_reduce(
+            np.minimum, cost[x_target] + seq_cost[x_seq], kept, inf))
         candidate = np.minimum(candidate, inf)
         if np.array_equal(candidate, cost):
             break
         cost = candidate
     return np.where(cost >= inf, -1, cost).astype(np.int32)
+
+
+def _segment_reduce(ufunc: np.ufunc, values: np.ndarray, ptr: np.ndarray,
+                    empty: int) -> np.ndarray:
+    """`ufunc` over each segment values[ptr[i]:ptr[i+1]]; `empty` for an empty segment."""
+    out = np.full(len(ptr) - 1, empty, np.int64)
+    filled = np.flatnonzero(np.diff(ptr))
+    if len(filled):
+        out[filled] = ufunc.reduceat(values, ptr[filled])
+    return out
