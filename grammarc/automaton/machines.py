@@ -192,12 +192,7 @@ def _inlined(machines: MachineSet, names: frozenset[str]) -> MachineSet:
     kept = {name: replace_calls(body, body_of) for name, body in bodies.items()
             if name not in names}
     root = replace_calls(machines.root, body_of)
-    reached, todo = set(), list(called_names(root))
-    while todo:
-        name = todo.pop()
-        if name not in reached:
-            reached.add(name)
-            todo.extend(called_names(kept[name]))
+    reached = reachable_machines(called_names(root), kept)
     return MachineSet(root, tuple((name, body) for name, body in kept.items()
                                   if name in reached), machines.unrolled)
 
@@ -361,21 +356,21 @@ def with_first_bytes(expr: Expr, allowed: np.ndarray, body_of: Callable[[str], E
     return walk(expr)
 
 
+def reachable_machines(names: set[str], bodies: dict[str, Expr]) -> set[str]:
+    """The machines `names` and every machine they call, directly or through others."""
+    reached, todo = set(), list(names)
+    while todo:
+        name = todo.pop()
+        if name not in reached:
+            reached.add(name)
+            todo.extend(called_names(bodies[name]))
+    return reached
+
+
 def recursive_machines(bodies: dict[str, Expr]) -> set[str]:
     """The machines that can call themselves, directly or through others."""
-    callees = {name: called_names(body) & bodies.keys() for name, body in bodies.items()}
-    recursive = set()
-    for name in bodies:
-        seen, todo = set(), list(callees[name])
-        while todo:
-            callee = todo.pop()
-            if callee == name:
-                recursive.add(name)
-                break
-            if callee not in seen:
-                seen.add(callee)
-                todo.extend(callees[callee])
-    return recursive
+    return {name for name, body in bodies.items()
+            if name in reachable_machines(called_names(body) & bodies.keys(), bodies)}
 
 
 def _read_calls(table: np.ndarray, code_of: dict[bytes, int]) -> list[tuple[int, int, int]]:

@@ -36,8 +36,8 @@ from ...automaton import (
 )
 from ...automaton.expr import Call, MachineSet
 from ...automaton.machines import (
-    called_names, flat_language, inline_calls, recursive_machines, replace_calls, starting_bytes,
-    with_first_bytes,
+    called_names, flat_language, inline_calls, reachable_machines, recursive_machines, replace_calls,
+    starting_bytes, with_first_bytes,
 )
 from ...errors import GrammarError, UnresolvedCallError, UnsupportedError
 from .. import FrontendOptions
@@ -400,7 +400,11 @@ class Compiler:
                 "there (--max-depth)")
         if expr == NOTHING:
             raise GrammarError("the schema accepts no value at all")
-        return MachineSet(expr, tuple(self._machines.items())) if self._machines else expr
+        if isinstance(expr, Call):  # the document is one machine: its body is the root
+            expr = self._machines[expr.name]
+        used = reachable_machines(called_names(expr), self._machines)  # products inline some
+        machines = tuple((name, body) for name, body in self._machines.items() if name in used)
+        return MachineSet(expr, machines) if machines else expr
 
     def machine(self, name: str, build) -> Call:
         """A call of the machine `name`, its body built by `build()` the first time (a call
@@ -429,12 +433,7 @@ class Compiler:
         if found is not None:
             return found
         bodies = self._machines
-        reached, todo = set(), [name]
-        while todo:
-            callee = todo.pop()
-            if callee not in reached:
-                reached.add(callee)
-                todo.extend(called_names(bodies[callee]))
+        reached = reachable_machines({name}, bodies)
         if reached & self._building:
             raise UnresolvedCallError(f"machine {name!r} is used by a boolean operation "
                                       "inside its own definition")
