@@ -295,7 +295,7 @@ def test_ref_siblings_name_no_keys_before_2019_09():
 
 def test_integers_numbers_and_negative_zero():
     integer, _ = dfa_of({"type": "integer", "minimum": 0})
-    assert accepts(integer, "0") and accepts(integer, "7.0") and not accepts(integer, "-0")
+    assert accepts(integer, "0") and not accepts(integer, "7.0") and not accepts(integer, "-0")
     assert not accepts(integer, "-7") and not accepts(integer, "07") and not accepts(integer, "1e2")
     number, _ = dfa_of({"type": "number"})
     assert accepts(number, "-1.5e-3") and not accepts(number, "-0") and not accepts(number, "-0e1")
@@ -529,19 +529,36 @@ def test_enum_and_const_both_apply(schema, valid, invalid):
     assert not any(accepts(dfa, json.dumps(v)) for v in invalid)
 
 
-def test_draft4_integers_have_no_fraction():
-    """Draft 4 counts 12345.0 as a number, not an integer (later drafts count it as both)."""
-    draft4 = "http://json-schema.org/draft-04/schema#"
-    for schema in ({"$schema": draft4, "type": "integer"},
-                   {"$schema": draft4, "type": "integer", "minimum": 0},
-                   {"$schema": draft4, "type": "integer", "enum": [12345, 7]}):
+@pytest.mark.parametrize("draft", ["http://json-schema.org/draft-04/schema#",
+                                   "https://json-schema.org/draft/2020-12/schema"])
+def test_integers_have_no_fraction_unless_asked(draft):
+    """Draft 4 counts 12345.0 as a number, not an integer; later drafts count it as both, but
+    no one wants a model to write an id that way: only --integer-fractions allows it there."""
+    for schema in ({"$schema": draft, "type": "integer"},
+                   {"$schema": draft, "type": "integer", "minimum": 0},
+                   {"$schema": draft, "type": "integer", "enum": [12345, 7]}):
         dfa, _ = dfa_of(schema)
         assert accepts(dfa, "12345") and not accepts(dfa, "12345.0")
-        validator = jsonschema.Draft4Validator(schema)
-        assert not validator.is_valid(json.loads("12345.0"))
-    later, _ = dfa_of({"type": "integer"})
-    assert accepts(later, "12345.0") and jsonschema.Draft202012Validator(
-        {"type": "integer"}).is_valid(12345.0)
+        asked, _ = dfa_of(schema, integer_fractions=True)
+        later = "2020-12" in draft
+        assert accepts(asked, "12345") and accepts(asked, "12345.0") == later
+        validator = jsonschema.validators.validator_for(schema)(schema)
+        assert validator.is_valid(json.loads("12345.0")) == later
+    number, _ = dfa_of({"$schema": draft, "enum": [12345]})  # no type: any spelling of it
+    assert accepts(number, "12345.0")
+
+
+def test_cli_records_integer_fractions(tmp_path):
+    schema = tmp_path / "age.schema.json"
+    schema.write_text('{"type": "integer"}')
+    for flags, fraction_ok in (([], False), (["--integer-fractions"], True)):
+        out = tmp_path / f"age{len(flags)}.safetensors"
+        result = run_cli("compile", str(schema), "--tokenizer", "smollm2", "-o", str(out),
+                         *flags)
+        assert result.returncode == 0, result.stderr
+        grammar = grammarc.load(out)
+        assert grammar.metadata["options"]["integer_fractions"] == fraction_ok
+        assert grammar.matches("42") and grammar.matches("42.0") == fraction_ok
 
 
 def test_cli_compiles_a_schema_file_and_reports_json_errors(tmp_path):

@@ -69,17 +69,22 @@ def frontend_options(command):
         click.option("--lenient", is_flag=True,
                      help="JSON Schema: ignore unsupported keywords (with a notice) instead of "
                           "failing."),
+        click.option("--integer-fractions", is_flag=True,
+                     help="JSON Schema: also allow integers written with a zero fraction "
+                          "(34.0; valid from draft 6 on)."),
     ]):
         command = option(command)
     return command
 
 
 def make_frontend_options(max_depth: int, start: str | None, whitespace: str,
-                          strict_objects: bool, lenient: bool, quiet: bool) -> FrontendOptions:
+                          strict_objects: bool, lenient: bool, integer_fractions: bool,
+                          quiet: bool) -> FrontendOptions:
     """`FrontendOptions` from the command-line options; notices go to stderr unless quiet."""
     return FrontendOptions(
         max_depth=max_depth, start=start, whitespace=whitespace,
         additional_properties=not strict_objects, lenient=lenient,
+        integer_fractions=integer_fractions,
         notice=(lambda message: None) if quiet else
         (lambda message: click.echo(f"notice: {message}", err=True)))
 
@@ -103,7 +108,8 @@ def make_frontend_options(max_depth: int, start: str | None, whitespace: str,
 def compile_command(source: Path | None, pattern: str | None, kind: str | None,
                     tokenizer_spec: str, output: Path | None, eos_ids: str | None, layout: str,
                     max_states: int, max_depth: int, start: str | None, whitespace: str,
-                    strict_objects: bool, lenient: bool, quiet: bool) -> None:
+                    strict_objects: bool, lenient: bool, integer_fractions: bool,
+                    quiet: bool) -> None:
     """Compile SOURCE (or --regex PATTERN) into a token-table artifact."""
     from ..compiler import compile as compile_grammar
     from ..tokenizers import load_tokenizer
@@ -118,7 +124,8 @@ def compile_command(source: Path | None, pattern: str | None, kind: str | None,
     _check_output(output)
     started = time.perf_counter()
     tokenizer = load_tokenizer(tokenizer_spec, eos_token_ids=eos)
-    options = make_frontend_options(max_depth, start, whitespace, strict_objects, lenient, quiet)
+    options = make_frontend_options(max_depth, start, whitespace, strict_objects, lenient,
+                                    integer_fractions, quiet)
     progress = _AlignmentProgress(quiet)
     try:
         grammar = compile_grammar(pattern if pattern is not None else source, tokenizer,

@@ -42,6 +42,7 @@ class FrontendOptions:
     whitespace: str = "default"        # JSON Schema: default, compact, flexible or a regex
     additional_properties: bool = True  # JSON Schema: False forbids undeclared properties
     lenient: bool = False              # JSON Schema: ignore unsupported keywords, with a notice
+    integer_fractions: bool = False    # JSON Schema: "type": "integer" also as 34.0 (draft 6+)
     max_states: int = DEFAULT_MAX_STATES  # bound of every automaton built, intermediate ones too
     notice: Callable[[str], None] = field(default=_warn, compare=False)  # where notices go
 

@@ -606,8 +606,10 @@ class Compiler:
             allowed = [v for v in values if _json_type(v) in types or
                        (_json_type(v) == "integer" and "number" in types)]
             literals = alt(*(self.literal_value(v, position) for v in allowed))
-            # draft 4: an integer has no fraction, while the value 10 equals 10.0
-            integral_spelling = self.draft == 4 and "number" not in types and "integer" in types
+            # an integer has no fraction (draft 4, and by default later ones: the typed
+            # language decides), while the value 10 equals 10.0
+            integral_spelling = "number" not in types and "integer" in types and \
+                (self.draft == 4 or not self.options.integer_fractions)
             if not _constrains_beyond_type(node) and not integral_spelling:
                 return literals
             return self.ops.intersect(literals, self._typed(ref, position, types))
@@ -662,8 +664,9 @@ class Compiler:
                 elif not is_lower and (hi is None or bound <= hi):
                     hi, hi_excl = bound, True
         step = node.get("multipleOf")
-        if integer:  # draft 4 integers have no fraction; later drafts allow `.0`
-            base = numbers.integers(lo, hi, lo_excl, hi_excl, zero_fraction=self.draft >= 6)
+        if integer:  # draft 4 integers have no fraction; later drafts allow `.0`, on request
+            fractions = self.draft >= 6 and self.options.integer_fractions
+            base = numbers.integers(lo, hi, lo_excl, hi_excl, zero_fraction=fractions)
         elif lo is None and hi is None and step is None:
             return self._any_number
         else:
