@@ -21,7 +21,9 @@ exact only when they never have to choose, which `build_pushdown` checks (LL(1) 
 level): no machine accepts the empty text; at each state the bytes of its transitions and the
 first bytes of its callees are disjoint; and in a final state, no byte that continues inside
 the machine may also follow the machine at any of its call sites. A set of machines that fails
-the check raises `NotDeterministicError`; callers then inline the calls (flat automaton).
+the check raises `NotDeterministicError` naming the machines at fault; `deterministic_pushdown`
+inlines those that do not recurse and links again, and only when a recursive one is at fault
+does `language_automaton` fall back to one flat automaton.
 """
 
 from __future__ import annotations
