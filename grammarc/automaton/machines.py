@@ -273,11 +273,13 @@ def called_names(expr: Expr) -> set[str]:
     return found
 
 
-def starting_bytes(expr: Expr, body_of: Callable[[str], Expr | None]) -> np.ndarray | None:
+def starting_bytes(expr: Expr, body_of: Callable[[str], Expr | None],
+                   memo: dict | None = None) -> np.ndarray | None:
     """The bytes a text of `expr` can start with (bool [256]), or None when `expr` may match
     the empty text or the answer is not known (a call of a machine `body_of` does not know,
-    left recursion, a `Graph`): languages with disjoint starting bytes are disjoint."""
-    memo: dict[int, tuple[np.ndarray, bool] | None] = {}
+    left recursion, a `Graph`): languages with disjoint starting bytes are disjoint. `memo`
+    keeps the answers of subtrees for later questions about the same tree."""
+    memo = {} if memo is None else memo
     open_calls: set[str] = set()
 
     def walk(node: Expr) -> tuple[np.ndarray, bool] | None:  # (bytes, may be empty)
@@ -336,8 +338,10 @@ def with_first_bytes(expr: Expr, allowed: np.ndarray, body_of: Callable[[str], E
     branches that start so, or None where the tree does not separate them (a part that may be
     empty, a character set or automaton that starts both ways). `call_with(name)` gives the
     same for a call whose machine starts both ways (a call of a narrower machine, or None)."""
+    memo: dict = {}  # every subtree's starting bytes, found once
+
     def walk(node: Expr) -> Expr | None:
-        first = starting_bytes(node, body_of)
+        first = starting_bytes(node, body_of, memo)
         if first is not None and not (first & ~allowed).any():
             return node
         if first is not None and not (first & allowed).any():
@@ -346,7 +350,7 @@ def with_first_bytes(expr: Expr, allowed: np.ndarray, body_of: Callable[[str], E
             options = [walk(option) for option in node.options]
             return None if any(o is None for o in options) else alt(*options)
         if isinstance(node, Concat) and node.parts and first is not None:
-            head = starting_bytes(node.parts[0], body_of)
+            head = starting_bytes(node.parts[0], body_of, memo)
             if head is None:
                 return None
             narrowed = walk(node.parts[0])
