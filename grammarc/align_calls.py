@@ -9,7 +9,7 @@ The ordinary alignment (`align.walk_entries`) finds the tokens of the second and
 in one pass: the byte table gets a sink state that a state enters on the bytes where it would
 call (its callees' first bytes) or return (the bytes that follow its machine, in final
 states), so a token that reaches the sink is one whose walk needs the stack. Those (state,
-token) pairs are walked again with a stack by a compiled kernel, which records the state and
+token) pairs are walked again with a stack by a compiled kernel (csrc/calls.cpp), which records the state and
 the pushed return states, or the suffix after the return. Each suffix is then resolved from
 every return state it can meet (the return states of calls to the machine it left), which
 may return again with a shorter suffix, until every suffix is resolved.
@@ -23,15 +23,15 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
-import numba
 import numpy as np
 
+from . import _core
 from .align import TokenEntries, TokenTable, VocabTrie, factor, walk_entries
 from .automaton.machines import PushdownDFA, byte_dfa
 from .errors import GrammarError
 
 _MAX_PUSH = 64  # return states one token may push (a token is at most a few dozen bytes)
-_STAYS, _RETURNS = 1, 2
+_STAYS, _RETURNS = 1, 2  # the walk kinds of `_core.pushdown_walk` (0: the token dies)
 
 
 @dataclass(frozen=True)
@@ -245,7 +245,7 @@ def _resolve_suffixes(pd: PushdownDFA, kernel: "_Kernel", suffixes: "_Suffixes",
 
 
 class _Kernel:
-    """The byte-level pushdown walk, compiled: lookup tables for the `_walk` kernel."""
+    """The byte-level pushdown walk, compiled: lookup tables for `_core.pushdown_walk`."""
 
     def __init__(self, pd: PushdownDFA, table: np.ndarray) -> None:
         self.table = table
@@ -266,7 +266,7 @@ class _Kernel:
         """Walk data[lo[i]:hi[i]] from starts[i] with an empty frame: (kind, next state,
         bytes read before a return, pushes) per walk; row i of pushes is the number of
         return states pushed, then those states (bottom first), zero-padded."""
-        kind, nxt, pos, push_len, push_buf = _walk(
+        kind, nxt, pos, push_len, push_buf = _core.pushdown_walk(
             self.table, self.final, self.call_row, self.call_start, self.call_ret,
             np.ascontiguousarray(starts, np.int32), data, lo, hi, _MAX_PUSH)
         if (push_len > _MAX_PUSH).any():
@@ -276,55 +276,6 @@ class _Kernel:
         pushes[:, 0] = push_len
         pushes[:, 1:] = push_buf[:, :width]
         return kind, nxt, pos, pushes
-
-
-@numba.njit(cache=True)
-def _walk(table, final, call_row, call_start, call_ret, starts, data, lo, hi, max_push):
-    n = len(starts)
-    kind = np.zeros(n, np.int8)
-    nxt = np.zeros(n, np.int32)
-    pos = np.zeros(n, np.int64)
-    push_len = np.zeros(n, np.int32)
-    push_buf = np.zeros((n, max_push), np.int32)
-    for i in range(n):
-        q = starts[i]
-        sp = 0
-        state = _STAYS
-        for j in range(lo[i], hi[i]):
-            b = data[j]
-            while True:
-                t = table[q, b]
-                if t != 0:
-                    q = t
-                    break
-                row = call_row[q]
-                if row >= 0 and call_start[row, b] >= 0:
-                    if sp == max_push:
-                        push_len[i] = max_push + 1
-                        state = 0
-                        break
-                    push_buf[i, sp] = call_ret[row, b]
-                    sp += 1
-                    q = call_start[row, b]
-                    continue
-                if final[q]:
-                    if sp > 0:
-                        sp -= 1
-                        q = push_buf[i, sp]
-                        continue
-                    state = _RETURNS
-                    pos[i] = j - lo[i]
-                    break
-                state = 0
-                break
-            if state != _STAYS:
-                break
-        kind[i] = state
-        if state == _STAYS:
-            nxt[i] = q
-            if push_len[i] == 0:
-                push_len[i] = sp
-    return kind, nxt, pos, push_len, push_buf
 
 
 def _return_cost(table: TokenTable, final: np.ndarray, x_ptr, x_next, x_arg, push_ptr,

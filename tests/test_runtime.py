@@ -158,11 +158,11 @@ def test_runtime_imports_no_compile_side_package(grammar, tmp_path):
     grammar.save(path)
     script = textwrap.dedent(f"""
         import sys
-        BLOCKED = ("lark", "interegular", "tokenizers", "torch", "numba", "scipy", "click",
-                   "gguf", "transformers", "accelerate")
+        BLOCKED = ("lark", "interegular", "tokenizers", "torch", "scipy", "click", "gguf",
+                   "transformers", "accelerate", "grammarc._core")
         class Block:
             def find_spec(self, name, path=None, target=None):
-                if name.split(".")[0] in BLOCKED:
+                if name.split(".")[0] in BLOCKED or name in BLOCKED:
                     raise ImportError("blocked: " + name)
         sys.meta_path.insert(0, Block())
         import numpy as np

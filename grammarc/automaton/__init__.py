@@ -1,7 +1,7 @@
 """Expression trees to minimal byte-level DFAs (see `expr`, `nfa`, `dfa`, `ops`).
 
-`dfa` and `ops` need numba, so they are imported on first use: the command line and the front
-ends' option types can be imported without loading numba.
+`dfa` and `ops` use the compiled core (`grammarc._core`), so they are imported on first use:
+the command line and the front ends' option types import without it.
 """
 
 from __future__ import annotations

@@ -6,8 +6,8 @@ state 1 is the start, the remaining states are numbered in breadth-first order f
 visiting byte classes in byte order. Every state except 0 can reach an accepting state, and
 equal languages give identical `ByteDFA`s (the minimal DFA in canonical numbering).
 
-The hot loops (subset construction, minimisation) are numba kernels, compiled once and cached
-on disk; they are compile-side only and never imported by the runtime.
+The hot loops (subset construction, minimisation) are kernels of the compiled core
+(`grammarc._core`, csrc/dfa.cpp); they are compile-side only and never imported by the runtime.
 
 When the NFA labels its states (the nodes of a `Graph`), every DFA state carries the one label
 of its NFA states, and minimisation never merges states of different labels; a DFA state whose
@@ -20,12 +20,11 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-import numba
 import numpy as np
 
+from .. import _core
 from ..errors import GrammarError, TooManyStatesError
 from . import DEFAULT_MAX_STATES
-from .arrays import grown
 from .expr import Expr
 from .nfa import Fragment, NFABuilder
 
@@ -131,7 +130,7 @@ def determinize(frag: Fragment, max_states: int = _NO_LIMIT,
     if bounded:
         limit = max(int(limit * budget / worst), 2)
         entries = max(int(entries * budget / worst), 2)
-    trans, accepting, labels, status, conflict = _subset_construction(
+    trans, accepting, labels, status, conflict = _core.subset_construction(
         frag.num_states, eps_ptr, eps_dst[:, 0], edge_ptr,
         np.ascontiguousarray(edge_cols[:, 0]), np.ascontiguousarray(edge_cols[:, 1]),
         np.ascontiguousarray(edge_cols[:, 2]), tag_ptr, np.ascontiguousarray(tag_cols[:, 0]),
@@ -194,16 +193,16 @@ def minimize(trans: np.ndarray, byte_class: np.ndarray, accepting: np.ndarray,
         initial = accepting.astype(np.int32)
     else:
         # a label only separates states that can still reach acceptance
-        labels = np.where(_coreachable(trans, accepting), labels, -1).astype(np.int32)
+        labels = np.where(_core.coreachable(trans, accepting), labels, -1).astype(np.int32)
         initial = accepting + 2 * (labels + 1)
-    block, num_blocks = _hopcroft(trans, initial.astype(np.int32))
+    block, num_blocks = _core.hopcroft(trans, initial.astype(np.int32))
     dead, start = block[0], block[1]
     if dead == start:
         raise GrammarError("the grammar matches no string at all (its language is empty)")
     rep = np.empty(num_blocks, np.int64)
     rep[block] = np.arange(len(block))
     block_trans = block[trans[rep]]
-    order = _bfs_order(block_trans, dead, start)  # reachable block ids in new numbering order
+    order = _core.bfs_order(block_trans, dead, start)  # reachable block ids in new numbering order
     new_id = np.full(num_blocks, -1, np.int32)
     new_id[order] = np.arange(len(order), dtype=np.int32)
     canon = new_id[block_trans[order]]
@@ -271,384 +270,3 @@ def _csr(n: int, src: np.ndarray, cols: np.ndarray) -> tuple[np.ndarray, np.ndar
     ptr = np.zeros(n + 1, np.int64)
     np.cumsum(np.bincount(src, minlength=n), out=ptr[1:])
     return ptr, np.ascontiguousarray(cols[order], dtype=np.int32)
-
-
-@numba.njit(cache=True)
-def _hash_set(data, lo, hi):
-    h = np.uint64(1469598103934665603)
-    for i in range(lo, hi):
-        h = (h ^ np.uint64(data[i])) * np.uint64(1099511628211)
-        h ^= h >> np.uint64(29)
-    return h
-
-
-@numba.njit(cache=True)
-def _close(buf, k, eps_ptr, eps_dst, mark, stamp, stack):
-    """Replace the seeds buf[:k] by their epsilon closure; returns its size (unsorted)."""
-    sp = 0
-    for i in range(k):
-        v = buf[i]
-        if mark[v] != stamp:
-            mark[v] = stamp
-            stack[sp] = v
-            sp += 1
-    k = 0
-    while sp > 0:
-        sp -= 1
-        u = stack[sp]
-        buf[k] = u
-        k += 1
-        for j in range(eps_ptr[u], eps_ptr[u + 1]):
-            v = eps_dst[j]
-            if mark[v] != stamp:
-                mark[v] = stamp
-                stack[sp] = v
-                sp += 1
-    return k
-
-
-@numba.njit(cache=True)
-def _prune(buf, k, tag_ptr, tag_family, tag_rank, best_stamp, best_rank, stamp):
-    """Drop states dominated by a lower-ranked state of the same family (see nfa.py)."""
-    has_tags = False
-    for i in range(k):
-        u = buf[i]
-        for j in range(tag_ptr[u], tag_ptr[u + 1]):
-            has_tags = True
-            family = tag_family[j]
-            if best_stamp[family] != stamp or tag_rank[j] < best_rank[family]:
-                best_stamp[family] = stamp
-                best_rank[family] = tag_rank[j]
-    if not has_tags:
-        return k
-    kept = 0
-    for i in range(k):
-        u = buf[i]
-        dominated = False
-        for j in range(tag_ptr[u], tag_ptr[u + 1]):
-            if tag_rank[j] > best_rank[tag_family[j]]:
-                dominated = True
-                break
-        if not dominated:
-            buf[kept] = u
-            kept += 1
-    return kept
-
-
-@numba.njit(cache=True)
-def _subset_construction(n_nfa, eps_ptr, eps_dst, edge_ptr, edge_clo, edge_chi, edge_dst,
-                         tag_ptr, tag_family, tag_rank, n_families, n_classes, max_states,
-                         max_entries, nfa_label):
-    """Subset construction; DFA state 0 is the empty set, 1 the start closure.
-
-    Returns (trans, accepting, labels, status, conflict); status 1 means max_states DFA states
-    or max_entries NFA states summed over the subsets were exceeded, status 2 that the subset
-    reached from DFA state conflict[0] (-1: the start) by class conflict[1] holds NFA states
-    labelled conflict[2] and conflict[3].
-    """
-    cap = 256
-    trans = np.zeros((cap, n_classes), np.int32)
-    accepting = np.zeros(cap, np.bool_)
-    labels = np.full(cap, -1, np.int32)
-    conflict = np.full(4, -1, np.int64)
-    set_off = np.zeros(cap + 1, np.int64)
-    set_data = np.empty(1024, np.int32)
-    set_hash = np.zeros(cap, np.uint64)
-    table_size = 1024
-    table = np.full(table_size, -1, np.int32)
-    n_dfa = 0
-
-    mark = np.zeros(n_nfa, np.int64)
-    best_stamp = np.zeros(n_families, np.int64)
-    best_rank = np.zeros(n_families, np.int32)
-    stamp = 0
-    stack = np.empty(n_nfa, np.int32)
-    buf = np.empty(n_nfa, np.int32)
-    head = np.full(n_classes, -1, np.int64)
-    touched = np.empty(n_classes, np.int32)
-    item_val = np.empty(1024, np.int32)
-    item_next = np.empty(1024, np.int64)
-
-    # seed 0: the empty set; seed 1: closure of the NFA entry; then one subset per (state, class)
-    d = -2
-    n_touched = 0
-    ti = 0
-    while True:
-        if d == -2:
-            k = 0
-        elif d == -1:
-            buf[0] = 0
-            stamp += 1
-            k = _close(buf, 1, eps_ptr, eps_dst, mark, stamp, stack)
-        else:
-            if ti == n_touched:
-                # next DFA state: bucket the moves of its NFA states by class
-                d += 1
-                if d >= n_dfa:
-                    break
-                lo = set_off[d]
-                hi = set_off[d + 1]
-                need = 0
-                for idx in range(lo, hi):
-                    u = set_data[idx]
-                    for e in range(edge_ptr[u], edge_ptr[u + 1]):
-                        need += edge_chi[e] - edge_clo[e] + 1
-                if need > len(item_val):
-                    item_val = np.empty(2 * need, np.int32)
-                    item_next = np.empty(2 * need, np.int64)
-                n_items = 0
-                n_touched = 0
-                for idx in range(lo, hi):
-                    u = set_data[idx]
-                    for e in range(edge_ptr[u], edge_ptr[u + 1]):
-                        for c in range(edge_clo[e], edge_chi[e] + 1):
-                            if head[c] == -1:
-                                touched[n_touched] = c
-                                n_touched += 1
-                            item_val[n_items] = edge_dst[e]
-                            item_next[n_items] = head[c]
-                            head[c] = n_items
-                            n_items += 1
-                touched[:n_touched].sort()
-                ti = 0
-                continue
-            c = touched[ti]
-            k = 0
-            it = head[c]
-            stamp += 1  # several NFA states may move to the same one: keep it once
-            while it != -1:
-                v = item_val[it]
-                if mark[v] != stamp:
-                    mark[v] = stamp
-                    buf[k] = v
-                    k += 1
-                it = item_next[it]
-            head[c] = -1
-            stamp += 1
-            k = _close(buf, k, eps_ptr, eps_dst, mark, stamp, stack)
-        k = _prune(buf, k, tag_ptr, tag_family, tag_rank, best_stamp, best_rank, stamp)
-        buf[:k].sort()
-        h = _hash_set(buf, 0, k)
-        slot = np.int64(h & np.uint64(table_size - 1))
-        found = -1
-        while table[slot] != -1:
-            cand = table[slot]
-            if set_hash[cand] == h and set_off[cand + 1] - set_off[cand] == k:
-                same = True
-                base = set_off[cand]
-                for i in range(k):
-                    if set_data[base + i] != buf[i]:
-                        same = False
-                        break
-                if same:
-                    found = cand
-                    break
-            slot = (slot + 1) & (table_size - 1)
-        if found == -1:
-            if n_dfa >= max_states or set_off[n_dfa] + k > max_entries:
-                return trans[:n_dfa], accepting[:n_dfa], labels[:n_dfa], 1, conflict
-            if n_dfa == cap:
-                cap *= 2
-                trans = grown(trans, n_dfa, cap)
-                accepting = grown(accepting, n_dfa, cap)
-                labels = grown(labels, n_dfa, cap, -1)
-                set_off = grown(set_off, n_dfa + 1, cap + 1)
-                set_hash = grown(set_hash, n_dfa, cap)
-            end = set_off[n_dfa] + k
-            if end > len(set_data):
-                set_data = grown(set_data, set_off[n_dfa], max(2 * len(set_data), end))
-            set_data[set_off[n_dfa]:end] = buf[:k]
-            set_off[n_dfa + 1] = end
-            set_hash[n_dfa] = h
-            for i in range(k):
-                if buf[i] == 1:
-                    accepting[n_dfa] = True
-                label = nfa_label[buf[i]]
-                if label >= 0 and labels[n_dfa] != label:
-                    if labels[n_dfa] >= 0:
-                        conflict[0] = d
-                        conflict[1] = touched[ti] if d >= 0 else -1
-                        conflict[2] = labels[n_dfa]
-                        conflict[3] = label
-                        return trans[:n_dfa], accepting[:n_dfa], labels[:n_dfa], 2, conflict
-                    labels[n_dfa] = label
-            table[slot] = n_dfa
-            found = n_dfa
-            n_dfa += 1
-            if 2 * n_dfa > table_size:
-                table_size *= 2
-                table = np.full(table_size, -1, np.int32)
-                for s in range(n_dfa):
-                    sl = np.int64(set_hash[s] & np.uint64(table_size - 1))
-                    while table[sl] != -1:
-                        sl = (sl + 1) & (table_size - 1)
-                    table[sl] = s
-        if d >= 0:
-            trans[d, touched[ti]] = found
-            ti += 1
-        else:
-            d += 1
-    return trans[:n_dfa].copy(), accepting[:n_dfa].copy(), labels[:n_dfa].copy(), 0, conflict
-
-
-@numba.njit(cache=True)
-def _coreachable(trans, accepting):
-    """Which states can reach an accepting state."""
-    n, k = trans.shape
-    in_ptr = np.zeros(n + 1, np.int64)
-    for s in range(n):
-        for a in range(k):
-            in_ptr[trans[s, a] + 1] += 1
-    for i in range(n):
-        in_ptr[i + 1] += in_ptr[i]
-    fill = in_ptr[:-1].copy()
-    in_src = np.empty(n * k, np.int32)
-    for s in range(n):
-        for a in range(k):
-            t = trans[s, a]
-            in_src[fill[t]] = s
-            fill[t] += 1
-    live = accepting.copy()
-    stack = np.flatnonzero(accepting).astype(np.int32)
-    sp = len(stack)
-    stack = np.concatenate((stack, np.empty(n, np.int32)))
-    while sp > 0:
-        sp -= 1
-        t = stack[sp]
-        for j in range(in_ptr[t], in_ptr[t + 1]):
-            s = in_src[j]
-            if not live[s]:
-                live[s] = True
-                stack[sp] = s
-                sp += 1
-    return live
-
-
-@numba.njit(cache=True)
-def _hopcroft(trans, initial):
-    """Hopcroft's partition refinement from the partition of states by their `initial` class;
-    returns (block of each state, number of blocks)."""
-    n, k = trans.shape
-    inv_ptr = np.zeros(n * k + 1, np.int64)
-    for s in range(n):
-        for a in range(k):
-            inv_ptr[trans[s, a] * k + a + 1] += 1
-    for i in range(n * k):
-        inv_ptr[i + 1] += inv_ptr[i]
-    fill = inv_ptr[:-1].copy()
-    inv_src = np.empty(n * k, np.int32)
-    for s in range(n):
-        for a in range(k):
-            key = trans[s, a] * k + a
-            inv_src[fill[key]] = s
-            fill[key] += 1
-
-    elems = np.empty(n, np.int32)
-    pos = np.empty(n, np.int64)
-    block = np.empty(n, np.int32)
-    bstart = np.zeros(n + 1, np.int64)
-    bend = np.zeros(n + 1, np.int64)
-    nmark = np.zeros(n + 1, np.int64)
-    order = np.argsort(initial, kind="mergesort")
-    n_blocks = 0
-    largest = 0
-    for i in range(n):
-        s = order[i]
-        elems[i] = s
-        pos[s] = i
-        if i == 0 or initial[s] != initial[order[i - 1]]:
-            bstart[n_blocks] = i
-            n_blocks += 1
-        bend[n_blocks - 1] = i + 1
-        block[s] = n_blocks - 1
-        if bend[n_blocks - 1] - bstart[n_blocks - 1] > bend[largest] - bstart[largest]:
-            largest = n_blocks - 1
-
-    # every initial block but the largest splits the others
-    in_work = np.zeros(n * k, np.bool_)
-    work = np.empty(n * k, np.int64)
-    n_work = 0
-    for b in range(n_blocks):
-        if b != largest:
-            for a in range(k):
-                work[n_work] = b * k + a
-                in_work[b * k + a] = True
-                n_work += 1
-
-    splitter = np.empty(n, np.int32)
-    touched = np.empty(n, np.int32)
-    while n_work > 0:
-        n_work -= 1
-        item = work[n_work]
-        in_work[item] = False
-        bb = item // k
-        a = item % k
-        m = 0
-        for i in range(bstart[bb], bend[bb]):
-            splitter[m] = elems[i]
-            m += 1
-        n_touched = 0
-        for i in range(m):
-            key = splitter[i] * k + a
-            for j in range(inv_ptr[key], inv_ptr[key + 1]):
-                s = inv_src[j]
-                b = block[s]
-                p = pos[s]
-                q = bstart[b] + nmark[b]
-                if p < q:
-                    continue
-                if nmark[b] == 0:
-                    touched[n_touched] = b
-                    n_touched += 1
-                other = elems[q]
-                elems[q] = s
-                pos[s] = q
-                elems[p] = other
-                pos[other] = p
-                nmark[b] += 1
-        for ti in range(n_touched):
-            b = touched[ti]
-            if nmark[b] < bend[b] - bstart[b]:
-                nb = n_blocks
-                n_blocks += 1
-                bstart[nb] = bstart[b]
-                bend[nb] = bstart[b] + nmark[b]
-                bstart[b] = bend[nb]
-                for i in range(bstart[nb], bend[nb]):
-                    block[elems[i]] = nb
-                small = nb if bend[nb] - bstart[nb] <= bend[b] - bstart[b] else b
-                for c in range(k):
-                    if in_work[b * k + c]:
-                        target = nb * k + c
-                    else:
-                        target = small * k + c
-                    if not in_work[target]:
-                        in_work[target] = True
-                        work[n_work] = target
-                        n_work += 1
-            nmark[b] = 0
-    return block, n_blocks
-
-
-@numba.njit(cache=True)
-def _bfs_order(trans, dead, start):
-    """Blocks in canonical order: the dead block, then breadth-first from the start."""
-    n, k = trans.shape
-    order = np.empty(n, np.int32)
-    seen = np.zeros(n, np.bool_)
-    order[0] = dead
-    seen[dead] = True
-    order[1] = start
-    seen[start] = True
-    count = 2
-    head = 1
-    while head < count:
-        s = order[head]
-        head += 1
-        for a in range(k):
-            t = trans[s, a]
-            if not seen[t]:
-                seen[t] = True
-                order[count] = t
-                count += 1
-    return order[:count]

@@ -183,7 +183,7 @@ def build_command(manifest: Path, check: bool, force: bool, as_json: bool) -> No
     if check and force:
         raise click.UsageError("--check and --force exclude each other")
     targets = read_manifest(manifest)
-    from ..compiler import compile as compile_grammar  # loads numba: after the cheap checks
+    from ..compiler import compile as compile_grammar  # the compile side: after the cheap checks
     from ..compiler import grammar_metadata, read_source
 
     loaded: dict[tuple[str, str, tuple[int, ...] | None], Any] = {}

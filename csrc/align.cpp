@@ -1,0 +1,505 @@
+// Token-alignment kernels: the vocabulary's byte trie, its fold over byte classes, the walk
+// from every DFA state with partition refinement of token classes, and the factored rows
+// (grammarc/align.py holds the algorithms' contracts).
+#include <algorithm>
+#include <numeric>
+
+#include "kernels.hpp"
+
+namespace grammarc {
+
+py::tuple build_trie(In<uint8_t> data, In<int64_t> offsets) {
+    const int64_t n_data = length(data, "data");
+    const int64_t n_items = length(offsets, "offsets") - 1;
+    require(n_items >= 0, "offsets has at least one entry");
+    require_csr(offsets, n_items, n_data, "offsets");
+    const uint8_t* bytes = data.data();
+    const int64_t* off = offsets.data();
+    const int64_t cap = n_data + 1;
+    std::vector<uint8_t> node_byte(cap, 0);
+    std::vector<int32_t> node_depth(cap, 0), node_end(cap, 0), node_of_item(n_items, 0);
+    int64_t n = 1;
+    {
+        py::gil_scoped_release released;
+        int64_t max_len = 0;
+        for (int64_t i = 0; i < n_items; ++i) max_len = std::max(max_len, off[i + 1] - off[i]);
+        std::vector<int32_t> path(max_len + 1, 0);  // path[d]: node at depth d on this branch
+        int64_t prev_lo = 0, prev_len = 0;
+        for (int64_t i = 0; i < n_items; ++i) {
+            const int64_t lo = off[i], len = off[i + 1] - lo;
+            int64_t common = 0;
+            while (common < len && common < prev_len && bytes[lo + common] == bytes[prev_lo + common])
+                ++common;
+            // nodes deeper than the common prefix are finished
+            for (int64_t d = prev_len; d > common; --d) node_end[path[d]] = static_cast<int32_t>(n);
+            for (int64_t d = common + 1; d <= len; ++d) {
+                node_byte[n] = bytes[lo + d - 1];
+                node_depth[n] = static_cast<int32_t>(d);
+                path[d] = static_cast<int32_t>(n++);
+            }
+            node_of_item[i] = path[len];
+            prev_lo = lo;
+            prev_len = len;
+        }
+        for (int64_t d = prev_len; d > 0; --d) node_end[path[d]] = static_cast<int32_t>(n);
+        node_end[0] = static_cast<int32_t>(n);
+    }
+    return py::make_tuple(to_numpy(node_byte, n), to_numpy(node_depth, n), to_numpy(node_end, n),
+                          to_numpy(node_of_item));
+}
+
+py::tuple class_trie(In<uint8_t> node_byte, In<int32_t> node_depth, In<int32_t> byte_class,
+                     int64_t n_classes) {
+    const int64_t n = length(node_byte, "node_byte");
+    require(n >= 1, "a trie has its root");
+    length(node_depth, "node_depth", n);
+    length(byte_class, "byte_class", 256);
+    require_in_range(byte_class.data(), 256, 0, n_classes, "byte_class");
+    const int32_t* depth_of = node_depth.data();
+    require(depth_of[0] == 0, "the root has depth 0");
+    for (int64_t i = 1; i < n; ++i)
+        require(depth_of[i] >= 1 && depth_of[i] <= depth_of[i - 1] + 1,
+                "node_depth is not the depth sequence of a pre-order trie");
+    const uint8_t* byte_of = node_byte.data();
+    const int32_t* class_of = byte_class.data();
+    std::vector<int32_t> label, out_depth, end;
+    std::vector<int64_t> node_of_byte_node(n, 0);
+    {
+        py::gil_scoped_release released;
+        const int64_t max_depth = *std::max_element(depth_of, depth_of + n);
+        std::vector<int64_t> path(max_depth + 1, 0), first_child(n, -1), sibling(n, -1),
+            parent(n, -1), created(n, 0);
+        std::vector<int32_t> c_label(n, 0);
+        int64_t n_c = 1;
+        for (int64_t i = 1; i < n; ++i) {
+            const int64_t d = depth_of[i], p = path[d - 1];
+            const int32_t lab = class_of[byte_of[i]];
+            int64_t q = first_child[p];
+            while (q != -1 && c_label[q] != lab) q = sibling[q];
+            if (q == -1) {
+                q = n_c++;
+                c_label[q] = lab;
+                parent[q] = p;
+                sibling[q] = first_child[p];
+                first_child[p] = q;
+            }
+            path[d] = q;
+            created[i] = q;
+        }
+        std::vector<int64_t> size(n_c, 1);
+        for (int64_t c = n_c - 1; c > 0; --c) size[parent[c]] += size[c];  // children after parents
+        // pre-order: a child starts right after its parent or its previous sibling's subtree
+        std::vector<int64_t> pre(n_c, 0);
+        std::vector<int32_t> depth(n_c, 0);
+        for (int64_t c = 1; c < n_c; ++c) {
+            const int64_t p = parent[c];
+            int64_t start = pre[p] + 1;
+            for (int64_t q = first_child[p]; q != c; q = sibling[q]) start += size[q];
+            pre[c] = start;
+            depth[c] = depth[p] + 1;
+        }
+        label.assign(n_c, 0);
+        out_depth.assign(n_c, 0);
+        end.assign(n_c, 0);
+        for (int64_t c = 0; c < n_c; ++c) {
+            label[pre[c]] = c_label[c];
+            out_depth[pre[c]] = depth[c];
+            end[pre[c]] = static_cast<int32_t>(pre[c] + size[c]);
+        }
+        for (int64_t i = 0; i < n; ++i) node_of_byte_node[i] = pre[created[i]];
+    }
+    return py::make_tuple(to_numpy(label), to_numpy(out_depth), to_numpy(end),
+                          to_numpy(node_of_byte_node));
+}
+
+TrieWalk::TrieWalk(In<int32_t> code_, In<int32_t> end_, py::array trans_off_,
+                   int64_t n_classes_, In<bool> accepting_, int64_t eos_item_)
+    : code(std::move(code_)), end(std::move(end_)), trans_off(std::move(trans_off_)),
+      accepting(std::move(accepting_)), n_classes(n_classes_), eos_item(eos_item_) {
+    n_nodes = length(code, "code");
+    length(end, "end", n_nodes);
+    n_states = length(accepting, "accepting");
+    require(n_classes >= 1 && n_classes <= 0x7FFF, "n_classes must be in 1..32767");
+    require(trans_off.ndim() == 1 && trans_off.shape(0) == n_states * n_classes,
+            "trans_off must hold num_states * n_classes entries");
+    const bool wide = py::isinstance<py::array_t<int64_t>>(trans_off);
+    require(wide || py::isinstance<py::array_t<int32_t>>(trans_off),
+            "trans_off must be an int32 or int64 array");
+    require(trans_off.flags() & py::array::c_style, "trans_off must be C-contiguous");
+    const int64_t n_off = n_states * n_classes;
+    for (int64_t i = 0; i < n_off; ++i) {
+        const int64_t t = wide ? static_cast<const int64_t*>(trans_off.data())[i]
+                               : static_cast<const int32_t*>(trans_off.data())[i];
+        require(t == -1 || (t >= 0 && t < n_off && t % n_classes == 0),
+                "trans_off holds a value that is not -1 or the offset of a state's row");
+    }
+    const int32_t* c = code.data();
+    const int32_t* e = end.data();
+    max_depth = 0;
+    for (int64_t i = 1; i < n_nodes; ++i) {
+        const int64_t d = c[i] >> 16, label = (c[i] >> 1) & 0x7FFF;
+        require(d >= 1 && d <= (c[i - 1] >> 16) + 1, "code does not encode a pre-order trie");
+        require(label < n_classes, "code holds a byte class outside n_classes");
+        require(e[i] > i && e[i] <= n_nodes, "end must point past each node, within the trie");
+        max_depth = std::max(max_depth, d);
+    }
+    require(eos_item >= -1, "eos_item is an item or -1");
+}
+
+SplitForest::SplitForest(int64_t num_items, int64_t num_states)
+    : num_items_(num_items), num_states_(num_states) {
+    require(num_items >= 1 && num_states >= 1, "a forest needs items and states");
+    cls_.assign(num_items, 0);
+    rec_start_.assign(num_states, 0);
+    rec_end_.assign(num_states, 0);  // records of state s: rec_start[s]..rec_end[s]
+    first_stamp_.assign(4096, 0);
+    first_next_.assign(4096, 0);
+    first_new_.assign(4096, 0);
+    ht_stamp_.assign(1024, 0);
+    ht_next_.assign(1024, 0);
+    ht_class_.assign(1024, 0);
+    ht_new_.assign(1024, 0);
+    out_item_.assign(num_items + 1, 0);
+    out_next_.assign(num_items + 1, 0);
+}
+
+void SplitForest::refine(const TrieWalk& walk, int64_t lo, int64_t hi) {
+    require(0 <= lo && lo <= hi && hi <= walk.n_states && walk.n_states == num_states_,
+            "states lo..hi are not states of this forest's DFA");
+    require(walk.n_nodes <= num_items_ && walk.eos_item < num_items_,
+            "the walk has more items than this forest");
+    if (py::isinstance<py::array_t<int64_t>>(walk.trans_off))
+        refine_with(walk, static_cast<const int64_t*>(walk.trans_off.data()), lo, hi);
+    else
+        refine_with(walk, static_cast<const int32_t*>(walk.trans_off.data()), lo, hi);
+}
+
+template <class Offset>
+void SplitForest::refine_with(const TrieWalk& walk, const Offset* trans_off, int64_t lo,
+                              int64_t hi) {
+    py::gil_scoped_release released;
+    const int32_t* code = walk.code.data();
+    const int32_t* end = walk.end.data();
+    const bool* accepting = walk.accepting.data();
+    const int64_t n_nodes = walk.n_nodes, n_classes = walk.n_classes;
+    std::vector<Offset> stack(walk.max_depth + 1, 0);
+    for (int64_t s = lo; s < hi; ++s) {
+        const int64_t mark = s + 1;  // stamps are 0 until first written
+        rec_start_[s] = rec_id_.size();
+        // the walk: descend while the DFA lives, skip a subtree as soon as it dies
+        int64_t k = 0;
+        stack[0] = static_cast<Offset>(s * n_classes);
+        for (int64_t i = 1; i < n_nodes;) {
+            const int32_t cd = code[i];
+            const int32_t d = cd >> 16;
+            const Offset t = trans_off[stack[d - 1] + ((cd >> 1) & 0x7FFF)];
+            if (t < 0) {
+                i = end[i];
+                continue;
+            }
+            stack[d] = t;
+            out_item_[k] = static_cast<int32_t>(i);
+            out_next_[k] = t;
+            k += cd & 1;
+            ++i;
+        }
+        if (accepting[s] && walk.eos_item >= 0) {
+            out_item_[k] = static_cast<int32_t>(walk.eos_item);
+            out_next_[k++] = s * n_classes;
+        }
+        const int64_t n_ids = parent_.size();
+        if (2 * k > static_cast<int64_t>(ht_stamp_.size())) {
+            size_t size = ht_stamp_.size();
+            while (static_cast<int64_t>(size) < 2 * k) size *= 2;
+            ht_stamp_.assign(size, 0);  // stamps of earlier states are stale anyway
+            ht_class_.assign(size, 0);
+            ht_next_.assign(size, 0);
+            ht_new_.assign(size, 0);
+        }
+        if (n_ids + k > static_cast<int64_t>(first_stamp_.size())) {
+            const size_t size = 2 * (n_ids + k);
+            first_stamp_.resize(size, 0);
+            first_next_.resize(size, 0);
+            first_new_.resize(size, 0);
+        }
+        const uint64_t mask = ht_stamp_.size() - 1;
+        // the split: one new class per (current class, next state) among allowed items. The
+        // first next state of each class in this state sits in first_*; others in a hash table.
+        for (int64_t j = 0; j < k; ++j) {
+            const int32_t item = out_item_[j];
+            const int64_t t = out_next_[j];
+            const int32_t c = cls_[item];
+            if (first_stamp_[c] == mark && first_next_[c] == t) {
+                cls_[item] = first_new_[c];
+                continue;
+            }
+            const int32_t fresh = static_cast<int32_t>(parent_.size());
+            if (first_stamp_[c] != mark) {
+                first_stamp_[c] = mark;
+                first_next_[c] = t;
+                first_new_[c] = fresh;
+            } else {
+                uint64_t slot = slot_of(static_cast<uint64_t>(c) * 1000003ULL +
+                                            static_cast<uint64_t>(t) * 7919ULL, mask);
+                while (ht_stamp_[slot] == mark && (ht_class_[slot] != c || ht_next_[slot] != t))
+                    slot = (slot + 1) & mask;
+                if (ht_stamp_[slot] == mark) {
+                    cls_[item] = ht_new_[slot];
+                    continue;
+                }
+                ht_stamp_[slot] = mark;
+                ht_class_[slot] = c;
+                ht_next_[slot] = t;
+                ht_new_[slot] = fresh;
+            }
+            parent_.push_back(c);
+            rec_id_.push_back(fresh);
+            rec_next_.push_back(t);
+            cls_[item] = fresh;
+        }
+        rec_end_[s] = rec_id_.size();
+    }
+}
+
+py::array_t<int32_t> SplitForest::classes() const { return to_numpy(cls_); }
+
+py::tuple SplitForest::expand(In<int32_t> canon_of_item, int64_t n_classes) const {
+    length(canon_of_item, "canon_of_item", num_items_);
+    require(n_classes >= 1, "n_classes must be positive");
+    const int32_t* canon = canon_of_item.data();
+    require_in_range(canon, num_items_, 0, num_items_ + 1, "canon_of_item");
+    std::vector<int64_t> counts(num_states_, 0);
+    std::vector<int32_t> out_class, out_next;
+    {
+        py::gil_scoped_release released;
+        const int64_t n_ids = parent_.size();
+        int64_t n_canon = 0;
+        for (int64_t item = 0; item < num_items_; ++item) n_canon = std::max<int64_t>(n_canon, canon[item] + 1);
+        // each final class lies under exactly one leaf id of this forest
+        std::vector<int64_t> leaf_of_canon(n_canon, -1);
+        for (int64_t item = 0; item < num_items_; ++item) leaf_of_canon[canon[item]] = cls_[item];
+        for (int64_t c = 1; c < n_canon; ++c)
+            require(leaf_of_canon[c] >= 0, "canon_of_item skips a class number");
+        std::vector<int64_t> leaf_ptr, child_ptr;
+        std::vector<int32_t> leaf_canon, children;
+        group_by_owner(leaf_of_canon.data(), n_canon, 1, n_ids, leaf_ptr, leaf_canon);
+        group_by_owner(parent_.data(), n_ids, 1, n_ids, child_ptr, children);
+        // a pre-order walk giving each id the range of final classes below it:
+        // order[range_lo[id]:range_hi[id]]
+        std::vector<int64_t> range_lo(n_ids, 0), range_hi(n_ids, 0);
+        std::vector<int32_t> order(n_canon, 0);
+        int64_t n_listed = 0;
+        std::vector<int64_t> stack{0};  // node ids; -1 - id marks "subtree done"
+        while (!stack.empty()) {
+            const int64_t node = stack.back();
+            stack.pop_back();
+            if (node < 0) {
+                range_hi[-1 - node] = n_listed;
+                continue;
+            }
+            range_lo[node] = n_listed;
+            for (int64_t j = leaf_ptr[node]; j < leaf_ptr[node + 1]; ++j) order[n_listed++] = leaf_canon[j];
+            stack.push_back(-1 - node);
+            for (int64_t j = child_ptr[node + 1] - 1; j >= child_ptr[node]; --j) stack.push_back(children[j]);
+        }
+        int64_t total = 0;
+        for (int64_t s = 0; s < num_states_; ++s) {
+            for (int64_t r = rec_start_[s]; r < rec_end_[s]; ++r)
+                counts[s] += range_hi[rec_id_[r]] - range_lo[rec_id_[r]];
+            total += counts[s];
+        }
+        out_class.resize(total);
+        out_next.resize(total);
+        std::vector<std::pair<int32_t, int32_t>> row;
+        int64_t pos = 0;
+        for (int64_t s = 0; s < num_states_; ++s) {
+            row.clear();
+            for (int64_t r = rec_start_[s]; r < rec_end_[s]; ++r) {
+                const int32_t next = static_cast<int32_t>(rec_next_[r] / n_classes);
+                for (int64_t f = range_lo[rec_id_[r]]; f < range_hi[rec_id_[r]]; ++f)
+                    row.emplace_back(order[f], next);
+            }
+            std::stable_sort(row.begin(), row.end(),
+                             [](const auto& x, const auto& y) { return x.first < y.first; });
+            for (const auto& [klass, next] : row) {
+                out_class[pos] = klass;
+                out_next[pos++] = next;
+            }
+        }
+    }
+    return py::make_tuple(to_numpy(counts), to_numpy(out_class), to_numpy(out_next));
+}
+
+py::tuple canonical_classes(In<int32_t> forest_cls, In<int64_t> item_of_token) {
+    require(forest_cls.ndim() == 2 && forest_cls.shape(0) >= 1, "forest_cls is [forests, items]");
+    const int64_t n_forests = forest_cls.shape(0), n_items = forest_cls.shape(1);
+    const int64_t n_tokens = length(item_of_token, "item_of_token");
+    const int32_t* fc = forest_cls.data();
+    require_in_range(fc, n_forests * n_items, 0, INT32_MAX, "forest_cls");
+    require_in_range(item_of_token.data(), n_tokens, -1, n_items, "item_of_token");
+    const int64_t* item_of = item_of_token.data();
+    std::vector<int32_t> token_class(n_tokens, 0), canon_of_item(n_items, 0);
+    {
+        py::gil_scoped_release released;
+        // combine forest by forest: (class so far, class in the next forest) -> dense id
+        std::vector<int64_t> combined(n_items, 0);
+        if (n_forests == 1) {  // one forest: its classes, renumbered densely in item order
+            const int64_t width = n_items ? *std::max_element(fc, fc + n_items) + 1 : 1;
+            std::vector<int64_t> dense(width, -1);
+            int64_t n_seen = 0;
+            for (int64_t item = 0; item < n_items; ++item) {
+                const int32_t c = fc[item];
+                if (dense[c] < 0) dense[c] = n_seen++;
+                combined[item] = dense[c];
+            }
+        } else {
+            uint64_t table_size = 16;
+            while (static_cast<int64_t>(table_size) < 2 * n_items) table_size *= 2;
+            const uint64_t mask = table_size - 1;
+            for (int64_t f = 0; f < n_forests; ++f) {
+                std::vector<int64_t> keys(table_size, -1), vals(table_size, 0);
+                const int32_t* other = fc + f * n_items;
+                const int64_t width = n_items ? *std::max_element(other, other + n_items) + 1 : 1;
+                int64_t n_seen = 0;
+                for (int64_t item = 0; item < n_items; ++item) {
+                    const int64_t key = combined[item] * width + other[item];
+                    uint64_t slot = slot_of(key, mask);
+                    while (keys[slot] != -1 && keys[slot] != key) slot = (slot + 1) & mask;
+                    if (keys[slot] == -1) {
+                        keys[slot] = key;
+                        vals[slot] = n_seen++;
+                    }
+                    combined[item] = vals[slot];
+                }
+            }
+        }
+        // items never allowed anywhere are in class 0 of every forest
+        int64_t never = -1;
+        for (int64_t item = 0; item < n_items && never < 0; ++item) {
+            bool all_zero = true;
+            for (int64_t f = 0; f < n_forests; ++f)
+                if (fc[f * n_items + item] != 0) all_zero = false;
+            if (all_zero) never = combined[item];
+        }
+        std::vector<int32_t> class_of_combined(n_items + 1, -1);
+        if (never >= 0) class_of_combined[never] = 0;
+        int32_t n_classes = 1;
+        for (int64_t token = 0; token < n_tokens; ++token) {
+            const int64_t item = item_of[token];
+            if (item < 0) continue;
+            const int64_t key = combined[item];
+            if (class_of_combined[key] < 0) class_of_combined[key] = n_classes++;
+            token_class[token] = class_of_combined[key];
+        }
+        for (int64_t item = 0; item < n_items; ++item)
+            canon_of_item[item] = class_of_combined[combined[item]];
+    }
+    return py::make_tuple(to_numpy(token_class), to_numpy(canon_of_item));
+}
+
+py::array_t<int32_t> min_tokens_to_accept(In<int64_t> state_ptr, In<int32_t> entry_next,
+                                          In<bool> accepting) {
+    const int64_t n = length(accepting, "accepting");
+    const int64_t n_entries = length(entry_next, "entry_next");
+    require_csr(state_ptr, n, n_entries, "state_ptr");
+    require_in_range(entry_next.data(), n_entries, 0, n, "entry_next");
+    const int64_t* ptr = state_ptr.data();
+    const int32_t* next = entry_next.data();
+    const bool* acc = accepting.data();
+    std::vector<int32_t> dist(n, -1);
+    {
+        py::gil_scoped_release released;
+        // predecessors, then a breadth-first search backwards from the accepting states
+        std::vector<int64_t> in_ptr(n + 1, 0);
+        for (int64_t e = 0; e < n_entries; ++e) in_ptr[next[e] + 1] += 1;
+        for (int64_t v = 0; v < n; ++v) in_ptr[v + 1] += in_ptr[v];
+        std::vector<int64_t> fill(in_ptr.begin(), in_ptr.end() - 1);
+        std::vector<int32_t> src(n_entries);
+        for (int64_t s = 0; s < n; ++s)
+            for (int64_t e = ptr[s]; e < ptr[s + 1]; ++e) src[fill[next[e]]++] = static_cast<int32_t>(s);
+        std::vector<int32_t> queue;
+        queue.reserve(n);
+        for (int64_t s = 1; s < n; ++s)
+            if (acc[s]) {
+                dist[s] = 0;
+                queue.push_back(static_cast<int32_t>(s));
+            }
+        for (size_t head = 0; head < queue.size(); ++head) {
+            const int32_t t = queue[head];
+            for (int64_t e = in_ptr[t]; e < in_ptr[t + 1]; ++e) {
+                const int32_t s = src[e];
+                if (dist[s] == -1) {
+                    dist[s] = dist[t] + 1;
+                    queue.push_back(s);
+                }
+            }
+        }
+    }
+    return to_numpy(dist);
+}
+
+py::tuple dedupe_rows(In<int64_t> state_ptr, In<int32_t> entry_class, In<int32_t> entry_next,
+                      In<int32_t> min_tokens) {
+    const int64_t n = length(min_tokens, "min_tokens");
+    const int64_t n_entries = length(entry_class, "entry_class");
+    length(entry_next, "entry_next", n_entries);
+    require_csr(state_ptr, n, n_entries, "state_ptr");
+    require_in_range(entry_next.data(), n_entries, 0, n, "entry_next");
+    const int64_t* ptr = state_ptr.data();
+    const int32_t *cls = entry_class.data(), *next = entry_next.data(), *dist = min_tokens.data();
+    std::vector<int32_t> state_row(n, 0), row_class(n_entries), row_delta(n_entries);
+    std::vector<int64_t> row_ptr{0, 0};  // row 0: the empty row
+    int64_t n_written = 0;
+    {
+        py::gil_scoped_release released;
+        std::vector<uint64_t> row_hash{kHashSeed};
+        uint64_t table_size = 1;
+        while (table_size < 4 * static_cast<uint64_t>(n + 1)) table_size *= 2;
+        const uint64_t mask = table_size - 1;
+        std::vector<int32_t> table(table_size, -1);
+        table[kHashSeed & mask] = 0;
+        for (int64_t s = 0; s < n; ++s) {
+            // trim entries into dead ends, make them relative, and share equal rows
+            const int64_t start = n_written;
+            if (dist[s] >= 0)
+                for (int64_t e = ptr[s]; e < ptr[s + 1]; ++e)
+                    if (dist[next[e]] >= 0) {
+                        row_class[n_written] = cls[e];
+                        row_delta[n_written++] = static_cast<int32_t>(next[e] - s);
+                    }
+            uint64_t h = kHashSeed;
+            for (int64_t e = start; e < n_written; ++e) {
+                h = (h ^ static_cast<uint64_t>(static_cast<uint32_t>(row_class[e]))) * 1099511628211ULL;
+                h = hash_step(h, static_cast<uint32_t>(row_delta[e]), 31);
+            }
+            const int64_t len = n_written - start;
+            uint64_t slot = h & mask;
+            int64_t found = -1;
+            while (table[slot] != -1) {
+                const int32_t r = table[slot];
+                if (row_hash[r] == h && row_ptr[r + 1] - row_ptr[r] == len &&
+                    std::equal(row_class.begin() + start, row_class.begin() + n_written,
+                               row_class.begin() + row_ptr[r]) &&
+                    std::equal(row_delta.begin() + start, row_delta.begin() + n_written,
+                               row_delta.begin() + row_ptr[r])) {
+                    found = r;
+                    break;
+                }
+                slot = (slot + 1) & mask;
+            }
+            if (found == -1) {
+                found = row_hash.size();
+                table[slot] = static_cast<int32_t>(found);
+                row_hash.push_back(h);
+                row_ptr.push_back(n_written);
+            } else {
+                n_written = start;  // drop the duplicate entries just written
+            }
+            state_row[s] = static_cast<int32_t>(found);
+        }
+    }
+    return py::make_tuple(to_numpy(state_row), to_numpy(row_ptr), to_numpy(row_class, n_written),
+                          to_numpy(row_delta, n_written));
+}
+
+}  // namespace grammarc

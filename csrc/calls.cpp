@@ -1,0 +1,99 @@
+// The byte-level pushdown walk of tokens through machines linked by calls
+// (grammarc/align_calls.py holds its contract).
+#include "kernels.hpp"
+
+namespace grammarc {
+
+namespace {
+constexpr int8_t kDies = 0, kStays = 1, kReturns = 2;
+}
+
+py::tuple pushdown_walk(In<int32_t> table, In<bool> final, In<int32_t> call_row,
+                        In<int32_t> call_start, In<int32_t> call_ret, In<int32_t> starts,
+                        In<uint8_t> data, In<int64_t> lo, In<int64_t> hi, int64_t max_push) {
+    require(table.ndim() == 2 && table.shape(1) == 256, "table is [states, 256]");
+    const int64_t n_states = table.shape(0);
+    require_in_range(table.data(), n_states * 256, 0, n_states, "table");
+    length(final, "final", n_states);
+    length(call_row, "call_row", n_states);
+    require(call_start.ndim() == 2 && call_start.shape(1) == 256 && call_ret.ndim() == 2 &&
+                call_ret.shape(0) == call_start.shape(0) && call_ret.shape(1) == 256,
+            "call_start and call_ret are [callers, 256]");
+    const int64_t n_rows = call_start.shape(0);
+    require_in_range(call_row.data(), n_states, -1, n_rows, "call_row");
+    require_in_range(call_start.data(), n_rows * 256, -1, n_states, "call_start");
+    require_in_range(call_ret.data(), n_rows * 256, 0, n_states, "call_ret");
+    const int64_t n = length(starts, "starts");
+    require_in_range(starts.data(), n, 0, n_states, "starts");
+    const int64_t n_data = length(data, "data");
+    length(lo, "lo", n);
+    length(hi, "hi", n);
+    for (int64_t i = 0; i < n; ++i)
+        require(0 <= lo.data()[i] && lo.data()[i] <= hi.data()[i] && hi.data()[i] <= n_data,
+                "each walk's span lies within data");
+    require(max_push >= 1, "max_push must be positive");
+
+    py::array_t<int8_t> kind(n);
+    py::array_t<int32_t> next(n), push_len(n);
+    py::array_t<int64_t> pos(n);
+    py::array_t<int32_t> push_buf({n, max_push});
+    int8_t* kind_of = kind.mutable_data();
+    int32_t* next_of = next.mutable_data();
+    int32_t* pushed = push_len.mutable_data();
+    int64_t* pos_of = pos.mutable_data();
+    int32_t* buf = push_buf.mutable_data();
+    const int32_t *tr = table.data(), *row_of = call_row.data(), *start_of = call_start.data(),
+                  *ret_of = call_ret.data(), *from = starts.data();
+    const bool* is_final = final.data();
+    const uint8_t* bytes = data.data();
+    const int64_t *begin = lo.data(), *stop = hi.data();
+    {
+        py::gil_scoped_release released;
+        std::fill(buf, buf + n * max_push, 0);
+        for (int64_t i = 0; i < n; ++i) {
+            int32_t* frames = buf + i * max_push;
+            int64_t q = from[i], sp = 0;
+            int8_t state = kStays;
+            pushed[i] = 0;
+            pos_of[i] = 0;
+            for (int64_t j = begin[i]; j < stop[i] && state == kStays; ++j) {
+                const uint8_t b = bytes[j];
+                while (true) {
+                    const int32_t t = tr[q * 256 + b];
+                    if (t != 0) {
+                        q = t;
+                        break;
+                    }
+                    const int32_t row = row_of[q];
+                    if (row >= 0 && start_of[row * 256 + b] >= 0) {  // the byte opens a call
+                        if (sp == max_push) {
+                            pushed[i] = static_cast<int32_t>(max_push + 1);
+                            state = kDies;
+                            break;
+                        }
+                        frames[sp++] = ret_of[row * 256 + b];
+                        q = start_of[row * 256 + b];
+                        continue;
+                    }
+                    if (is_final[q]) {  // the machine ends: return
+                        if (sp > 0) {
+                            q = frames[--sp];
+                            continue;
+                        }
+                        state = kReturns;
+                        pos_of[i] = j - begin[i];
+                        break;
+                    }
+                    state = kDies;
+                    break;
+                }
+            }
+            kind_of[i] = state;
+            next_of[i] = state == kStays ? static_cast<int32_t>(q) : 0;
+            if (state == kStays) pushed[i] = static_cast<int32_t>(sp);
+        }
+    }
+    return py::make_tuple(kind, next, pos, push_len, push_buf);
+}
+
+}  // namespace grammarc

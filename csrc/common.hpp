@@ -1,0 +1,107 @@
+// Shared helpers of grammarc's compiled core: numpy arguments in, numpy arrays out, and the
+// argument checks that turn a malformed input into a Python ValueError instead of a crash.
+#pragma once
+
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+
+#include <cstdint>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace py = pybind11;
+
+namespace grammarc {
+
+// A read-only numpy argument, converted to a C-contiguous array of T when it is not one.
+template <class T>
+using In = py::array_t<T, py::array::c_style | py::array::forcecast>;
+
+// Raised as ValueError on the Python side.
+[[noreturn]] inline void fail(const std::string& message) { throw std::invalid_argument(message); }
+
+inline void require(bool condition, const char* message) {
+    if (!condition) fail(message);
+}
+
+// Number of elements of a 1-D argument, checked to be `expected` when that is not -1.
+template <class T>
+int64_t length(const In<T>& array, const char* name, int64_t expected = -1) {
+    if (array.ndim() != 1) fail(std::string(name) + " must be one-dimensional");
+    const int64_t n = array.shape(0);
+    if (expected >= 0 && n != expected)
+        fail(std::string(name) + " has " + std::to_string(n) + " entries, expected " +
+             std::to_string(expected));
+    return n;
+}
+
+// Every value of `data[0:n]` lies in [lo, hi).
+template <class T>
+void require_in_range(const T* data, int64_t n, int64_t lo, int64_t hi, const char* name) {
+    for (int64_t i = 0; i < n; ++i)
+        if (static_cast<int64_t>(data[i]) < lo || static_cast<int64_t>(data[i]) >= hi)
+            fail(std::string(name) + " holds " + std::to_string(static_cast<int64_t>(data[i])) +
+                 " at index " + std::to_string(i) + ", outside [" + std::to_string(lo) + ", " +
+                 std::to_string(hi) + ")");
+}
+
+// `ptr` (n + 1 entries) is a CSR offset array into `size` entries: starts at 0, never
+// decreases, ends at `size`.
+inline void require_csr(const In<int64_t>& ptr, int64_t n, int64_t size, const char* name) {
+    length(ptr, name, n + 1);
+    const int64_t* p = ptr.data();
+    if (p[0] != 0 || p[n] != size) fail(std::string(name) + " does not span its entries");
+    for (int64_t i = 0; i < n; ++i)
+        if (p[i + 1] < p[i]) fail(std::string(name) + " decreases at index " + std::to_string(i));
+}
+
+// A 1-D numpy array holding a copy of `values[0:n]`.
+template <class T>
+py::array_t<T> to_numpy(const std::vector<T>& values, int64_t n = -1) {
+    const int64_t count = n < 0 ? static_cast<int64_t>(values.size()) : n;
+    py::array_t<T> out(count);
+    if (count > 0) std::memcpy(out.mutable_data(), values.data(), count * sizeof(T));
+    return out;
+}
+
+// A 2-D numpy array holding a copy of the first `rows` rows of row-major `values`.
+template <class T>
+py::array_t<T> to_numpy_2d(const std::vector<T>& values, int64_t rows, int64_t cols) {
+    py::array_t<T> out({rows, cols});
+    if (rows * cols > 0) std::memcpy(out.mutable_data(), values.data(), rows * cols * sizeof(T));
+    return out;
+}
+
+// A numpy bool array from bytes that are 0 or 1.
+inline py::array_t<bool> bool_numpy(const std::vector<uint8_t>& values, int64_t n) {
+    py::array_t<bool> out(n);
+    if (n > 0) std::memcpy(out.mutable_data(), values.data(), n);
+    return out;
+}
+
+// FNV-1a step with an extra shift, the hash of the kernels' open-addressing tables.
+inline uint64_t hash_step(uint64_t h, uint64_t value, int shift) {
+    h = (h ^ value) * 1099511628211ULL;
+    return h ^ (h >> shift);
+}
+constexpr uint64_t kHashSeed = 1469598103934665603ULL;
+
+// Multiplicative hash of a non-negative key into a power-of-two table.
+inline uint64_t slot_of(uint64_t key, uint64_t mask) { return (key * 2654435761ULL) & mask; }
+
+// CSR grouping of indices first..n-1 by owner[i] (groups 0..n_groups-1): group g holds
+// members[ptr[g]:ptr[g+1]], in increasing order.
+template <class Owner>
+void group_by_owner(const Owner* owner, int64_t n, int64_t first, int64_t n_groups,
+                    std::vector<int64_t>& ptr, std::vector<int32_t>& members) {
+    ptr.assign(n_groups + 1, 0);
+    for (int64_t i = first; i < n; ++i) ptr[owner[i] + 1] += 1;
+    for (int64_t g = 0; g < n_groups; ++g) ptr[g + 1] += ptr[g];
+    std::vector<int64_t> fill(ptr.begin(), ptr.end() - 1);
+    members.assign(n > first ? n - first : 0, 0);
+    for (int64_t i = first; i < n; ++i) members[fill[owner[i]]++] = static_cast<int32_t>(i);
+}
+
+}  // namespace grammarc

@@ -1,0 +1,499 @@
+// Byte-DFA kernels: subset construction over byte classes, co-reachability, Hopcroft's
+// minimisation, canonical breadth-first order, and the product of two DFAs
+// (grammarc/automaton/dfa.py and ops.py hold the algorithms' contracts).
+#include <algorithm>
+#include <numeric>
+
+#include "kernels.hpp"
+
+namespace grammarc {
+namespace {
+
+// Replace the seeds buf[0:k] by their epsilon closure; returns its size (unsorted).
+int64_t close(int32_t* buf, int64_t k, const int64_t* eps_ptr, const int32_t* eps_dst,
+              std::vector<int64_t>& mark, int64_t stamp, std::vector<int32_t>& stack) {
+    int64_t sp = 0;
+    for (int64_t i = 0; i < k; ++i) {
+        const int32_t v = buf[i];
+        if (mark[v] != stamp) {
+            mark[v] = stamp;
+            stack[sp++] = v;
+        }
+    }
+    k = 0;
+    while (sp > 0) {
+        const int32_t u = stack[--sp];
+        buf[k++] = u;
+        for (int64_t j = eps_ptr[u]; j < eps_ptr[u + 1]; ++j) {
+            const int32_t v = eps_dst[j];
+            if (mark[v] != stamp) {
+                mark[v] = stamp;
+                stack[sp++] = v;
+            }
+        }
+    }
+    return k;
+}
+
+// Drop states dominated by a lower-ranked state of the same tag family (see nfa.py).
+int64_t prune(int32_t* buf, int64_t k, const int64_t* tag_ptr, const int32_t* tag_family,
+              const int32_t* tag_rank, std::vector<int64_t>& best_stamp,
+              std::vector<int32_t>& best_rank, int64_t stamp) {
+    bool has_tags = false;
+    for (int64_t i = 0; i < k; ++i) {
+        const int32_t u = buf[i];
+        for (int64_t j = tag_ptr[u]; j < tag_ptr[u + 1]; ++j) {
+            has_tags = true;
+            const int32_t family = tag_family[j];
+            if (best_stamp[family] != stamp || tag_rank[j] < best_rank[family]) {
+                best_stamp[family] = stamp;
+                best_rank[family] = tag_rank[j];
+            }
+        }
+    }
+    if (!has_tags) return k;
+    int64_t kept = 0;
+    for (int64_t i = 0; i < k; ++i) {
+        const int32_t u = buf[i];
+        bool dominated = false;
+        for (int64_t j = tag_ptr[u]; j < tag_ptr[u + 1]; ++j)
+            if (tag_rank[j] > best_rank[tag_family[j]]) {
+                dominated = true;
+                break;
+            }
+        if (!dominated) buf[kept++] = u;
+    }
+    return kept;
+}
+
+uint64_t hash_subset(const int32_t* data, int64_t k) {
+    uint64_t h = kHashSeed;
+    for (int64_t i = 0; i < k; ++i) h = hash_step(h, static_cast<uint64_t>(data[i]), 29);
+    return h;
+}
+
+}  // namespace
+
+py::tuple subset_construction(int64_t n_nfa, In<int64_t> eps_ptr, In<int32_t> eps_dst,
+                              In<int64_t> edge_ptr, In<int32_t> edge_clo, In<int32_t> edge_chi,
+                              In<int32_t> edge_dst, In<int64_t> tag_ptr, In<int32_t> tag_family,
+                              In<int32_t> tag_rank, int64_t n_families, int64_t n_classes,
+                              int64_t max_states, int64_t max_entries, In<int32_t> nfa_label) {
+    require(n_nfa >= 2, "an NFA fragment has at least its entry and exit states");
+    require(n_classes >= 1 && n_classes <= 256, "n_classes must be in 1..256");
+    require(n_families >= 1, "n_families must be at least 1");
+    require(max_states >= 2 && max_entries >= 1, "the limits must allow the first states");
+    const int64_t n_eps = length(eps_dst, "eps_dst");
+    require_csr(eps_ptr, n_nfa, n_eps, "eps_ptr");
+    require_in_range(eps_dst.data(), n_eps, 0, n_nfa, "eps_dst");
+    const int64_t n_edges = length(edge_dst, "edge_dst");
+    length(edge_clo, "edge_clo", n_edges);
+    length(edge_chi, "edge_chi", n_edges);
+    require_csr(edge_ptr, n_nfa, n_edges, "edge_ptr");
+    require_in_range(edge_dst.data(), n_edges, 0, n_nfa, "edge_dst");
+    require_in_range(edge_clo.data(), n_edges, 0, n_classes, "edge_clo");
+    require_in_range(edge_chi.data(), n_edges, 0, n_classes, "edge_chi");
+    for (int64_t e = 0; e < n_edges; ++e)
+        require(edge_clo.data()[e] <= edge_chi.data()[e], "an edge's class range is empty");
+    const int64_t n_tags = length(tag_family, "tag_family");
+    length(tag_rank, "tag_rank", n_tags);
+    require_csr(tag_ptr, n_nfa, n_tags, "tag_ptr");
+    require_in_range(tag_family.data(), n_tags, 0, n_families, "tag_family");
+    length(nfa_label, "nfa_label", n_nfa);
+
+    const int64_t* e_ptr = eps_ptr.data();
+    const int32_t* e_dst = eps_dst.data();
+    const int64_t* g_ptr = edge_ptr.data();
+    const int32_t* g_clo = edge_clo.data();
+    const int32_t* g_chi = edge_chi.data();
+    const int32_t* g_dst = edge_dst.data();
+    const int64_t* t_ptr = tag_ptr.data();
+    const int32_t* t_family = tag_family.data();
+    const int32_t* t_rank = tag_rank.data();
+    const int32_t* label_of = nfa_label.data();
+
+    std::vector<int32_t> trans;      // [n_dfa, n_classes]
+    std::vector<uint8_t> accepting;  // [n_dfa]
+    std::vector<int32_t> labels;     // [n_dfa]
+    std::vector<int64_t> set_off{0};
+    std::vector<int32_t> set_data;
+    std::vector<uint64_t> set_hash;
+    std::vector<int32_t> table(1024, -1);
+    int64_t conflict[4] = {-1, -1, -1, -1};
+    int64_t n_dfa = 0;
+    int status = 0;
+    {
+        py::gil_scoped_release released;
+        std::vector<int64_t> mark(n_nfa, 0), best_stamp(n_families, 0);
+        std::vector<int32_t> best_rank(n_families, 0), stack(n_nfa), buf(n_nfa);
+        std::vector<int64_t> head(n_classes, -1);
+        std::vector<int32_t> touched(n_classes);
+        std::vector<int32_t> item_val;
+        std::vector<int64_t> item_next;
+        int64_t stamp = 0;
+        // seed 0: the empty set; seed 1: closure of the NFA entry; then one per (state, class)
+        int64_t d = -2, n_touched = 0, ti = 0;
+        while (true) {
+            int64_t k;
+            if (d == -2) {
+                k = 0;
+            } else if (d == -1) {
+                buf[0] = 0;
+                k = close(buf.data(), 1, e_ptr, e_dst, mark, ++stamp, stack);
+            } else {
+                if (ti == n_touched) {
+                    // next DFA state: bucket the moves of its NFA states by class
+                    if (++d >= n_dfa) break;
+                    const int64_t lo = set_off[d], hi = set_off[d + 1];
+                    int64_t need = 0;
+                    for (int64_t idx = lo; idx < hi; ++idx) {
+                        const int32_t u = set_data[idx];
+                        for (int64_t e = g_ptr[u]; e < g_ptr[u + 1]; ++e)
+                            need += g_chi[e] - g_clo[e] + 1;
+                    }
+                    if (need > static_cast<int64_t>(item_val.size())) {
+                        item_val.resize(2 * need);
+                        item_next.resize(2 * need);
+                    }
+                    int64_t n_items = 0;
+                    n_touched = 0;
+                    for (int64_t idx = lo; idx < hi; ++idx) {
+                        const int32_t u = set_data[idx];
+                        for (int64_t e = g_ptr[u]; e < g_ptr[u + 1]; ++e)
+                            for (int32_t c = g_clo[e]; c <= g_chi[e]; ++c) {
+                                if (head[c] == -1) touched[n_touched++] = c;
+                                item_val[n_items] = g_dst[e];
+                                item_next[n_items] = head[c];
+                                head[c] = n_items++;
+                            }
+                    }
+                    std::sort(touched.begin(), touched.begin() + n_touched);
+                    ti = 0;
+                    continue;
+                }
+                const int32_t c = touched[ti];
+                k = 0;
+                ++stamp;  // several NFA states may move to the same one: keep it once
+                for (int64_t it = head[c]; it != -1; it = item_next[it]) {
+                    const int32_t v = item_val[it];
+                    if (mark[v] != stamp) {
+                        mark[v] = stamp;
+                        buf[k++] = v;
+                    }
+                }
+                head[c] = -1;
+                k = close(buf.data(), k, e_ptr, e_dst, mark, ++stamp, stack);
+            }
+            k = prune(buf.data(), k, t_ptr, t_family, t_rank, best_stamp, best_rank, stamp);
+            std::sort(buf.begin(), buf.begin() + k);
+            const uint64_t h = hash_subset(buf.data(), k);
+            uint64_t mask = table.size() - 1;
+            uint64_t slot = h & mask;
+            int64_t found = -1;
+            while (table[slot] != -1) {
+                const int32_t cand = table[slot];
+                if (set_hash[cand] == h && set_off[cand + 1] - set_off[cand] == k &&
+                    std::equal(buf.begin(), buf.begin() + k, set_data.begin() + set_off[cand])) {
+                    found = cand;
+                    break;
+                }
+                slot = (slot + 1) & mask;
+            }
+            if (found == -1) {
+                if (n_dfa >= max_states || set_off[n_dfa] + k > max_entries) {
+                    status = 1;
+                    break;
+                }
+                set_data.insert(set_data.end(), buf.begin(), buf.begin() + k);
+                set_off.push_back(set_off[n_dfa] + k);
+                set_hash.push_back(h);
+                trans.resize((n_dfa + 1) * n_classes, 0);
+                accepting.push_back(0);
+                labels.push_back(-1);
+                for (int64_t i = 0; i < k; ++i) {
+                    if (buf[i] == 1) accepting[n_dfa] = 1;
+                    const int32_t label = label_of[buf[i]];
+                    if (label >= 0 && labels[n_dfa] != label) {
+                        if (labels[n_dfa] >= 0) {
+                            conflict[0] = d;
+                            conflict[1] = d >= 0 ? touched[ti] : -1;
+                            conflict[2] = labels[n_dfa];
+                            conflict[3] = label;
+                            status = 2;
+                            break;
+                        }
+                        labels[n_dfa] = label;
+                    }
+                }
+                if (status) break;
+                table[slot] = static_cast<int32_t>(n_dfa);
+                found = n_dfa++;
+                if (2 * n_dfa > static_cast<int64_t>(table.size())) {
+                    table.assign(2 * table.size(), -1);
+                    mask = table.size() - 1;
+                    for (int64_t s = 0; s < n_dfa; ++s) {
+                        uint64_t sl = set_hash[s] & mask;
+                        while (table[sl] != -1) sl = (sl + 1) & mask;
+                        table[sl] = static_cast<int32_t>(s);
+                    }
+                }
+            }
+            if (d >= 0) {
+                trans[d * n_classes + touched[ti]] = static_cast<int32_t>(found);
+                ++ti;
+            } else {
+                ++d;
+            }
+        }
+    }
+    py::array_t<int64_t> conflict_out(4);
+    std::copy(conflict, conflict + 4, conflict_out.mutable_data());
+    return py::make_tuple(to_numpy_2d(trans, n_dfa, n_classes), bool_numpy(accepting, n_dfa),
+                          to_numpy(labels, n_dfa), status, conflict_out);
+}
+
+namespace {
+
+// trans (n x k) with every value in [0, n).
+void require_dfa(const In<int32_t>& trans, const char* name) {
+    if (trans.ndim() != 2) fail(std::string(name) + " must be two-dimensional");
+    require_in_range(trans.data(), trans.shape(0) * trans.shape(1), 0, trans.shape(0), name);
+}
+
+}  // namespace
+
+py::array_t<bool> coreachable(In<int32_t> trans, In<bool> accepting) {
+    require_dfa(trans, "trans");
+    const int64_t n = trans.shape(0), k = trans.shape(1);
+    length(accepting, "accepting", n);
+    const int32_t* tr = trans.data();
+    std::vector<uint8_t> live(n);
+    {
+        py::gil_scoped_release released;
+        std::vector<int64_t> in_ptr(n + 1, 0);
+        for (int64_t i = 0; i < n * k; ++i) in_ptr[tr[i] + 1] += 1;
+        for (int64_t i = 0; i < n; ++i) in_ptr[i + 1] += in_ptr[i];
+        std::vector<int64_t> fill(in_ptr.begin(), in_ptr.end() - 1);
+        std::vector<int32_t> in_src(n * k);
+        for (int64_t s = 0; s < n; ++s)
+            for (int64_t a = 0; a < k; ++a) in_src[fill[tr[s * k + a]]++] = static_cast<int32_t>(s);
+        std::vector<int32_t> stack;
+        stack.reserve(n);
+        for (int64_t s = 0; s < n; ++s)
+            if (accepting.data()[s]) {
+                live[s] = 1;
+                stack.push_back(static_cast<int32_t>(s));
+            }
+        while (!stack.empty()) {
+            const int32_t t = stack.back();
+            stack.pop_back();
+            for (int64_t j = in_ptr[t]; j < in_ptr[t + 1]; ++j) {
+                const int32_t s = in_src[j];
+                if (!live[s]) {
+                    live[s] = 1;
+                    stack.push_back(s);
+                }
+            }
+        }
+    }
+    return bool_numpy(live, n);
+}
+
+py::tuple hopcroft(In<int32_t> trans, In<int32_t> initial) {
+    require_dfa(trans, "trans");
+    const int64_t n = trans.shape(0), k = trans.shape(1);
+    length(initial, "initial", n);
+    const int32_t* tr = trans.data();
+    const int32_t* init = initial.data();
+    std::vector<int32_t> block(n);
+    int64_t n_blocks = 0;
+    {
+        py::gil_scoped_release released;
+        // predecessors of (state, class): inv_src[inv_ptr[t * k + a] : inv_ptr[t * k + a + 1]]
+        std::vector<int64_t> inv_ptr(n * k + 1, 0);
+        for (int64_t s = 0; s < n; ++s)
+            for (int64_t a = 0; a < k; ++a) inv_ptr[tr[s * k + a] * k + a + 1] += 1;
+        for (int64_t i = 0; i < n * k; ++i) inv_ptr[i + 1] += inv_ptr[i];
+        std::vector<int64_t> fill(inv_ptr.begin(), inv_ptr.end() - 1);
+        std::vector<int32_t> inv_src(n * k);
+        for (int64_t s = 0; s < n; ++s)
+            for (int64_t a = 0; a < k; ++a)
+                inv_src[fill[tr[s * k + a] * k + a]++] = static_cast<int32_t>(s);
+
+        std::vector<int32_t> elems(n);
+        std::vector<int64_t> pos(n), bstart(n + 1, 0), bend(n + 1, 0), nmark(n + 1, 0);
+        std::vector<int64_t> order(n);
+        std::iota(order.begin(), order.end(), 0);
+        std::stable_sort(order.begin(), order.end(),
+                         [init](int64_t x, int64_t y) { return init[x] < init[y]; });
+        int64_t largest = 0;
+        for (int64_t i = 0; i < n; ++i) {
+            const int64_t s = order[i];
+            elems[i] = static_cast<int32_t>(s);
+            pos[s] = i;
+            if (i == 0 || init[s] != init[order[i - 1]]) bstart[n_blocks++] = i;
+            bend[n_blocks - 1] = i + 1;
+            block[s] = static_cast<int32_t>(n_blocks - 1);
+            if (bend[n_blocks - 1] - bstart[n_blocks - 1] > bend[largest] - bstart[largest])
+                largest = n_blocks - 1;
+        }
+        // every initial block but the largest splits the others
+        std::vector<uint8_t> in_work(n * k, 0);
+        std::vector<int64_t> work;
+        for (int64_t b = 0; b < n_blocks; ++b)
+            if (b != largest)
+                for (int64_t a = 0; a < k; ++a) {
+                    work.push_back(b * k + a);
+                    in_work[b * k + a] = 1;
+                }
+        std::vector<int32_t> splitter(n), touched(n);
+        while (!work.empty()) {
+            const int64_t item = work.back();
+            work.pop_back();
+            in_work[item] = 0;
+            const int64_t bb = item / k, a = item % k;
+            int64_t m = 0;
+            for (int64_t i = bstart[bb]; i < bend[bb]; ++i) splitter[m++] = elems[i];
+            int64_t n_touched = 0;
+            for (int64_t i = 0; i < m; ++i) {
+                const int64_t key = splitter[i] * k + a;
+                for (int64_t j = inv_ptr[key]; j < inv_ptr[key + 1]; ++j) {
+                    const int32_t s = inv_src[j];
+                    const int32_t b = block[s];
+                    const int64_t p = pos[s], q = bstart[b] + nmark[b];
+                    if (p < q) continue;
+                    if (nmark[b] == 0) touched[n_touched++] = b;
+                    const int32_t other = elems[q];
+                    elems[q] = s;
+                    pos[s] = q;
+                    elems[p] = other;
+                    pos[other] = p;
+                    nmark[b] += 1;
+                }
+            }
+            for (int64_t t = 0; t < n_touched; ++t) {
+                const int32_t b = touched[t];
+                if (nmark[b] < bend[b] - bstart[b]) {
+                    const int64_t nb = n_blocks++;
+                    bstart[nb] = bstart[b];
+                    bend[nb] = bstart[b] + nmark[b];
+                    bstart[b] = bend[nb];
+                    for (int64_t i = bstart[nb]; i < bend[nb]; ++i)
+                        block[elems[i]] = static_cast<int32_t>(nb);
+                    const int64_t small = bend[nb] - bstart[nb] <= bend[b] - bstart[b] ? nb : b;
+                    for (int64_t c = 0; c < k; ++c) {
+                        const int64_t target = in_work[b * k + c] ? nb * k + c : small * k + c;
+                        if (!in_work[target]) {
+                            in_work[target] = 1;
+                            work.push_back(target);
+                        }
+                    }
+                }
+                nmark[b] = 0;
+            }
+        }
+    }
+    return py::make_tuple(to_numpy(block), n_blocks);
+}
+
+py::array_t<int32_t> bfs_order(In<int32_t> trans, int64_t dead, int64_t start) {
+    require_dfa(trans, "trans");
+    const int64_t n = trans.shape(0), k = trans.shape(1);
+    require(dead >= 0 && dead < n && start >= 0 && start < n && dead != start,
+            "dead and start must be two states");
+    const int32_t* tr = trans.data();
+    std::vector<int32_t> order;
+    order.reserve(n);
+    std::vector<uint8_t> seen(n, 0);
+    order.push_back(static_cast<int32_t>(dead));
+    order.push_back(static_cast<int32_t>(start));
+    seen[dead] = seen[start] = 1;
+    for (size_t head = 1; head < order.size(); ++head) {
+        const int64_t s = order[head];
+        for (int64_t a = 0; a < k; ++a) {
+            const int32_t t = tr[s * k + a];
+            if (!seen[t]) {
+                seen[t] = 1;
+                order.push_back(t);
+            }
+        }
+    }
+    return to_numpy(order);
+}
+
+py::tuple product(In<int32_t> trans_a, In<bool> acc_a, In<int32_t> trans_b, In<bool> acc_b,
+                  In<int32_t> class_a, In<int32_t> class_b, int op, int64_t max_states) {
+    require_dfa(trans_a, "trans_a");
+    require_dfa(trans_b, "trans_b");
+    const int64_t n_a = trans_a.shape(0), k_a = trans_a.shape(1);
+    const int64_t n_b = trans_b.shape(0), k_b = trans_b.shape(1);
+    require(n_a >= 2 && n_b >= 2, "each DFA has a dead and a start state");
+    length(acc_a, "acc_a", n_a);
+    length(acc_b, "acc_b", n_b);
+    const int64_t n_classes = length(class_a, "class_a");
+    length(class_b, "class_b", n_classes);
+    require_in_range(class_a.data(), n_classes, 0, k_a, "class_a");
+    require_in_range(class_b.data(), n_classes, 0, k_b, "class_b");
+    require(op == 0 || op == 1, "op is 0 (intersection) or 1 (difference)");
+    require(max_states >= 2, "max_states must allow the dead and start states");
+    const int32_t *ta = trans_a.data(), *tb = trans_b.data();
+    const int32_t *ca = class_a.data(), *cb = class_b.data();
+    const bool *aa = acc_a.data(), *ab = acc_b.data();
+    auto accepts = [&](int64_t pa, int64_t pb) { return aa[pa] && (op == 0 ? ab[pb] : !ab[pb]); };
+
+    // state 0: dead; state 1: the pair of starts
+    std::vector<int32_t> trans(2 * n_classes, 0);
+    std::vector<uint8_t> accepting{0, static_cast<uint8_t>(accepts(1, 1))};
+    std::vector<int64_t> pair_a{0, 1}, pair_b{0, 1};
+    std::vector<int64_t> keys(1024, -1);
+    std::vector<int32_t> vals(1024, 0);
+    uint64_t mask = keys.size() - 1;
+    keys[slot_of(n_b + 1, mask)] = n_b + 1;
+    vals[slot_of(n_b + 1, mask)] = 1;
+    int status = 0;
+    {
+        py::gil_scoped_release released;
+        for (int64_t d = 1; d < static_cast<int64_t>(pair_a.size()) && !status; ++d) {
+            for (int64_t c = 0; c < n_classes; ++c) {
+                const int64_t pa = ta[pair_a[d] * k_a + ca[c]];
+                const int64_t pb = tb[pair_b[d] * k_b + cb[c]];
+                if (pa == 0 || (op == 0 && pb == 0)) continue;
+                const int64_t key = pa * n_b + pb;
+                uint64_t slot = slot_of(key, mask);
+                while (keys[slot] != -1 && keys[slot] != key) slot = (slot + 1) & mask;
+                if (keys[slot] == -1) {
+                    const int64_t n = pair_a.size();
+                    if (n >= max_states) {
+                        status = 1;
+                        break;
+                    }
+                    keys[slot] = key;
+                    vals[slot] = static_cast<int32_t>(n);
+                    pair_a.push_back(pa);
+                    pair_b.push_back(pb);
+                    accepting.push_back(accepts(pa, pb));
+                    trans.resize((n + 1) * n_classes, 0);
+                    if (2 * (n + 1) > static_cast<int64_t>(keys.size())) {
+                        keys.assign(2 * keys.size(), -1);
+                        vals.assign(keys.size(), 0);
+                        mask = keys.size() - 1;
+                        for (int64_t s = 1; s <= n; ++s) {
+                            const int64_t k2 = pair_a[s] * n_b + pair_b[s];
+                            uint64_t sl = slot_of(k2, mask);
+                            while (keys[sl] != -1) sl = (sl + 1) & mask;
+                            keys[sl] = k2;
+                            vals[sl] = static_cast<int32_t>(s);
+                        }
+                    }
+                    trans[d * n_classes + c] = static_cast<int32_t>(n);
+                } else {
+                    trans[d * n_classes + c] = vals[slot];
+                }
+            }
+        }
+    }
+    const int64_t n = pair_a.size();
+    return py::make_tuple(to_numpy_2d(trans, n, n_classes), bool_numpy(accepting, n), status);
+}
+
+}  // namespace grammarc

@@ -1,0 +1,69 @@
+// The kernels of grammarc's compiled core (module grammarc._core), one declaration each;
+// module.cpp binds them and documents their arguments for Python.
+#pragma once
+
+#include "common.hpp"
+
+namespace grammarc {
+
+// dfa.cpp
+py::tuple subset_construction(int64_t n_nfa, In<int64_t> eps_ptr, In<int32_t> eps_dst,
+                              In<int64_t> edge_ptr, In<int32_t> edge_clo, In<int32_t> edge_chi,
+                              In<int32_t> edge_dst, In<int64_t> tag_ptr, In<int32_t> tag_family,
+                              In<int32_t> tag_rank, int64_t n_families, int64_t n_classes,
+                              int64_t max_states, int64_t max_entries, In<int32_t> nfa_label);
+py::array_t<bool> coreachable(In<int32_t> trans, In<bool> accepting);
+py::tuple hopcroft(In<int32_t> trans, In<int32_t> initial);
+py::array_t<int32_t> bfs_order(In<int32_t> trans, int64_t dead, int64_t start);
+py::tuple product(In<int32_t> trans_a, In<bool> acc_a, In<int32_t> trans_b, In<bool> acc_b,
+                  In<int32_t> class_a, In<int32_t> class_b, int op, int64_t max_states);
+
+// align.cpp
+py::tuple build_trie(In<uint8_t> data, In<int64_t> offsets);
+py::tuple class_trie(In<uint8_t> node_byte, In<int32_t> node_depth, In<int32_t> byte_class,
+                     int64_t n_classes);
+py::tuple canonical_classes(In<int32_t> forest_cls, In<int64_t> item_of_token);
+py::array_t<int32_t> min_tokens_to_accept(In<int64_t> state_ptr, In<int32_t> entry_next,
+                                          In<bool> accepting);
+py::tuple dedupe_rows(In<int64_t> state_ptr, In<int32_t> entry_class, In<int32_t> entry_next,
+                      In<int32_t> min_tokens);
+
+// The walk of a class trie from DFA states: validated once, shared by the refining threads.
+struct TrieWalk {
+    TrieWalk(In<int32_t> code, In<int32_t> end, py::array trans_off, int64_t n_classes,
+             In<bool> accepting, int64_t eos_item);
+    In<int32_t> code, end;
+    py::array trans_off;  // int32 or int64, [num_states * n_classes]
+    In<bool> accepting;
+    int64_t n_nodes, n_classes, n_states, eos_item, max_depth;
+};
+
+// Partition refinement of trie items, state by state, remembering every split (align.py).
+class SplitForest {
+   public:
+    SplitForest(int64_t num_items, int64_t num_states);
+    void refine(const TrieWalk& walk, int64_t lo, int64_t hi);
+    py::array_t<int32_t> classes() const;
+    py::tuple expand(In<int32_t> canon_of_item, int64_t n_classes) const;
+
+   private:
+    template <class Offset>
+    void refine_with(const TrieWalk& walk, const Offset* trans_off, int64_t lo, int64_t hi);
+
+    int64_t num_items_, num_states_;
+    std::vector<int32_t> cls_, parent_{0}, rec_id_;
+    std::vector<int64_t> rec_next_, rec_start_, rec_end_;
+    std::vector<int64_t> first_stamp_, first_next_;
+    std::vector<int32_t> first_new_;
+    std::vector<int64_t> ht_stamp_, ht_next_;
+    std::vector<int32_t> ht_class_, ht_new_;
+    std::vector<int32_t> out_item_;
+    std::vector<int64_t> out_next_;
+};
+
+// calls.cpp
+py::tuple pushdown_walk(In<int32_t> table, In<bool> final, In<int32_t> call_row,
+                        In<int32_t> call_start, In<int32_t> call_ret, In<int32_t> starts,
+                        In<uint8_t> data, In<int64_t> lo, In<int64_t> hi, int64_t max_push);
+
+}  // namespace grammarc

@@ -1,0 +1,76 @@
+// grammarc._core: the compiled compile-side kernels. Every kernel checks its arguments (a
+// malformed one raises ValueError, never a crash), releases the GIL while it runs, and
+// returns fresh numpy arrays. The runtime never imports this module.
+#include "kernels.hpp"
+
+using namespace grammarc;
+
+PYBIND11_MODULE(_core, m) {
+    m.doc() = "grammarc's compiled kernels (compile side only; see grammarc/automaton/dfa.py, "
+              "ops.py, align.py and align_calls.py for their contracts)";
+    m.def("subset_construction", &subset_construction, py::arg("n_nfa"), py::arg("eps_ptr"),
+          py::arg("eps_dst"), py::arg("edge_ptr"), py::arg("edge_clo"), py::arg("edge_chi"),
+          py::arg("edge_dst"), py::arg("tag_ptr"), py::arg("tag_family"), py::arg("tag_rank"),
+          py::arg("n_families"), py::arg("n_classes"), py::arg("max_states"),
+          py::arg("max_entries"), py::arg("nfa_label"),
+          "Subset construction over byte classes; DFA state 0 is the empty set, 1 the start "
+          "closure. Returns (trans, accepting, labels, status, conflict): status 1 means "
+          "max_states DFA states or max_entries NFA states summed over the subsets were "
+          "exceeded; status 2 that the subset reached from DFA state conflict[0] (-1: the "
+          "start) by class conflict[1] holds NFA states labelled conflict[2] and conflict[3].");
+    m.def("coreachable", &coreachable, py::arg("trans"), py::arg("accepting"),
+          "Which states of a complete DFA can reach an accepting state.");
+    m.def("hopcroft", &hopcroft, py::arg("trans"), py::arg("initial"),
+          "Hopcroft's partition refinement from the partition of states by `initial`; "
+          "returns (block of each state, number of blocks).");
+    m.def("bfs_order", &bfs_order, py::arg("trans"), py::arg("dead"), py::arg("start"),
+          "States in canonical order: `dead`, then breadth-first from `start` visiting "
+          "classes in order.");
+    m.def("product", &product, py::arg("trans_a"), py::arg("acc_a"), py::arg("trans_b"),
+          py::arg("acc_b"), py::arg("class_a"), py::arg("class_b"), py::arg("op"),
+          py::arg("max_states"),
+          "Reachable product of two complete DFAs (0 dead, 1 start) over the product's byte "
+          "classes; op 0 intersects, op 1 subtracts b from a. Returns (trans, accepting, "
+          "status), status 1 when more than max_states states were needed.");
+    m.def("build_trie", &build_trie, py::arg("data"), py::arg("offsets"),
+          "Pre-order trie of sorted byte strings data[offsets[i]:offsets[i+1]]: (node_byte, "
+          "node_depth, node_end, node_of_item).");
+    m.def("class_trie", &class_trie, py::arg("node_byte"), py::arg("node_depth"),
+          py::arg("byte_class"), py::arg("n_classes"),
+          "Fold a pre-order byte trie into a trie over byte classes: (label, depth, end, "
+          "class-trie node of each byte-trie node).");
+    m.def("canonical_classes", &canonical_classes, py::arg("forest_cls"),
+          py::arg("item_of_token"),
+          "Final token classes from every forest's item classes: (class of each token, "
+          "class of each item); 0 = never allowed, the others numbered by smallest token.");
+    m.def("min_tokens_to_accept", &min_tokens_to_accept, py::arg("state_ptr"),
+          py::arg("entry_next"), py::arg("accepting"),
+          "Shortest token path from each state to an accepting state (-1: none).");
+    m.def("dedupe_rows", &dedupe_rows, py::arg("state_ptr"), py::arg("entry_class"),
+          py::arg("entry_next"), py::arg("min_tokens"),
+          "Trim entries into dead ends, make them relative and share equal rows: (state_row, "
+          "row_ptr, row_class, row_delta).");
+    m.def("pushdown_walk", &pushdown_walk, py::arg("table"), py::arg("final"),
+          py::arg("call_row"), py::arg("call_start"), py::arg("call_ret"), py::arg("starts"),
+          py::arg("data"), py::arg("lo"), py::arg("hi"), py::arg("max_push"),
+          "Walk data[lo[i]:hi[i]] from starts[i] with an empty frame through machines linked "
+          "by calls: (kind, next state, bytes read before a return, number pushed, pushed "
+          "return states).");
+    py::class_<TrieWalk>(m, "TrieWalk",
+                         "The walk tables of a class trie over a DFA, checked once.")
+        .def(py::init<In<int32_t>, In<int32_t>, py::array, int64_t, In<bool>, int64_t>(),
+             py::arg("code"), py::arg("end"), py::arg("trans_off"), py::arg("n_classes"),
+             py::arg("accepting"), py::arg("eos_item"));
+    py::class_<SplitForest>(m, "SplitForest",
+                            "Partition refinement of trie items, state by state, remembering "
+                            "every split; each thread refines its own forest.")
+        .def(py::init<int64_t, int64_t>(), py::arg("num_items"), py::arg("num_states"))
+        .def("refine", &SplitForest::refine, py::arg("walk"), py::arg("lo"), py::arg("hi"),
+             "Walk the trie from states lo..hi-1 and split item classes by next state "
+             "(releases the GIL).")
+        .def_property_readonly("classes", &SplitForest::classes,
+                               "The current class of every item.")
+        .def("expand", &SplitForest::expand, py::arg("canon_of_item"), py::arg("n_classes"),
+             "Rows of the states this forest walked: (entries per state, class, next state), "
+             "sorted by class within a state.");
+}

@@ -1,0 +1,209 @@
+"""The compiled core's edges: empty inputs, limits hit, and malformed or huge arguments
+rejected with a Python error instead of a crash. What its kernels compute is tested
+through the stages that use them (test_dfa, test_align, test_calls and the differential
+tests)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from grammarc import _core
+
+i32, i64 = np.int32, np.int64
+
+
+def _dfa(rows: list[list[int]]) -> np.ndarray:
+    return np.array(rows, i32)
+
+
+def _nfa_args(n_nfa: int, eps: list[tuple[int, int]], edges: list[tuple[int, int, int, int]],
+              n_classes: int = 2, max_states: int = 100, max_entries: int = 1000) -> dict:
+    """Arguments of `subset_construction` for an NFA given as (src, dst) epsilon moves and
+    (src, class_lo, class_hi, dst) edges, sorted by source."""
+    def csr(src: list[int]) -> np.ndarray:
+        return np.concatenate([[0], np.cumsum(np.bincount(src, minlength=n_nfa))]).astype(i64)
+    return dict(
+        n_nfa=n_nfa, eps_ptr=csr([s for s, _ in eps]), eps_dst=np.array([d for _, d in eps], i32),
+        edge_ptr=csr([e[0] for e in edges]), edge_clo=np.array([e[1] for e in edges], i32),
+        edge_chi=np.array([e[2] for e in edges], i32), edge_dst=np.array([e[3] for e in edges], i32),
+        tag_ptr=np.zeros(n_nfa + 1, i64), tag_family=np.zeros(0, i32), tag_rank=np.zeros(0, i32),
+        n_families=1, n_classes=n_classes, max_states=max_states, max_entries=max_entries,
+        nfa_label=np.full(n_nfa, -1, i32))
+
+
+def test_subset_construction_of_a_repeat():
+    # 0 --class 1--> 2 --eps--> 1 (exit) and 2 --eps--> 0: one or more bytes of class 1
+    trans, accepting, labels, status, _ = _core.subset_construction(
+        **_nfa_args(3, [(2, 0), (2, 1)], [(0, 1, 1, 2)]))
+    assert status == 0
+    assert trans.tolist() == [[0, 0], [0, 2], [0, 2]]
+    assert accepting.tolist() == [False, False, True] and labels.tolist() == [-1, -1, -1]
+
+
+def test_subset_construction_stops_at_its_limits():
+    args = _nfa_args(3, [(2, 0), (2, 1)], [(0, 1, 1, 2)], max_states=2)
+    assert _core.subset_construction(**args)[3] == 1
+    args = _nfa_args(3, [(2, 0), (2, 1)], [(0, 1, 1, 2)], max_entries=1)
+    assert _core.subset_construction(**args)[3] == 1
+
+
+@pytest.mark.parametrize("change, message", [
+    (dict(eps_dst=np.array([0, 7], i32)), "eps_dst holds 7"),
+    (dict(edge_chi=np.array([5], i32)), "edge_chi holds 5"),
+    (dict(edge_ptr=np.array([0, 2, 1, 1], i64)), "edge_ptr"),
+    (dict(nfa_label=np.zeros(2, i32)), "nfa_label has 2 entries, expected 3"),
+    (dict(n_nfa=1), "at least its entry and exit"),
+    (dict(n_classes=300), "n_classes"),
+])
+def test_subset_construction_rejects_malformed_nfas(change, message):
+    args = _nfa_args(3, [(2, 0), (2, 1)], [(0, 1, 1, 2)])
+    args.update(change)
+    with pytest.raises(ValueError, match=message):
+        _core.subset_construction(**args)
+
+
+def test_minimisation_kernels():
+    # states 2 and 3 are equivalent accepting loops; 4 cannot accept
+    trans = _dfa([[0, 0], [2, 3], [2, 4], [3, 4], [4, 4]])
+    accepting = np.array([False, False, True, True, False])
+    assert _core.coreachable(trans, accepting).tolist() == [False, True, True, True, False]
+    block, n_blocks = _core.hopcroft(trans, accepting.astype(i32))
+    assert n_blocks == 3 and block[2] == block[3] and block[0] == block[4] != block[1]
+    assert _core.bfs_order(trans, 0, 1).tolist() == [0, 1, 2, 3, 4]
+    # a DFA of the dead state alone, and one with no transitions at all
+    assert _core.hopcroft(_dfa([[0]]), np.zeros(1, i32))[1] == 1
+    assert _core.hopcroft(np.zeros((2, 0), i32), np.zeros(2, i32))[1] == 1
+
+
+@pytest.mark.parametrize("call", [
+    lambda: _core.coreachable(_dfa([[0, 5], [1, 1]]), np.zeros(2, bool)),
+    lambda: _core.hopcroft(_dfa([[0, -1], [1, 1]]), np.zeros(2, i32)),
+    lambda: _core.hopcroft(_dfa([[0], [1]]), np.zeros(3, i32)),
+    lambda: _core.bfs_order(_dfa([[0], [1]]), 0, 2),
+    lambda: _core.bfs_order(np.zeros(4, i32), 0, 1),
+])
+def test_dfa_kernels_reject_out_of_range_tables(call):
+    with pytest.raises(ValueError):
+        call()
+
+
+def test_product_and_its_limit():
+    # a: one or more of class 0; b: exactly one of class 0
+    a = _dfa([[0], [2], [2]]), np.array([False, False, True])
+    b = _dfa([[0], [2], [0]]), np.array([False, False, True])
+    classes = np.zeros(1, i32)
+    trans, accepting, status = _core.product(*a, *b, classes, classes, 0, 100)
+    assert status == 0 and accepting.tolist() == [False, False, True]
+    trans, accepting, status = _core.product(*a, *b, classes, classes, 1, 100)
+    assert status == 0 and accepting.tolist() == [False, False, False, True]
+    assert _core.product(*a, *b, classes, classes, 1, 3)[2] == 1
+    with pytest.raises(ValueError, match="op"):
+        _core.product(*a, *b, classes, classes, 2, 100)
+    with pytest.raises(ValueError, match="class_b"):
+        _core.product(*a, *b, classes, np.array([3], i32), 0, 100)
+
+
+def test_trie_of_no_tokens_and_of_some():
+    node_byte, depth, end, node_of_item = _core.build_trie(np.zeros(0, np.uint8), np.zeros(1, i64))
+    assert node_byte.tolist() == [0] and end.tolist() == [1] and len(node_of_item) == 0
+    data = np.frombuffer(b"aabb", np.uint8)  # "a", "ab", "b" sorted
+    node_byte, depth, end, node_of_item = _core.build_trie(data, np.array([0, 1, 3, 4], i64))
+    assert bytes(node_byte[1:]) == b"abb" and depth.tolist() == [0, 1, 2, 1]
+    assert end.tolist() == [4, 3, 3, 4] and node_of_item.tolist() == [1, 2, 3]
+    with pytest.raises(ValueError, match="offsets"):
+        _core.build_trie(data, np.array([0, 3, 1, 4], i64))
+    label, c_depth, c_end, node_of = _core.class_trie(node_byte, depth, np.zeros(256, i32), 1)
+    assert c_depth.tolist() == [0, 1, 2] and node_of.tolist() == [0, 1, 2, 1]
+    with pytest.raises(ValueError, match="depth"):
+        _core.class_trie(node_byte, np.array([0, 1, 3, 1], i32), np.zeros(256, i32), 1)
+
+
+def _walk(code, end, trans_off, n_classes=1, accepting=(False, True), eos_item=-1):
+    return _core.TrieWalk(np.array(code, i32), np.array(end, i32), np.array(trans_off, i32),
+                          n_classes, np.array(accepting), eos_item)
+
+
+def test_split_forest_on_a_small_trie():
+    # one-class trie: root, "x" (a token), "xx" (a token); DFA 0 dead, 1 -x-> 1 accepting
+    walk = _walk([0, (1 << 16) | 1, (2 << 16) | 1], [3, 3, 3], [-1, 1])
+    forest = _core.SplitForest(4, 2)
+    forest.refine(walk, 1, 2)
+    token_class, canon = _core.canonical_classes(forest.classes[None, :], np.array([1, 2], i64))
+    assert token_class.tolist() == [1, 1]  # both tokens go from 1 to 1
+    counts, classes, nexts = forest.expand(canon, 1)
+    assert counts.tolist() == [0, 1] and classes.tolist() == [1] and nexts.tolist() == [1]
+    forest.refine(walk, 0, 0)  # no states: nothing happens
+    with pytest.raises(ValueError, match="lo..hi"):
+        forest.refine(walk, 1, 3)
+    with pytest.raises(ValueError, match="more items"):
+        _core.SplitForest(2, 2).refine(walk, 1, 2)
+
+
+@pytest.mark.parametrize("change, message", [
+    (dict(code=[0, (3 << 16) | 1, (2 << 16) | 1]), "pre-order trie"),
+    (dict(code=[0, (1 << 16) | (5 << 1), (2 << 16)]), "byte class"),
+    (dict(end=[3, 1, 3]), "end must point"),
+    (dict(trans_off=[-1, 7]), "trans_off"),
+    (dict(trans_off=[-1]), "num_states"),
+])
+def test_trie_walk_rejects_malformed_tables(change, message):
+    args = dict(code=[0, (1 << 16) | 1, (2 << 16) | 1], end=[3, 3, 3], trans_off=[-1, 1])
+    args.update(change)
+    with pytest.raises(ValueError, match=message):
+        _walk(**args)
+
+
+def test_huge_sizes_are_a_python_error():
+    with pytest.raises((MemoryError, ValueError)):
+        _core.SplitForest(2 ** 62, 2)
+    with pytest.raises(ValueError):
+        _core.SplitForest(0, 0)
+
+
+def test_row_kernels():
+    # state 1 -> 2 by class 1, state 2 -> 2 by class 1 (accepting), state 3 -> 3 (no way out)
+    state_ptr = np.array([0, 0, 1, 2, 3], i64)
+    entry_next = np.array([2, 2, 3], i32)
+    accepting = np.array([False, False, True, False])
+    dist = _core.min_tokens_to_accept(state_ptr, entry_next, accepting)
+    assert dist.tolist() == [-1, 1, 0, -1]
+    state_row, row_ptr, row_class, row_delta = _core.dedupe_rows(
+        state_ptr, np.array([1, 1, 1], i32), entry_next, dist)
+    assert state_row.tolist() == [0, 1, 2, 0] and row_ptr.tolist() == [0, 0, 1, 2]
+    assert row_class.tolist() == [1, 1] and row_delta.tolist() == [1, 0]
+    empty = _core.dedupe_rows(np.zeros(1, i64), np.zeros(0, i32), np.zeros(0, i32),
+                              np.zeros(0, i32))
+    assert [len(a) for a in empty] == [0, 2, 0, 0]
+    with pytest.raises(ValueError, match="entry_next"):
+        _core.min_tokens_to_accept(state_ptr, np.array([2, 2, 9], i32), accepting)
+
+
+def test_pushdown_walk_edges():
+    # S = "a" | "(" S ")": 1 -a-> 2 (final), 1 -(-> 3, 3 calls S on its first bytes and
+    # returns to 4, 4 -)-> 2
+    table = np.zeros((5, 256), i32)
+    table[1, ord("a")], table[1, ord("(")], table[4, ord(")")] = 2, 3, 2
+    final = np.array([False, False, True, False, False])
+    call_row = np.array([-1, -1, -1, 0, -1], i32)
+    call_start = np.full((1, 256), -1, i32)
+    call_start[0, [ord("a"), ord("(")]] = 1
+    call_ret = np.zeros((1, 256), i32)
+    call_ret[0, [ord("a"), ord("(")]] = 4
+    data = np.frombuffer(b"((a)" + b"(" * 10, np.uint8)
+    starts = np.array([1, 1, 2], i32)
+    spans = np.array([0, 4, 3], i64), np.array([3, 14, 4], i64)
+    kind, nxt, pos, push_len, pushes = _core.pushdown_walk(
+        table, final, call_row, call_start, call_ret, starts, data, *spans, 4)
+    # "((a" stays in 2 with two returns pushed; ten "(" open more than 4 calls; ")" returns
+    assert kind.tolist() == [1, 0, 2] and nxt[0] == 2 and push_len.tolist() == [2, 5, 0]
+    assert pushes[0, :2].tolist() == [4, 4] and pos[2] == 0
+    none = _core.pushdown_walk(table, final, call_row, call_start, call_ret,
+                               np.zeros(0, i32), data, np.zeros(0, i64), np.zeros(0, i64), 4)
+    assert [len(a) for a in none] == [0, 0, 0, 0, 0]
+    with pytest.raises(ValueError, match="span"):
+        _core.pushdown_walk(table, final, call_row, call_start, call_ret, starts, data,
+                            spans[0], spans[1] + 1, 4)
+    with pytest.raises(ValueError, match="call_start"):
+        _core.pushdown_walk(table, final, call_row, call_start + 5, call_ret, starts, data,
+                            *spans, 4)
