@@ -2,6 +2,8 @@
 // module.cpp binds them and documents their arguments for Python.
 #pragma once
 
+#include <pybind11/stl.h>
+
 #include "common.hpp"
 
 namespace grammarc {
@@ -60,6 +62,14 @@ class SplitForest {
     std::vector<int32_t> out_item_;
     std::vector<int64_t> out_next_;
 };
+
+// nfa.cpp
+py::tuple build_nfa(In<int8_t> kind, In<int64_t> child_ptr, In<int32_t> children,
+                    In<int64_t> extra_ptr, In<int32_t> extra, std::vector<py::tuple> automata,
+                    int64_t root, int64_t max_states);
+std::vector<std::vector<std::pair<int, int>>> utf8_byte_ranges(
+    const std::vector<std::pair<int64_t, int64_t>>& ranges);
+void register_nfa_errors(py::module_& m);
 
 // calls.cpp
 py::tuple pushdown_walk(In<int32_t> table, In<bool> final, In<int32_t> call_row,

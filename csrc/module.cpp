@@ -56,6 +56,17 @@ PYBIND11_MODULE(_core, m) {
           "Walk data[lo[i]:hi[i]] from starts[i] with an empty frame through machines linked "
           "by calls: (kind, next state, bytes read before a return, number pushed, pushed "
           "return states).");
+    m.def("build_nfa", &build_nfa, py::arg("kind"), py::arg("child_ptr"), py::arg("children"),
+          py::arg("extra_ptr"), py::arg("extra"), py::arg("automata"), py::arg("root"),
+          py::arg("max_states"),
+          "The NFA fragment of node `root` of a flat expression program (automaton/nfa.py): "
+          "(num_states, eps, edges, tags, num_families, labels, Graph nodes in label order). "
+          "More than max_states states raise TooManyStatesError, nesting deeper than the "
+          "builder follows RecursionError.");
+    m.def("utf8_sequences", &utf8_byte_ranges, py::arg("ranges"),
+          "The byte-range sequences matching exactly the UTF-8 encodings of the code point "
+          "ranges (sorted, disjoint, surrogate-free).");
+    register_nfa_errors(m);
     py::class_<TrieWalk>(m, "TrieWalk",
                          "The walk tables of a class trie over a DFA, checked once.")
         .def(py::init<In<int32_t>, In<int32_t>, py::array, int64_t, In<bool>, int64_t>(),

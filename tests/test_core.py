@@ -207,3 +207,59 @@ def test_pushdown_walk_edges():
     with pytest.raises(ValueError, match="call_start"):
         _core.pushdown_walk(table, final, call_row, call_start + 5, call_ret, starts, data,
                             *spans, 4)
+
+
+def _program(kind, children, extra):
+    """`build_nfa` arguments for a program given per node: kind, children, payload."""
+    child_ptr = np.concatenate([[0], np.cumsum([len(c) for c in children])]).astype(i64)
+    extra_ptr = np.concatenate([[0], np.cumsum([len(x) for x in extra])]).astype(i64)
+    return (np.array(kind, np.int8), child_ptr, np.array(sum(children, []), i32), extra_ptr,
+            np.array(sum(extra, []), i32))
+
+
+CHARSET, CONCAT, ALT, REPEAT, AUTOMATON, GRAPH, CALL = range(7)
+
+
+def test_nfa_builder_limits_and_cycles():
+    from grammarc.errors import TooManyStatesError
+
+    # "a"{0,1000}: far more states than 100
+    program = _program([REPEAT, CHARSET], [[1], []], [[0, 1000], [97, 97]])
+    assert _core.build_nfa(*program, [], 0, 10_000)[0] > 1000
+    with pytest.raises(TooManyStatesError, match="more than 100 NFA states"):
+        _core.build_nfa(*program, [], 0, 100)
+    # a Concat that contains itself: stopped by the nesting limit, not a crashed stack
+    with pytest.raises(RecursionError):
+        _core.build_nfa(*_program([CONCAT], [[0]], [[]]), [], 0, 10_000)
+
+
+@pytest.mark.parametrize("kind, children, extra, message", [
+    ([9], [[]], [[]], "kind holds 9"),
+    ([CONCAT], [[3]], [[]], "children holds 3"),
+    ([REPEAT, CHARSET], [[1], []], [[5, 2], [97, 97]], "Repeat"),
+    ([CHARSET], [[]], [[97]], "pairs"),
+    ([CHARSET], [[]], [[0, 0x110000]], "0x10FFFF"),
+    ([CALL], [[]], [[300]], "Call's bytes"),
+    ([AUTOMATON], [[]], [[0]], "automata"),
+    ([GRAPH, CHARSET], [[1], []], [[1, 0, 0, 0, 4], [97, 97]], "Graph's node"),
+])
+def test_nfa_builder_rejects_malformed_programs(kind, children, extra, message):
+    with pytest.raises(ValueError, match=message):
+        _core.build_nfa(*_program(kind, children, extra), [], 0, 10_000)
+
+
+def test_utf8_sequences_match_python_encodings():
+    import random
+
+    rng = random.Random(5)
+    points = [0, 0x7F, 0x80, 0x7FF, 0x800, 0xD7FF, 0xE000, 0xFFFF, 0x10000, 0x10FFFF]
+    for _ in range(200):
+        lo = rng.choice(points + [rng.randrange(0x110000)])
+        hi = min(lo + rng.choice([0, 1, 63, 64, 4095, 70000]), 0x10FFFF)
+        ranges = [(a, b) for a, b in [(lo, min(hi, 0xD7FF)), (max(lo, 0xE000), hi)] if a <= b]
+        sequences = _core.utf8_sequences(ranges)
+        for cp in {lo, hi, (lo + hi) // 2, max(lo - 1, 0), min(hi + 1, 0x10FFFF)} - set(range(0xD800, 0xE000)):
+            data = chr(cp).encode()
+            matched = any(len(s) == len(data) and all(a <= b <= c for (a, c), b in zip(s, data))
+                          for s in sequences)
+            assert matched == any(a <= cp <= b for a, b in ranges), (ranges, hex(cp))

@@ -26,7 +26,7 @@ from .. import _core
 from ..errors import GrammarError, TooManyStatesError
 from . import DEFAULT_MAX_STATES
 from .expr import Expr
-from .nfa import Fragment, NFABuilder
+from .nfa import Fragment, build_nfa
 
 _NO_LIMIT = np.iinfo(np.int32).max
 # The subset construction may pass through more states than the minimal result has (copies
@@ -97,9 +97,9 @@ def build_dfa(expr: Expr, max_states: int = DEFAULT_MAX_STATES,
     blows up fails with `TooManyStatesError` instead of exhausting memory. `call_codes` spells
     the expression's `Call`s (machines.py).
     """
-    builder = NFABuilder(max_states=max(20 * max_states, 1_000_000), call_codes=call_codes)
-    fragment = builder.build(expr)
-    return determinize(fragment, max_states=max_states, label_names=tuple(builder.label_names))
+    nfa_limit = min(max(20 * max_states, 1_000_000), _NO_LIMIT)
+    fragment, label_names = build_nfa(expr, nfa_limit, call_codes)
+    return determinize(fragment, max_states=max_states, label_names=label_names)
 
 
 def determinize(frag: Fragment, max_states: int = _NO_LIMIT,

@@ -33,13 +33,13 @@ from typing import Callable
 
 import numpy as np
 
+from .. import _core
 from ..errors import GrammarError, TooManyStatesError
 from .dfa import SUBSET_FACTOR, ByteDFA, build_dfa
 from .expr import (
     NOTHING, Alt, Automaton, Call, CharSet, Concat, Expr, Graph, MachineSet, Repeat, alt, concat,
     repeat,
 )
-from .utf8 import utf8_sequences
 
 CALL_PREFIX = 0xFF
 CALL_DIGITS = bytes([0xC0, 0xC1, *range(0xF5, 0xFF)])  # never in UTF-8 text, like 0xFF
@@ -289,7 +289,7 @@ def starting_bytes(expr: Expr, body_of: Callable[[str], Expr | None],
         out: tuple[np.ndarray, bool] | None
         if isinstance(node, CharSet):
             first = np.zeros(256, bool)
-            for sequence in utf8_sequences(node.ranges):
+            for sequence in _core.utf8_sequences(node.ranges):
                 first[sequence[0][0]:sequence[0][1] + 1] = True
             out = (first, False)
         elif isinstance(node, Automaton):
