@@ -31,8 +31,10 @@ import contextlib
 import hashlib
 import importlib.util
 import json
+import mmap
 import os
 import re
+import struct
 import tempfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
@@ -303,17 +305,17 @@ def _byte_token(text: str, where: str) -> bytes:
 
 
 def _load_gguf(path: Path) -> _Vocab:
-    import gguf
-
+    keys = ("tokenizer.ggml.model", "tokenizer.ggml.tokens", "tokenizer.ggml.token_type",
+            *(f"tokenizer.ggml.{k}_token_id" for k in ("eos", "eot", "eom")))
     try:
-        fields = gguf.GGUFReader(path).fields
-        model = _gguf_value(fields, "tokenizer.ggml.model")
-        texts: list[str] | None = _gguf_value(fields, "tokenizer.ggml.tokens")
-        types: list[int] | None = _gguf_value(fields, "tokenizer.ggml.token_type")
-        eos = [int(v) for k in ("eos", "eot", "eom")
-               if (v := _gguf_value(fields, f"tokenizer.ggml.{k}_token_id")) is not None]
-    except (OSError, ValueError, IndexError, UnicodeDecodeError) as exc:
+        fields = read_gguf_metadata(path, keys)
+    except (OSError, ValueError, UnicodeDecodeError) as exc:
         raise TokenizerError(f"cannot read GGUF file {path}: {exc}") from None
+    model = fields.get("tokenizer.ggml.model")
+    texts: list[str] | None = fields.get("tokenizer.ggml.tokens")
+    types: list[int] | None = fields.get("tokenizer.ggml.token_type")
+    eos = [int(v) for k in ("eos", "eot", "eom")
+           if (v := fields.get(f"tokenizer.ggml.{k}_token_id")) is not None]
     if texts is None:
         raise TokenizerError(f"GGUF file {path} has no tokenizer (tokenizer.ggml.tokens)")
     if types is None:
@@ -346,9 +348,75 @@ def _load_gguf(path: Path) -> _Vocab:
     return _Vocab(tokens, eos, special_texts)
 
 
-def _gguf_value(fields: Mapping[str, Any], key: str) -> Any:
-    field = fields.get(key)
-    return None if field is None else field.contents()
+# GGUF metadata value types (the GGUF specification): numbers by struct format, strings, and
+# arrays of one item type
+_GGUF_NUMBERS = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q",
+                 12: "d"}
+_GGUF_STRING, _GGUF_ARRAY = 8, 9
+_GGUF_TRUNCATED = "the file ends inside its metadata"
+
+
+def read_gguf_metadata(path: Path, keys: Iterable[str]) -> dict[str, Any]:
+    """The values of `keys` found in a GGUF file's metadata (numbers, strings, lists).
+
+    Written here because the gguf library decodes every metadata element as its own numpy
+    view (3 s for SmolLM2's 49,152 tokens and their merges); this reads the key-value section
+    once through a memory map, decoding only the wanted values. Raises ValueError for a file
+    that is not GGUF version 2 or 3 (little-endian) or ends early.
+    """
+    wanted = set(keys)
+    found: dict[str, Any] = {}
+    with open(path, "rb") as file:
+        if os.fstat(file.fileno()).st_size < 24 or file.read(4) != b"GGUF":
+            raise ValueError("not a GGUF file")
+        with mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) as data:
+            try:
+                version, _, count = struct.unpack_from("<IQQ", data, 4)
+                if version not in (2, 3):
+                    raise ValueError(f"GGUF version {version} is not supported "
+                                     "(2 or 3, little-endian)")
+                pos = 24
+                for _ in range(count):
+                    key, pos = _gguf_value(data, pos, _GGUF_STRING, True)
+                    kind, = struct.unpack_from("<I", data, pos)
+                    value, pos = _gguf_value(data, pos + 4, kind, key in wanted)
+                    if key in wanted:
+                        found[key] = value
+                        if len(found) == len(wanted):
+                            break
+            except struct.error:
+                raise ValueError(_GGUF_TRUNCATED) from None
+    return found
+
+
+def _gguf_value(data: mmap.mmap, pos: int, kind: int, keep: bool) -> tuple[Any, int]:
+    """The value of type `kind` at `pos` (None unless `keep`) and the position after it."""
+    if kind in _GGUF_NUMBERS:
+        value, = struct.unpack_from("<" + _GGUF_NUMBERS[kind], data, pos)
+        return value, pos + struct.calcsize(_GGUF_NUMBERS[kind])
+    if kind == _GGUF_STRING:
+        length, = struct.unpack_from("<Q", data, pos)
+        end = pos + 8 + length
+        if end > len(data):
+            raise ValueError(_GGUF_TRUNCATED)
+        return (data[pos + 8:end].decode("utf-8") if keep else None), end
+    if kind != _GGUF_ARRAY:
+        raise ValueError(f"unknown GGUF value type {kind}")
+    item_kind, length = struct.unpack_from("<IQ", data, pos)
+    pos += 12
+    if item_kind in _GGUF_NUMBERS:
+        end = pos + length * struct.calcsize(_GGUF_NUMBERS[item_kind])
+        if end > len(data):
+            raise ValueError(_GGUF_TRUNCATED)
+        items = struct.unpack_from(f"<{length}{_GGUF_NUMBERS[item_kind]}", data, pos) \
+            if keep else None
+        return (list(items) if keep else None), end
+    values = []
+    for _ in range(length):  # strings or arrays: each takes at least 8 bytes, so bounded
+        item, pos = _gguf_value(data, pos, item_kind, keep)
+        if keep:
+            values.append(item)
+    return (values if keep else None), pos
 
 
 # ---------------------------------------------------------------------------------------------

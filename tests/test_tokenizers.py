@@ -273,6 +273,36 @@ def test_llama_gguf(tmp_path: Path) -> None:
     assert tok.decode_bytes([1, 5, 7, 3, 2]) == b" Hellothe\n"
 
 
+def test_gguf_metadata_reader_matches_the_gguf_library() -> None:
+    """grammarc's own GGUF metadata reader gives what the gguf library gives, for every key
+    of the SmolLM2 file (numbers, strings, string and number arrays)."""
+    fields = gguf.GGUFReader(tk._smollm2_path()).fields
+    keys = [key for key in fields if not key.startswith("GGUF.")]
+    ours = tk.read_gguf_metadata(tk._smollm2_path(), keys)
+    assert ours.keys() == set(keys)
+    for key in keys:
+        expected = fields[key].contents()
+        assert ours[key] == (expected.tolist() if hasattr(expected, "tolist") else expected), key
+    assert tk.read_gguf_metadata(tk._smollm2_path(), ["no.such.key"]) == {}
+
+
+def test_damaged_gguf_files_are_one_line_errors(tmp_path: Path) -> None:
+    path = _write_gguf(tmp_path / "ok.gguf", "gpt2", ["a", "bc"], [1, 1], eos=1)
+    data = path.read_bytes()
+    for size in (0, 3, 20, 30, len(data) // 2, len(data) - 20):
+        damaged = tmp_path / f"cut{size}.gguf"
+        damaged.write_bytes(data[:size])
+        with pytest.raises(TokenizerError) as exc:
+            load_tokenizer(damaged)
+        _assert_one_line(exc, f"cannot read GGUF file {damaged}")
+    for bad, needle in ((b"GGUF\x01\x00\x00\x00" + data[8:], "version 1"),
+                        (b"GGUL" + data[4:], "not a GGUF file")):
+        (tmp_path / "bad.gguf").write_bytes(bad)
+        with pytest.raises(TokenizerError) as exc:
+            load_tokenizer(tmp_path / "bad.gguf")
+        _assert_one_line(exc, needle)
+
+
 def test_gguf_unknown_model_and_missing_eos(tmp_path: Path) -> None:
     path = _write_gguf(tmp_path / "bert.gguf", "bert", ["[CLS]", "a"], [3, 1], eos=0)
     with pytest.raises(TokenizerError) as exc:
