@@ -21,12 +21,20 @@ py::tuple build_trie(In<uint8_t> data, In<int64_t> offsets) {
     int64_t n = 1;
     {
         py::gil_scoped_release released;
+        // the strings in byte order (a prefix first), equal strings in input order
+        std::vector<int64_t> sorted(n_items);
+        std::iota(sorted.begin(), sorted.end(), 0);
+        std::stable_sort(sorted.begin(), sorted.end(), [&](int64_t x, int64_t y) {
+            const int64_t lx = off[x + 1] - off[x], ly = off[y + 1] - off[y];
+            const int c = std::memcmp(bytes + off[x], bytes + off[y], std::min(lx, ly));
+            return c < 0 || (c == 0 && lx < ly);
+        });
         int64_t max_len = 0;
         for (int64_t i = 0; i < n_items; ++i) max_len = std::max(max_len, off[i + 1] - off[i]);
         std::vector<int32_t> path(max_len + 1, 0);  // path[d]: node at depth d on this branch
         int64_t prev_lo = 0, prev_len = 0;
-        for (int64_t i = 0; i < n_items; ++i) {
-            const int64_t lo = off[i], len = off[i + 1] - lo;
+        for (int64_t item : sorted) {
+            const int64_t lo = off[item], len = off[item + 1] - lo;
             int64_t common = 0;
             while (common < len && common < prev_len && bytes[lo + common] == bytes[prev_lo + common])
                 ++common;
@@ -37,7 +45,7 @@ py::tuple build_trie(In<uint8_t> data, In<int64_t> offsets) {
                 node_depth[n] = static_cast<int32_t>(d);
                 path[d] = static_cast<int32_t>(n++);
             }
-            node_of_item[i] = path[len];
+            node_of_item[item] = path[len];
             prev_lo = lo;
             prev_len = len;
         }

@@ -33,8 +33,8 @@ PYBIND11_MODULE(_core, m) {
           "classes; op 0 intersects, op 1 subtracts b from a. Returns (trans, accepting, "
           "status), status 1 when more than max_states states were needed.");
     m.def("build_trie", &build_trie, py::arg("data"), py::arg("offsets"),
-          "Pre-order trie of sorted byte strings data[offsets[i]:offsets[i+1]]: (node_byte, "
-          "node_depth, node_end, node_of_item).");
+          "Pre-order trie of the byte strings data[offsets[i]:offsets[i+1]] (any order): "
+          "(node_byte, node_depth, node_end, the node where each string ends).");
     m.def("class_trie", &class_trie, py::arg("node_byte"), py::arg("node_depth"),
           py::arg("byte_class"), py::arg("n_classes"),
           "Fold a pre-order byte trie into a trie over byte classes: (label, depth, end, "

@@ -77,16 +77,17 @@ def build_trie(token_bytes: list[bytes | None] | tuple[bytes | None, ...],
                exclude: tuple[int, ...] = ()) -> VocabTrie:
     """The pre-order trie of all tokens with bytes, leaving out the ids in `exclude`."""
     skip = set(exclude)
-    items = sorted((b, i) for i, b in enumerate(token_bytes) if b and i not in skip)
-    ids = np.fromiter((i for _, i in items), np.int32, len(items))
-    lengths = np.fromiter((len(b) for b, _ in items), np.int64, len(items))
-    offsets = np.zeros(len(items) + 1, np.int64)
-    np.cumsum(lengths, out=offsets[1:])
-    data = np.frombuffer(b"".join(b for b, _ in items), np.uint8)
+    ids = np.array([i for i, b in enumerate(token_bytes) if b and i not in skip], np.int32)
+    strings = [token_bytes[i] for i in ids.tolist()]
+    offsets = np.zeros(len(ids) + 1, np.int64)
+    np.cumsum(np.fromiter(map(len, strings), np.int64, len(ids)), out=offsets[1:])
+    data = np.frombuffer(b"".join(strings), np.uint8)
     node_byte, node_depth, node_end, node_of_item = _core.build_trie(data, offsets)
+    order = np.argsort(node_of_item, kind="stable")  # tokens by node, equal bytes by id
     tok_ptr = np.zeros(len(node_byte) + 1, np.int64)
     np.cumsum(np.bincount(node_of_item, minlength=len(node_byte)), out=tok_ptr[1:])
-    return VocabTrie(node_byte, node_depth, node_end, tok_ptr, ids, node_of_item.astype(np.int64))
+    return VocabTrie(node_byte, node_depth, node_end, tok_ptr, ids[order],
+                     node_of_item[order].astype(np.int64))
 
 
 def tokenizer_trie(tokenizer) -> VocabTrie:

@@ -111,6 +111,9 @@ def test_trie_of_no_tokens_and_of_some():
     node_byte, depth, end, node_of_item = _core.build_trie(data, np.array([0, 1, 3, 4], i64))
     assert bytes(node_byte[1:]) == b"abb" and depth.tolist() == [0, 1, 2, 1]
     assert end.tolist() == [4, 3, 3, 4] and node_of_item.tolist() == [1, 2, 3]
+    # any order, duplicates included: "b", "ab", "a", "a"
+    shuffled = _core.build_trie(np.frombuffer(b"babaa", np.uint8), np.array([0, 1, 3, 4, 5], i64))
+    assert bytes(shuffled[0][1:]) == b"abb" and shuffled[3].tolist() == [3, 2, 1, 1]
     with pytest.raises(ValueError, match="offsets"):
         _core.build_trie(data, np.array([0, 3, 1, 4], i64))
     label, c_depth, c_end, node_of = _core.class_trie(node_byte, depth, np.zeros(256, i32), 1)
