@@ -3,7 +3,7 @@
     python benchmarks/compile_bench.py                 # SmolLM2 and Gemma-3 (if installed)
     python benchmarks/compile_bench.py --vocab smollm2 --repeat 5
 
-Per case and vocabulary it prints grammarc's time per stage (warm: numba's JIT cache loaded,
+Per case and vocabulary it prints grammarc's time per stage (warm: the tokenizer's trie built,
 best of --repeat), the first compile in a fresh process, peak RSS of that process, artifact
 size, states and token classes; then outlines-core's index build time and pickled size on the
 same regex and vocabulary (a fresh process per case, with a timeout), and the ratios.
@@ -140,11 +140,11 @@ def run_worker(tool: str, spec: str, kind: str, source: str, out: str, timeout: 
 # --------------------------------------------------------------------------- warm timing
 
 def warm_stages(tok, kind: str, source: str, repeat: int, out: Path) -> dict:
-    """Best-of-`repeat` in-process timings of each stage (JIT and trie already warm), as the
+    """Best-of-`repeat` in-process timings of each stage (the trie already built), as the
     compiler records them (grammars with calls included)."""
     import grammarc
 
-    grammarc.compile(source, tok, kind=kind, options=_quiet())  # warm-up: JIT cache, trie
+    grammarc.compile(source, tok, kind=kind, options=_quiet())  # warm-up: the trie
     best: dict[str, float] = {}
     for _ in range(repeat):
         times: dict[str, float] = {}
