@@ -10,6 +10,6 @@ ParallelCompile("GRAMMARC_BUILD_JOBS", default=0).install()  # one compiler per 
 
 setup(
     ext_modules=[Pybind11Extension("grammarc._core", sorted(glob("csrc/*.cpp")), cxx_std=17,
-                                   extra_compile_args=["-O2"])],
+                                   extra_compile_args=["-O3"])],
     cmdclass={"build_ext": build_ext},
 )

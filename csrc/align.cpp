@@ -2,6 +2,7 @@
 // from every DFA state with partition refinement of token classes, and the factored rows
 // (grammarc/align.py holds the algorithms' contracts).
 #include <algorithm>
+#include <memory>
 #include <numeric>
 
 #include "kernels.hpp"
@@ -120,6 +121,16 @@ py::tuple class_trie(In<uint8_t> node_byte, In<int32_t> node_depth, In<int32_t> 
                           to_numpy(node_of_byte_node));
 }
 
+namespace {
+
+// `num_items` checked before any allocation depends on it.
+int64_t checked_size(int64_t num_items) {
+    require(num_items >= 1, "a forest needs items");
+    return num_items;
+}
+
+}  // namespace
+
 TrieWalk::TrieWalk(In<int32_t> code_, In<int32_t> end_, py::array trans_off_,
                    int64_t n_classes_, In<bool> accepting_, int64_t eos_item_)
     : code(std::move(code_)), end(std::move(end_)), trans_off(std::move(trans_off_)),
@@ -143,21 +154,31 @@ TrieWalk::TrieWalk(In<int32_t> code_, In<int32_t> end_, py::array trans_off_,
     }
     const int32_t* c = code.data();
     const int32_t* e = end.data();
-    max_depth = 0;
-    for (int64_t i = 1; i < n_nodes; ++i) {
+    // one branch-free pass over every node (this runs per grammar, over the whole trie);
+    // only a malformed trie pays for the second pass that names the fault
+    require(n_nodes < INT32_MAX, "a trie has fewer than 2**31 nodes");
+    const int32_t nodes = static_cast<int32_t>(n_nodes), classes = static_cast<int32_t>(n_classes);
+    int32_t bad = 0, deepest = 0;
+    for (int32_t i = 1; i < nodes; ++i) {  // int32 throughout, so that it vectorises
+        const int32_t d = c[i] >> 16, label = (c[i] >> 1) & 0x7FFF;
+        bad |= (d < 1) | (d > (c[i - 1] >> 16) + 1) | (label >= classes) | (e[i] <= i) |
+               (e[i] > nodes);
+        deepest = std::max(deepest, d);
+    }
+    for (int64_t i = 1; bad && i < n_nodes; ++i) {
         const int64_t d = c[i] >> 16, label = (c[i] >> 1) & 0x7FFF;
         require(d >= 1 && d <= (c[i - 1] >> 16) + 1, "code does not encode a pre-order trie");
         require(label < n_classes, "code holds a byte class outside n_classes");
         require(e[i] > i && e[i] <= n_nodes, "end must point past each node, within the trie");
-        max_depth = std::max(max_depth, d);
     }
+    max_depth = deepest;
     require(eos_item >= -1, "eos_item is an item or -1");
 }
 
 SplitForest::SplitForest(int64_t num_items, int64_t num_states)
-    : num_items_(num_items), num_states_(num_states) {
-    require(num_items >= 1 && num_states >= 1, "a forest needs items and states");
-    cls_.assign(num_items, 0);
+    : num_items_(num_items), num_states_(num_states), cls_(checked_size(num_items)),
+      out_item_(num_items + 1), out_next_(num_items + 1) {
+    require(num_states >= 1, "a forest needs states");
     rec_start_.assign(num_states, 0);
     rec_end_.assign(num_states, 0);  // records of state s: rec_start[s]..rec_end[s]
     first_stamp_.assign(4096, 0);
@@ -167,8 +188,6 @@ SplitForest::SplitForest(int64_t num_items, int64_t num_states)
     ht_next_.assign(1024, 0);
     ht_class_.assign(1024, 0);
     ht_new_.assign(1024, 0);
-    out_item_.assign(num_items + 1, 0);
-    out_next_.assign(num_items + 1, 0);
 }
 
 void SplitForest::refine(const TrieWalk& walk, int64_t lo, int64_t hi) {
@@ -269,20 +288,24 @@ void SplitForest::refine_with(const TrieWalk& walk, const Offset* trans_off, int
     }
 }
 
-py::array_t<int32_t> SplitForest::classes() const { return to_numpy(cls_); }
+py::array_t<int32_t> SplitForest::classes() const { return to_numpy(cls_.data(), num_items_); }
 
 py::tuple SplitForest::expand(In<int32_t> canon_of_item, int64_t n_classes) const {
     length(canon_of_item, "canon_of_item", num_items_);
     require(n_classes >= 1, "n_classes must be positive");
     const int32_t* canon = canon_of_item.data();
-    require_in_range(canon, num_items_, 0, num_items_ + 1, "canon_of_item");
     std::vector<int64_t> counts(num_states_, 0);
     std::vector<int32_t> out_class, out_next;
     {
         py::gil_scoped_release released;
         const int64_t n_ids = parent_.size();
-        int64_t n_canon = 0;
-        for (int64_t item = 0; item < num_items_; ++item) n_canon = std::max<int64_t>(n_canon, canon[item] + 1);
+        int32_t lowest = 0, highest = -1;
+        for (int64_t item = 0; item < num_items_; ++item) {
+            lowest = std::min(lowest, canon[item]);
+            highest = std::max(highest, canon[item]);
+        }
+        require(lowest >= 0 && highest <= num_items_, "canon_of_item holds a class out of range");
+        const int64_t n_canon = int64_t{highest} + 1;
         // each final class lies under exactly one leaf id of this forest
         std::vector<int64_t> leaf_of_canon(n_canon, -1);
         for (int64_t item = 0; item < num_items_; ++item) leaf_of_canon[canon[item]] = cls_[item];
@@ -341,44 +364,50 @@ py::tuple SplitForest::expand(In<int32_t> canon_of_item, int64_t n_classes) cons
 py::tuple canonical_classes(In<int32_t> forest_cls, In<int64_t> item_of_token) {
     require(forest_cls.ndim() == 2 && forest_cls.shape(0) >= 1, "forest_cls is [forests, items]");
     const int64_t n_forests = forest_cls.shape(0), n_items = forest_cls.shape(1);
+    require(n_items < INT32_MAX, "fewer than 2**31 items");
     const int64_t n_tokens = length(item_of_token, "item_of_token");
     const int32_t* fc = forest_cls.data();
-    require_in_range(fc, n_forests * n_items, 0, INT32_MAX, "forest_cls");
-    require_in_range(item_of_token.data(), n_tokens, -1, n_items, "item_of_token");
     const int64_t* item_of = item_of_token.data();
-    std::vector<int32_t> token_class(n_tokens, 0), canon_of_item(n_items, 0);
+    py::array_t<int32_t> token_class_out(n_tokens), canon_out(n_items);
+    int32_t* token_class = token_class_out.mutable_data();
+    int32_t* canon_of_item = canon_out.mutable_data();
     {
         py::gil_scoped_release released;
         // combine forest by forest: (class so far, class in the next forest) -> dense id
-        std::vector<int64_t> combined(n_items, 0);
-        if (n_forests == 1) {  // one forest: its classes, renumbered densely in item order
-            const int64_t width = n_items ? *std::max_element(fc, fc + n_items) + 1 : 1;
-            std::vector<int64_t> dense(width, -1);
-            int64_t n_seen = 0;
+        std::unique_ptr<int32_t[]> combined(new int32_t[std::max<int64_t>(n_items, 1)]);
+        for (int64_t f = 0; f < n_forests; ++f) {
+            const int32_t* other = fc + f * n_items;
+            int32_t lowest = 0, highest = 0;
             for (int64_t item = 0; item < n_items; ++item) {
-                const int32_t c = fc[item];
-                if (dense[c] < 0) dense[c] = n_seen++;
-                combined[item] = dense[c];
+                lowest = std::min(lowest, other[item]);
+                highest = std::max(highest, other[item]);
             }
-        } else {
+            require(lowest >= 0, "forest_cls holds a negative class");
+            const int64_t width = int64_t{highest} + 1;
+            int32_t n_seen = 0;
+            if (f == 0) {  // the first forest's classes, renumbered densely in item order
+                std::vector<int32_t> dense(width, -1);
+                for (int64_t item = 0; item < n_items; ++item) {
+                    int32_t& id = dense[other[item]];
+                    if (id < 0) id = n_seen++;
+                    combined[item] = id;
+                }
+                continue;
+            }
             uint64_t table_size = 16;
             while (static_cast<int64_t>(table_size) < 2 * n_items) table_size *= 2;
             const uint64_t mask = table_size - 1;
-            for (int64_t f = 0; f < n_forests; ++f) {
-                std::vector<int64_t> keys(table_size, -1), vals(table_size, 0);
-                const int32_t* other = fc + f * n_items;
-                const int64_t width = n_items ? *std::max_element(other, other + n_items) + 1 : 1;
-                int64_t n_seen = 0;
-                for (int64_t item = 0; item < n_items; ++item) {
-                    const int64_t key = combined[item] * width + other[item];
-                    uint64_t slot = slot_of(key, mask);
-                    while (keys[slot] != -1 && keys[slot] != key) slot = (slot + 1) & mask;
-                    if (keys[slot] == -1) {
-                        keys[slot] = key;
-                        vals[slot] = n_seen++;
-                    }
-                    combined[item] = vals[slot];
+            std::vector<int64_t> keys(table_size, -1);
+            std::vector<int32_t> vals(table_size, 0);
+            for (int64_t item = 0; item < n_items; ++item) {
+                const int64_t key = combined[item] * width + other[item];
+                uint64_t slot = slot_of(key, mask);
+                while (keys[slot] != -1 && keys[slot] != key) slot = (slot + 1) & mask;
+                if (keys[slot] == -1) {
+                    keys[slot] = key;
+                    vals[slot] = n_seen++;
                 }
+                combined[item] = vals[slot];
             }
         }
         // items never allowed anywhere are in class 0 of every forest
@@ -394,15 +423,20 @@ py::tuple canonical_classes(In<int32_t> forest_cls, In<int64_t> item_of_token) {
         int32_t n_classes = 1;
         for (int64_t token = 0; token < n_tokens; ++token) {
             const int64_t item = item_of[token];
-            if (item < 0) continue;
-            const int64_t key = combined[item];
-            if (class_of_combined[key] < 0) class_of_combined[key] = n_classes++;
-            token_class[token] = class_of_combined[key];
+            if (item < 0) {
+                require(item == -1, "item_of_token holds a negative value other than -1");
+                token_class[token] = 0;
+                continue;
+            }
+            require(item < n_items, "item_of_token holds an item past the forests' items");
+            int32_t& klass = class_of_combined[combined[item]];
+            if (klass < 0) klass = n_classes++;
+            token_class[token] = klass;
         }
         for (int64_t item = 0; item < n_items; ++item)
             canon_of_item[item] = class_of_combined[combined[item]];
     }
-    return py::make_tuple(to_numpy(token_class), to_numpy(canon_of_item));
+    return py::make_tuple(token_class_out, canon_out);
 }
 
 py::array_t<int32_t> min_tokens_to_accept(In<int64_t> state_ptr, In<int32_t> entry_next,

@@ -5,7 +5,9 @@
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <stdexcept>
 #include <string>
@@ -57,14 +59,42 @@ inline void require_csr(const In<int64_t>& ptr, int64_t n, int64_t size, const c
         if (p[i + 1] < p[i]) fail(std::string(name) + " decreases at index " + std::to_string(i));
 }
 
-// A 1-D numpy array holding a copy of `values[0:n]`.
+// A 1-D numpy array holding a copy of `values[0:count]`.
 template <class T>
-py::array_t<T> to_numpy(const std::vector<T>& values, int64_t n = -1) {
-    const int64_t count = n < 0 ? static_cast<int64_t>(values.size()) : n;
+py::array_t<T> to_numpy(const T* values, int64_t count) {
     py::array_t<T> out(count);
-    if (count > 0) std::memcpy(out.mutable_data(), values.data(), count * sizeof(T));
+    if (count > 0) std::memcpy(out.mutable_data(), values, count * sizeof(T));
     return out;
 }
+
+// A 1-D numpy array holding a copy of `values[0:n]` (all of them when n is -1).
+template <class T>
+py::array_t<T> to_numpy(const std::vector<T>& values, int64_t n = -1) {
+    return to_numpy(values.data(), n < 0 ? static_cast<int64_t>(values.size()) : n);
+}
+
+// A fixed-size array of zeros from calloc: pages never written cost nothing, which matters
+// for arrays as long as a vocabulary's trie of which a narrow grammar touches a few entries.
+template <class T>
+class ZeroedArray {
+   public:
+    explicit ZeroedArray(int64_t n)
+        : data_(static_cast<T*>(std::calloc(static_cast<size_t>(std::max<int64_t>(n, 1)), sizeof(T)))),
+          size_(n) {
+        if (n < 0 || data_ == nullptr) throw std::bad_alloc();
+    }
+    ~ZeroedArray() { std::free(data_); }
+    ZeroedArray(const ZeroedArray&) = delete;
+    ZeroedArray& operator=(const ZeroedArray&) = delete;
+    T& operator[](int64_t i) { return data_[i]; }
+    const T& operator[](int64_t i) const { return data_[i]; }
+    const T* data() const { return data_; }
+    int64_t size() const { return size_; }
+
+   private:
+    T* data_;
+    int64_t size_;
+};
 
 // A 2-D numpy array holding a copy of the first `rows` rows of row-major `values`.
 template <class T>

@@ -53,14 +53,14 @@ class SplitForest {
     void refine_with(const TrieWalk& walk, const Offset* trans_off, int64_t lo, int64_t hi);
 
     int64_t num_items_, num_states_;
-    std::vector<int32_t> cls_, parent_{0}, rec_id_;
+    ZeroedArray<int32_t> cls_, out_item_;  // per item: its class; the items of one walk
+    ZeroedArray<int64_t> out_next_;        // the next state of each item of one walk
+    std::vector<int32_t> parent_{0}, rec_id_;
     std::vector<int64_t> rec_next_, rec_start_, rec_end_;
     std::vector<int64_t> first_stamp_, first_next_;
     std::vector<int32_t> first_new_;
     std::vector<int64_t> ht_stamp_, ht_next_;
     std::vector<int32_t> ht_class_, ht_new_;
-    std::vector<int32_t> out_item_;
-    std::vector<int64_t> out_next_;
 };
 
 // nfa.cpp
