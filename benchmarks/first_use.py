@@ -95,7 +95,7 @@ def main() -> None:
         if not args.workdir:
             shutil.rmtree(work, ignore_errors=True)
 
-    print(f"| step | wall | target | |\n|---|---|---|---|")
+    print("| step | wall | target | |\n|---|---|---|---|")
     for name, seconds, target in rows:
         verdict = "met" if seconds <= target else f"missed by {seconds / target:.1f}x"
         print(f"| {name} | {seconds:.2f} s | <= {target:g} s | {verdict} |")

@@ -15,7 +15,7 @@ import pytest
 from safetensors.numpy import save_file
 
 import grammarc
-from grammarc.artifact import CALLS_FORMAT_VERSION, FORMAT_VERSION, checksum, read_artifact
+from grammarc.artifact import CALLS_FORMAT_VERSION, checksum, read_artifact
 from grammarc.errors import ArtifactError, GrammarcError
 
 PATTERN = r"(?:[^eE]{1,12}|\d{4}-\d{2}-\d{2})"
