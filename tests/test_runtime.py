@@ -158,7 +158,7 @@ def test_runtime_imports_no_compile_side_package(grammar, tmp_path):
     grammar.save(path)
     script = textwrap.dedent(f"""
         import sys
-        BLOCKED = ("lark", "interegular", "tokenizers", "torch", "scipy", "click", "gguf",
+        BLOCKED = ("lark", "tokenizers", "torch", "scipy", "click", "gguf",
                    "transformers", "accelerate", "grammarc._core")
         class Block:
             def find_spec(self, name, path=None, target=None):

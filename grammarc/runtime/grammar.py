@@ -307,7 +307,8 @@ class Grammar:
         return table
 
     def to_csr(self):
-        """The full table as a `scipy.sparse.csr_matrix` (needs scipy)."""
+        """The full table as a `scipy.sparse.csr_matrix` (needs scipy: `pip install
+        grammarc[scipy]`)."""
         from scipy.sparse import csr_matrix
 
         ptr, tokens, nxt = self._csr_arrays()
