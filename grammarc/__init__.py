@@ -10,7 +10,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ._version import __version__
-from .errors import ArtifactError, GrammarcError, GrammarError, TokenizerError
+from .errors import (
+    ArtifactError, BudgetError, GrammarcError, GrammarcNotice, GrammarError, TokenizerError,
+)
 from .runtime import Grammar, load
 
 if TYPE_CHECKING:
@@ -39,6 +41,7 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
-    "ArtifactError", "FrontendOptions", "Grammar", "GrammarError", "GrammarcError", "Tokenizer",
+    "ArtifactError", "BudgetError", "FrontendOptions", "Grammar", "GrammarError", "GrammarcError",
+    "GrammarcNotice", "Tokenizer",
     "TokenizerError", "__version__", "compile", "compile_json_schema", "load", "load_tokenizer",
 ]

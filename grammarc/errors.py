@@ -55,6 +55,15 @@ class ArtifactError(GrammarcError):
     """An artifact file that is missing, corrupted, or of an unknown format version."""
 
 
+class BudgetError(GrammarcError, ValueError):
+    """No text of the grammar fits in the number of tokens allowed."""
+
+
+class GrammarcNotice(UserWarning):
+    """Something the user should know about a compiled grammar, e.g. unrolled recursion (a
+    warning, not an error: the grammar compiled)."""
+
+
 def line_column(text: str, offset: int) -> tuple[int, int]:
     """Return the 1-based (line, column) of character `offset` in `text`."""
     offset = max(0, min(offset, len(text)))

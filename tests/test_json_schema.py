@@ -620,3 +620,13 @@ def test_compile_json_schema_records_the_schema(smollm2):
     assert list(json.loads(grammar.source)["properties"]) == ["z", "a"]  # order kept
     assert grammar.matches('{"z": true, "a": 1}') and not grammar.matches('{"a": 1, "z": true}')
 
+
+
+def test_errors_of_a_named_schema_keep_their_type():
+    """The file name is prefixed without turning an UnsupportedError into a plain
+    GrammarError (callers tell "cannot compile exactly" from "invalid")."""
+    from grammarc.errors import UnsupportedError
+    from grammarc.frontends.json_schema import parse_json_schema
+
+    with pytest.raises(UnsupportedError, match=r"^s\.json: #/pattern: .*lookbehind"):
+        parse_json_schema('{"type": "string", "pattern": "(?<=a)b"}', "s.json")

@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 from ..automaton import DEFAULT_MAX_STATES
 from ..automaton.expr import Expr
-from ..errors import GrammarcError
+from ..errors import GrammarcError, GrammarcNotice
 
 KINDS = ("regex", "json-schema", "lark", "gbnf", "fsm")
 
@@ -23,10 +23,6 @@ _SUFFIXES = (
     (".schema.json", "json-schema"), (".json", "json-schema"),
     (".regex", "regex"), (".lark", "lark"), (".gbnf", "gbnf"),
 )
-
-
-class GrammarcNotice(UserWarning):
-    """Something the user should know about a compiled grammar, e.g. unrolled recursion."""
 
 
 def _warn(message: str) -> None:

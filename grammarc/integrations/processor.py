@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import GrammarcError
+from ..errors import BudgetError
 from ..runtime import Grammar
 from ..runtime.grammar import _is_torch
 
@@ -124,10 +124,6 @@ class GrammarProcessor:
             eos = self._eos[key] = sys.modules["torch"].as_tensor(ids, device=key) \
                 if _is_torch(like) else ids
         return eos
-
-
-class BudgetError(GrammarcError, ValueError):
-    """No text of the grammar fits in the number of tokens allowed."""
 
 
 def check_budget(grammar: Grammar, max_new_tokens: int) -> None:

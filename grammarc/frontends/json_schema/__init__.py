@@ -31,7 +31,7 @@ def parse_json_schema(text: str, source_name: str | None = None,
         return compile_schema(schema, options or FrontendOptions())
     except GrammarError as exc:
         if source_name and not str(exc).startswith(source_name):
-            raise GrammarError(f"{source_name}: {exc}") from None
+            raise type(exc)(f"{source_name}: {exc}") from None  # the subtype is kept
         raise
 
 
