@@ -317,7 +317,7 @@ def _echo_check(report: dict[str, Any]) -> None:
                 f"{report['token_text']!r})"
         click.echo(f"no: {token} comes after the end-of-sequence token" if reason == "after_eos"
                    else f"no: {token} is not allowed at {where}; "
-                        f"{report['allowed_tokens']:,} tokens are")
+                        f"{report['allowed_tokens']:,} tokens are allowed there")
     matched = report["matched"]
     click.echo(f"  matched: {matched[-60:]!r}" if len(matched) <= 60
                else f"  matched: …{matched[-60:]!r}")
