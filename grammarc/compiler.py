@@ -21,7 +21,7 @@ from ._version import __version__
 from .align import align, tokenizer_trie
 from .align_calls import align_calls
 from .artifact import CALLS_FORMAT_VERSION, FORMAT_NAME, FORMAT_VERSION
-from .automaton import DEFAULT_MAX_STATES, ByteDFA
+from .automaton import ByteDFA
 from .automaton.machines import PushdownDFA
 from .automaton.machines import language_automaton
 from .errors import GrammarcError, GrammarError, TooManyStatesError
@@ -37,23 +37,24 @@ Progress = Callable[[int, int], None]
 
 def compile(source: str | os.PathLike, tokenizer: Tokenizer | str | os.PathLike,
             kind: str | None = None, *, options: FrontendOptions | None = None,
-            max_states: int = DEFAULT_MAX_STATES, progress: Progress | None = None,
+            progress: Progress | None = None,
             timings: dict[str, float] | None = None) -> Grammar:
     """Compile a grammar for a tokenizer.
 
     `source` is the grammar text (then `kind` is required) or a path to a grammar file (the
     kind follows its suffix: .regex, .json, .lark, .gbnf, .fsm.yaml). `tokenizer` is a
     `Tokenizer` or anything `load_tokenizer` accepts. `options` are the front ends' options
-    (recursion depth, start rule, JSON whitespace, ...); notices such as unrolled recursion
-    are issued as `GrammarcNotice` warnings unless `options.notice` says otherwise.
+    (recursion depth, start rule, JSON whitespace, the `max_states` bound, ...); notices such
+    as unrolled recursion are issued as `GrammarcNotice` warnings unless `options.notice` says
+    otherwise.
     """
     kind, text, name = read_source(source, kind)
     tok = load_tokenizer(tokenizer)
-    options = replace(options or FrontendOptions(), max_states=max_states)
-    automaton = build_automaton(kind, text, name, options, max_states, timings)
+    options = options or FrontendOptions()
+    automaton = build_automaton(kind, text, name, options, timings)
     with _timed(timings, "trie"):
         trie = tokenizer_trie(tok)
-    metadata = grammar_metadata(kind, text, name, tok, options, max_states)
+    metadata = grammar_metadata(kind, text, name, tok, options)
     if isinstance(automaton, PushdownDFA):
         return _call_grammar(automaton, trie, tok, metadata, progress, timings)
     table = align(automaton, trie, tok.vocab_size, tok.eos_token_ids, progress=progress,
@@ -89,7 +90,7 @@ def _call_grammar(pd: PushdownDFA, trie, tok: Tokenizer, metadata: dict[str, Any
 
 
 def grammar_metadata(kind: str, text: str, name: str | None, tok: Tokenizer,
-                     options: FrontendOptions, max_states: int) -> dict[str, Any]:
+                     options: FrontendOptions) -> dict[str, Any]:
     """The artifact metadata a compile records: every input that decides the tables (the
     layout and checksum are added when it is saved)."""
     return {
@@ -100,7 +101,7 @@ def grammar_metadata(kind: str, text: str, name: str | None, tok: Tokenizer,
         "source": text,
         "source_sha256": hashlib.sha256(text.encode("utf-8")).hexdigest(),
         "source_name": name,
-        "options": replace(options, max_states=max_states).to_metadata(),
+        "options": options.to_metadata(),
         "tokenizer": {"name": tok.name, "fingerprint": tok.fingerprint,
                       "vocab_size": tok.vocab_size, "eos_token_ids": list(tok.eos_token_ids)},
         "start_state": 1,
@@ -109,7 +110,6 @@ def grammar_metadata(kind: str, text: str, name: str | None, tok: Tokenizer,
 
 
 def build_automaton(kind: str, text: str, name: str | None, options: FrontendOptions,
-                    max_states: int = DEFAULT_MAX_STATES,
                     timings: dict[str, float] | None = None) -> ByteDFA | PushdownDFA:
     """The character-level automaton of a grammar source: its front end, then the minimal
     byte DFA, or machines linked by calls when the front end made some and the next byte
@@ -127,7 +127,7 @@ def build_automaton(kind: str, text: str, name: str | None, options: FrontendOpt
             expr = parser_for(kind)(text, name, replace(options, notice=notice))
         with _timed(timings, "byte DFA"):
             try:
-                return language_automaton(expr, max_states, options.max_depth, notice)
+                return language_automaton(expr, options.max_states, options.max_depth, notice)
             except GrammarError as exc:
                 if exc.line is not None:
                     raise

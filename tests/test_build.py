@@ -150,6 +150,8 @@ def test_check_lists_stale_missing_and_damaged_artifacts_and_writes_nothing(buil
      "unknown key 'layuot'"),
     ("[[artifact]]\nsource = 'g.regex'\noutput = 'o.npz'\ntokenizer = 'x'\nmax_depth = -1\n",
      "max_depth must be an integer >= 0"),
+    ("[[artifact]]\nsource = 'g.regex'\noutput = 'o.npz'\ntokenizer = 'x'\nmax_states = 1\n",
+     "max_states must be an integer >= 2"),
     ("[[artifact]]\nsource = 'g.regex'\noutput = 'o.npz'\ntokenizer = 'x'\nlenient = 'yes'\n",
      "lenient must be true or false"),
     ("[[artifact]]\nsource = 'g.regex'\noutput = 'o.npz'\ntokenizer = 'x'\neos = [1, -2]\n",

@@ -3,6 +3,8 @@ errors with positions (run as real subprocesses)."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from helpers import assert_clean_error, run_cli
 
@@ -82,3 +84,18 @@ def test_too_many_states_names_the_unrolled_rules(tmp_path):
                      "20", "-q", cwd=tmp_path)
     assert_clean_error(result, "palindromes.gbnf: the automaton needs 91 DFA states, more than "
                                "--max-states 20; recursive rules root unrolled to depth 4")
+
+
+def test_max_states_means_the_same_to_compile_and_dot(tmp_path):
+    """One bound, one meaning: --max-states limits the automata built on the way (here the
+    first operand of an allOf) as much as the final one, for every command."""
+    schema = {"allOf": [{"type": "string", "pattern": "^(a|b)*a(a|b){6}$"},
+                        {"type": "string", "maxLength": 40}]}
+    (tmp_path / "s.schema.json").write_text(json.dumps(schema))
+    compiled = run_cli("compile", "s.schema.json", "--tokenizer", "smollm2", "--max-states",
+                       "100", "-q", cwd=tmp_path)
+    drawn = run_cli("dot", "s.schema.json", "--max-states", "100", "-q", cwd=tmp_path)
+    assert_clean_error(compiled, "more than --max-states 100")
+    assert_clean_error(drawn, "more than --max-states 100")
+    assert compiled.stderr == drawn.stderr
+    assert run_cli("dot", "s.schema.json", "-q", cwd=tmp_path).returncode == 0

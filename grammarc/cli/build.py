@@ -20,7 +20,6 @@ from typing import Any, Callable
 import click
 
 from ..artifact import LAYOUTS, SUFFIXES, read_artifact
-from ..automaton import DEFAULT_MAX_STATES
 from ..errors import ArtifactError, GrammarcError
 from ..frontends import KINDS, FrontendOptions, grammar_stem
 from . import EXIT_CODES_HELP, main
@@ -43,7 +42,8 @@ def _frontend_setting(key: str) -> tuple[Callable[[Any], bool], str]:
     if isinstance(default, bool):
         return (lambda v: isinstance(v, bool)), "true or false"
     if isinstance(default, int):
-        return _is_count(0), "an integer >= 0"
+        minimum = FrontendOptions.MINIMUMS.get(key, 0)
+        return _is_count(minimum), f"an integer >= {minimum}"
     return _is_str, "a string"
 
 
@@ -54,7 +54,6 @@ _SETTINGS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "kind": (lambda v: v in KINDS, f"one of {', '.join(KINDS)}"),
     "layout": (lambda v: v in LAYOUTS, f"one of {', '.join(LAYOUTS)}"),
     "eos": (lambda v: isinstance(v, list) and all(map(_is_count(0), v)), "a list of token ids"),
-    "max_states": (_is_count(2), "an integer >= 2"),
     **{key: _frontend_setting(key) for key in _FRONTEND_KEYS},
 }
 _ENTRY_KEYS = ("source", "sources", "output")
@@ -195,16 +194,14 @@ def build_command(manifest: Path, check: bool, force: bool, as_json: bool) -> No
             loaded[key] = _named_tokenizer(target.tokenizer_spec, target.tokenizer, eos)
         tokenizer = loaded[key]
         options = target.options(lambda message: click.echo(f"notice: {message}", err=True))
-        max_states = target.settings.get("max_states", DEFAULT_MAX_STATES)
         layout = target.settings.get("layout", "factored")
         kind, text, name = read_source(target.source, target.settings.get("kind"))
-        wanted = {k: v for k, v in grammar_metadata(kind, text, name, tokenizer, options,
-                                                    max_states).items() if k != "source"}
+        wanted = {k: v for k, v in grammar_metadata(kind, text, name, tokenizer,
+                                                    options).items() if k != "source"}
         status, reasons = _freshness(target.output, {**wanted, "layout": layout})
         if not check and (force or status != "fresh"):
             started = time.perf_counter()
-            grammar = compile_grammar(target.source, tokenizer, kind, options=options,
-                                      max_states=max_states)
+            grammar = compile_grammar(target.source, tokenizer, kind, options=options)
             target.output.parent.mkdir(parents=True, exist_ok=True)
             grammar.save(target.output, layout=layout)
             status = "built"

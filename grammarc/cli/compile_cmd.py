@@ -57,9 +57,12 @@ def frontend_options(command):
         click.option("--kind", type=click.Choice(KINDS),
                      help="Grammar kind; by default it follows the SOURCE suffix "
                           "(.regex, .json, .lark, .gbnf, .fsm.yaml)."),
-        click.option("--max-states", type=click.IntRange(min=2), default=DEFAULT_MAX_STATES,
-                     show_default=True, help="Fail instead of building a DFA larger than this."),
-        click.option("--max-depth", type=click.IntRange(min=0), default=4, show_default=True,
+        click.option("--max-states", type=click.IntRange(min=FrontendOptions.MINIMUMS["max_states"]),
+                     default=DEFAULT_MAX_STATES, show_default=True,
+                     help="Fail instead of building an automaton (final or intermediate) larger "
+                          "than this."),
+        click.option("--max-depth", type=click.IntRange(min=FrontendOptions.MINIMUMS["max_depth"]),
+                     default=4, show_default=True,
                      help="How deep recursive rules and $refs are unrolled."),
         click.option("--start", metavar="RULE", help="Start rule of a Lark or GBNF grammar."),
         click.option("--whitespace", default="default", show_default=True, metavar="STYLE",
@@ -77,12 +80,12 @@ def frontend_options(command):
     return command
 
 
-def make_frontend_options(max_depth: int, start: str | None, whitespace: str,
+def make_frontend_options(max_states: int, max_depth: int, start: str | None, whitespace: str,
                           strict_objects: bool, lenient: bool, integer_fractions: bool,
                           quiet: bool) -> FrontendOptions:
     """`FrontendOptions` from the command-line options; notices go to stderr unless quiet."""
     return FrontendOptions(
-        max_depth=max_depth, start=start, whitespace=whitespace,
+        max_states=max_states, max_depth=max_depth, start=start, whitespace=whitespace,
         additional_properties=not strict_objects, lenient=lenient,
         integer_fractions=integer_fractions,
         notice=(lambda message: None) if quiet else
@@ -124,13 +127,13 @@ def compile_command(source: Path | None, pattern: str | None, kind: str | None,
     _check_output(output)
     started = time.perf_counter()
     tokenizer = load_tokenizer(tokenizer_spec, eos_token_ids=eos)
-    options = make_frontend_options(max_depth, start, whitespace, strict_objects, lenient,
-                                    integer_fractions, quiet)
+    options = make_frontend_options(max_states, max_depth, start, whitespace, strict_objects,
+                                    lenient, integer_fractions, quiet)
     progress = _AlignmentProgress(quiet)
     try:
         grammar = compile_grammar(pattern if pattern is not None else source, tokenizer,
                                   kind or ("regex" if pattern is not None else None),
-                                  options=options, max_states=max_states, progress=progress)
+                                  options=options, progress=progress)
     finally:
         progress.close()
     grammar.save(output, layout=layout)

@@ -43,9 +43,9 @@ def dot_command(source: Path, output: Path | None, kind: str | None, max_states:
         from ..compiler import build_automaton, read_source
 
         kind, grammar, name = read_source(source, kind)
-        options = make_frontend_options(max_depth, start, whitespace, strict_objects, lenient,
-                                        integer_fractions, quiet)
-        automaton = build_automaton(kind, grammar, name, options, max_states)
+        options = make_frontend_options(max_states, max_depth, start, whitespace,
+                                        strict_objects, lenient, integer_fractions, quiet)
+        automaton = build_automaton(kind, grammar, name, options)
         if isinstance(automaton, PushdownDFA):
             owner = np.repeat(np.arange(len(automaton.call_ptr) - 1),
                               np.diff(automaton.call_ptr))

@@ -9,7 +9,7 @@ import importlib
 import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, ClassVar
 
 from ..automaton import DEFAULT_MAX_STATES
 from ..automaton.expr import Expr
@@ -41,6 +41,15 @@ class FrontendOptions:
     integer_fractions: bool = False    # JSON Schema: "type": "integer" also as 34.0 (draft 6+)
     max_states: int = DEFAULT_MAX_STATES  # bound of every automaton built, intermediate ones too
     notice: Callable[[str], None] = field(default=_warn, compare=False)  # where notices go
+
+    # the smallest value of each integer option (command line, manifest and Python alike)
+    MINIMUMS: ClassVar[dict[str, int]] = {"max_depth": 0, "max_states": 2}
+
+    def __post_init__(self) -> None:
+        for name, minimum in self.MINIMUMS.items():
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+                raise GrammarcError(f"{name} must be an integer >= {minimum}, not {value!r}")
 
     def to_metadata(self) -> dict[str, Any]:
         """The options as recorded in an artifact."""
