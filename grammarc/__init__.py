@@ -13,7 +13,7 @@ from ._version import __version__
 from .errors import (
     ArtifactError, BudgetError, GrammarcError, GrammarcNotice, GrammarError, TokenizerError,
 )
-from .runtime import Grammar, load
+from .runtime import Grammar, Matcher, load
 
 if TYPE_CHECKING:
     from .compiler import compile, compile_json_schema
@@ -42,6 +42,6 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "ArtifactError", "BudgetError", "FrontendOptions", "Grammar", "GrammarError", "GrammarcError",
-    "GrammarcNotice", "Tokenizer",
+    "GrammarcNotice", "Matcher", "Tokenizer",
     "TokenizerError", "__version__", "compile", "compile_json_schema", "load", "load_tokenizer",
 ]

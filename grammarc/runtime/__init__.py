@@ -1,6 +1,9 @@
 """The runtime: load a compiled artifact and mask logits. Needs numpy (and safetensors for
 `.safetensors` files); never imports lark, tokenizers, torch or the compiled core itself."""
 
-from .grammar import Grammar, check_tokenizer, load, tokenizer_mismatches
+from .bitmask import apply_bitmask, bitmask_width, unpack_bitmask
+from .grammar import Forced, Grammar, check_tokenizer, load, tokenizer_mismatches
+from .matcher import Matcher
 
-__all__ = ["Grammar", "check_tokenizer", "load", "tokenizer_mismatches"]
+__all__ = ["Forced", "Grammar", "Matcher", "apply_bitmask", "bitmask_width", "check_tokenizer",
+           "load", "tokenizer_mismatches", "unpack_bitmask"]

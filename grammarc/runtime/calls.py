@@ -20,7 +20,8 @@ from typing import Any
 import numpy as np
 
 from ..artifact import suffix_count
-from .grammar import _MASK_CACHE_BYTES, Grammar, _frozen, _is_torch, check_logits, integer_array
+from .grammar import (_MASK_CACHE_BYTES, Grammar, _frozen, _is_torch, _read_only, check_logits,
+                      integer_array)
 
 _DEAD = -2  # resolve(): the text dies
 CALL_TENSORS = ("machine_start", "machine_first", "call_ptr", "call_machine", "call_return",
@@ -165,7 +166,9 @@ class CallGrammar(Grammar):
         cost, below = int(self._min_tokens[table_state]), self._node_cost[node]
         return -1 if cost < 0 or below < 0 else cost + below
 
-    def mask(self, state: int) -> np.ndarray:
+    def mask(self, state: int, *, budget: int | None = None) -> np.ndarray:
+        if budget is not None:
+            return _read_only(self.mask_within(state, budget))
         config = self._check_state(state)
         mask = self._config_masks.get(config)
         if mask is None:
@@ -263,6 +266,21 @@ class CallGrammar(Grammar):
         """Tokens each table state may allow: its ordinary tokens and all its stack tokens
         (whether a returning one is allowed depends on the stack)."""
         return super().allowed_counts() + np.diff(self._stack_ptr)
+
+    def _next_bytes(self, state: int) -> np.ndarray:
+        """Bytes that may come next: the frame's transitions, the first bytes of the machines
+        it may call, and where it may return, those of the frames below."""
+        table = self._byte_dfa()
+        q, node = self._config_state[state], self._config_node[state]
+        following = np.zeros(256, np.bool_)
+        while q:
+            following |= table[q] != 0
+            for k in range(self._call_ptr[q], self._call_ptr[q + 1]):
+                following |= self._machine_first[self._call_machine[k]]
+            if not (self._accepting[q] and node):
+                break
+            q, node = self._node_top[node], self._node_below[node]
+        return following
 
     def _byte_step(self, state: int, byte: int) -> int:
         """One byte by the machines' rules: a transition, else a call its first byte opens,

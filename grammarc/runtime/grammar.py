@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import sys
 from collections import OrderedDict
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -23,6 +24,15 @@ from ..artifact import CALLS_FORMAT_VERSION, ArtifactData, read_artifact, write_
 from ..errors import ArtifactError
 
 _MASK_CACHE_BYTES = 64 << 20
+FORCED_LIMIT = 4096  # bytes and tokens: Grammar.forced looks no further
+
+
+@dataclass(frozen=True)
+class Forced:
+    """The only way forward from a state: its text (bytes) and tokens (`Grammar.forced`)."""
+
+    text: bytes
+    tokens: tuple[int, ...]
 
 
 class Grammar:
@@ -111,8 +121,11 @@ class Grammar:
         label = -1 if self._state_labels is None else self._state_labels[self._check_state(state)]
         return self.metadata["state_names"][label] if label >= 0 else None
 
-    def mask(self, state: int) -> np.ndarray:
-        """Read-only boolean array over the vocabulary: True where the token is allowed."""
+    def mask(self, state: int, *, budget: int | None = None) -> np.ndarray:
+        """Boolean array over the vocabulary: True where the token is allowed (read-only).
+        With `budget`, only the tokens of `mask_within(state, budget)`."""
+        if budget is not None and budget < self._unlimited_budget:
+            return _read_only(self.mask_within(state, budget))
         return self._cached_mask(int(self._state_row[self._check_state(state)]), allowed=True)
 
     def allowed(self, state: int) -> np.ndarray:
@@ -249,6 +262,70 @@ class Grammar:
             np.copyto(view[i, :vocab], -np.inf, where=forbidden)
         view[:, vocab:] = -np.inf
         return out
+
+    # ---------------------------------------------------------------- engines
+    def bitmask(self, state: int, *, budget: int | None = None) -> np.ndarray:
+        """The tokens allowed in `state` (with `budget`: those of `mask_within`) as packed
+        int32 words, bit `t % 32` of word `t // 32` (docs/runtime.md, "Serving engines")."""
+        from .bitmask import bitmask_width
+
+        out = np.zeros((1, bitmask_width(self.vocab_size)), np.int32)
+        return self.fill_bitmask([state], out, budget=budget)[0]
+
+    def fill_bitmask(self, states, out, *, budget=None):
+        """Write the packed bitmask of each of `states` into the rows of `out`, an int32
+        (B, W) numpy array or torch tensor (any device) with W >= ceil(V / 32), as engines
+        preallocate it; words past the vocabulary are cleared. `budget`: None, one int for
+        every row, or one per row (as `mask_within`). Returns `out`."""
+        from .bitmask import pack_mask
+
+        states = integer_array(states, "states").reshape(-1)
+        self._check_states(states)
+        budgets = [budget] * len(states) if budget is None or np.ndim(budget) == 0 else \
+            integer_array(budget, "budgets").reshape(-1).tolist()
+        if len(budgets) != len(states):
+            raise ValueError(f"{len(states)} states but {len(budgets)} budgets")
+        if tuple(out.shape[:1]) != (len(states),) or len(out.shape) != 2 or \
+                str(out.dtype).rsplit(".", 1)[-1] != "int32":
+            raise ValueError(f"out must be an int32 array of shape ({len(states)}, W), not "
+                             f"{out.dtype} {tuple(out.shape)}")
+        on_host = not _is_torch(out) or (out.device.type == "cpu" and out.is_contiguous())
+        host = (out.numpy() if _is_torch(out) else out) if on_host else \
+            np.empty(tuple(out.shape), np.int32)
+        for row, (state, limit) in enumerate(zip(states.tolist(), budgets)):
+            pack_mask(self.mask(state, budget=limit), host[row])
+        if not on_host:
+            out.copy_(sys.modules["torch"].from_numpy(host))
+        return out
+
+    def forced(self, state: int) -> "Forced":
+        """What every continuation of the text from `state` begins with (jump-forward).
+
+        `text`: the bytes up to the first choice (two possible bytes, or the text may end
+        there); `tokens`: the tokens that are each the only one allowed, one after another
+        (an EOS token never: ending is a choice of its own). An engine may append `tokens`
+        without running the model, or tokenize `text` itself. Each is at most
+        `FORCED_LIMIT` long."""
+        start = self._check_state(state)
+        text, at = bytearray(), start
+        while at and len(text) < FORCED_LIMIT and not self.is_accepting(at):
+            following = np.flatnonzero(self._next_bytes(at))
+            if len(following) != 1:
+                break
+            text.append(int(following[0]))
+            at = self._byte_step(at, int(following[0]))
+        tokens, at, eos = [], start, set(self.eos_token_ids)
+        while at and len(tokens) < FORCED_LIMIT:
+            allowed = np.flatnonzero(self.mask(at))
+            if len(allowed) != 1 or int(allowed[0]) in eos:
+                break
+            tokens.append(int(allowed[0]))
+            at = self.next_state(at, tokens[-1])
+        return Forced(bytes(text), tuple(tokens))
+
+    def _next_bytes(self, state: int) -> np.ndarray:
+        """Booleans over the 256 bytes: which may come next after `state`."""
+        return self._byte_dfa()[state] != 0
 
     # ------------------------------------------------------------- text level
     def walk_bytes(self, data: bytes, state: int = 1) -> int:
@@ -558,6 +635,11 @@ def _merged(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
         else:
             out.append((lo, hi))
     return out
+
+
+def _read_only(array: np.ndarray) -> np.ndarray:
+    array.flags.writeable = False
+    return array
 
 
 def _frozen(values, dtype) -> np.ndarray:

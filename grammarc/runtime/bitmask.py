@@ -1,0 +1,64 @@
+"""Packed token bitmasks, the layout serving engines apply (vLLM, SGLang, xgrammar).
+
+Token `t` is bit `t % 32` of int32 word `t // 32`, least significant bit first; a set bit means
+the token is allowed. A vocabulary of V tokens takes `ceil(V / 32)` words; words and bits past
+it are 0 (forbidden). Numpy only; torch is used when the caller hands in tensors.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+
+from .grammar import _is_torch, check_logits
+
+
+def bitmask_width(vocab_size: int) -> int:
+    """Words of a bitmask over `vocab_size` tokens: ceil(vocab_size / 32)."""
+    return (int(vocab_size) + 31) // 32
+
+
+def pack_mask(mask: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """Write boolean `mask` (V,) into the int32 words `out` (at least ceil(V/32)); words past
+    the mask are cleared. Returns `out`."""
+    packed = np.packbits(mask, bitorder="little")
+    words = -(-len(packed) // 4)
+    if words > len(out):
+        raise ValueError(f"a bitmask of {len(out)} words holds {32 * len(out)} tokens, not "
+                         f"{len(mask)}")
+    padded = np.zeros(4 * words, np.uint8)
+    padded[:len(packed)] = packed
+    out[:words] = padded.view("<i4")
+    out[words:] = 0
+    return out
+
+
+def unpack_bitmask(bitmask, vocab_size: int):
+    """Booleans (..., vocab_size) from int32 words (..., W): True where a token is allowed.
+    A numpy array or a torch tensor (on its device), as given."""
+    if _is_torch(bitmask):
+        torch = sys.modules["torch"]
+        shifts = torch.arange(32, dtype=torch.int32, device=bitmask.device)
+        bits = (bitmask.to(torch.int32).unsqueeze(-1) >> shifts) & 1
+        return bits.reshape(*bitmask.shape[:-1], -1)[..., :vocab_size].bool()
+    words = np.ascontiguousarray(bitmask, dtype="<i4")
+    bits = np.unpackbits(words.view(np.uint8), axis=-1, bitorder="little")
+    return bits[..., :vocab_size].astype(np.bool_)
+
+
+def apply_bitmask(logits, bitmask, *, inplace: bool = False):
+    """Set the logits of tokens whose bit is 0 to -inf: `logits` (V,) or (B, V) and `bitmask`
+    (W,) or (B, W), numpy or torch alike. Columns past 32 * W are forbidden too."""
+    check_logits(logits)
+    vocab = logits.shape[-1]
+    words = bitmask.shape[-1]
+    allowed = unpack_bitmask(bitmask[..., :bitmask_width(vocab)], min(vocab, 32 * words))
+    if _is_torch(logits):
+        out = logits if inplace else logits.clone()
+        out[..., :allowed.shape[-1]].masked_fill_(~allowed, float("-inf"))
+    else:
+        out = logits if inplace else logits.copy()
+        np.copyto(out[..., :allowed.shape[-1]], -np.inf, where=~allowed)
+    out[..., allowed.shape[-1]:] = float("-inf")
+    return out

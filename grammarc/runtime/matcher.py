@@ -1,0 +1,116 @@
+"""One sequence's progress through a grammar, for serving engines: accept tokens (several at
+once for speculative decoding), roll back the ones a verifier rejected, and ask for the mask,
+the packed bitmask or the forced continuation of where the sequence stands. Numpy only."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import numpy as np
+
+from .bitmask import bitmask_width, pack_mask
+from .grammar import Forced, Grammar, integer_array
+
+
+class Matcher:
+    """Follows one generated sequence token by token.
+
+    With `max_tokens`, masks keep only the tokens after which the text can still end (EOS
+    included) within the tokens left, as `Grammar.mask_within`, so an output is complete when
+    the budget runs out. After an EOS token the sequence is finished: masks allow the EOS
+    tokens alone (engines that pad a finished row pick one), and accepting more text fails.
+    """
+
+    def __init__(self, grammar: Grammar, *, max_tokens: int | None = None) -> None:
+        if max_tokens is not None and int(max_tokens) < 0:
+            raise ValueError(f"max_tokens must be >= 0, not {max_tokens}")
+        self.grammar = grammar
+        self.max_tokens = None if max_tokens is None else int(max_tokens)
+        self._eos = frozenset(grammar.eos_token_ids)
+        self._eos_mask = np.zeros(grammar.vocab_size, np.bool_)
+        self._eos_mask[list(self._eos)] = True
+        self._eos_mask.flags.writeable = False
+        self.reset()
+
+    def reset(self) -> None:
+        """Back to the start: no token accepted."""
+        self._states = [self.grammar.initial_state]  # the state after each accepted token
+        self._ended_at: int | None = None              # tokens accepted when an EOS came
+
+    @property
+    def state(self) -> int:
+        """The grammar state after the tokens accepted so far."""
+        return self._states[-1]
+
+    @property
+    def num_tokens(self) -> int:
+        """Tokens accepted so far (a final EOS included)."""
+        return len(self._states) - 1
+
+    @property
+    def budget(self) -> int | None:
+        """Tokens left of `max_tokens` (None without one)."""
+        return None if self.max_tokens is None else self.max_tokens - self.num_tokens
+
+    def is_finished(self) -> bool:
+        """Whether an EOS token was accepted."""
+        return self._ended_at is not None
+
+    def is_accepting(self) -> bool:
+        """Whether the text so far is complete (an EOS token is allowed now, or came)."""
+        return self.is_finished() or self.grammar.is_accepting(self.state)
+
+    def accept(self, tokens: int | Iterable[int]) -> bool:
+        """Accept a token id, or several in order, all or none: False, with nothing changed,
+        when one of them is not allowed where it comes (the budget counted)."""
+        ids = integer_array(tokens, "tokens").reshape(-1).tolist()
+        states, ended = [], self._ended_at
+        state, count = self.state, self.num_tokens
+        for token in ids:
+            if ended is not None or not self._allowed(state, token, count):
+                return False
+            if token in self._eos:
+                ended = count
+            else:
+                state = self.grammar.next_state(state, token)
+            states.append(state)
+            count += 1
+        self._states.extend(states)
+        self._ended_at = ended
+        return True
+
+    def rollback(self, count: int = 1) -> None:
+        """Forget the last `count` accepted tokens (rejected speculative tokens)."""
+        if not 0 <= count <= self.num_tokens:
+            raise ValueError(f"cannot roll back {count} tokens: {self.num_tokens} accepted")
+        if count:
+            del self._states[-count:]
+        if self._ended_at is not None and self._ended_at >= self.num_tokens:
+            self._ended_at = None
+
+    def mask(self) -> np.ndarray:
+        """Read-only booleans over the vocabulary: the tokens allowed next."""
+        if self.is_finished():
+            return self._eos_mask
+        return self.grammar.mask(self.state, budget=self.budget)
+
+    def bitmask(self) -> np.ndarray:
+        """`mask()` packed as int32 words (bit `t % 32` of word `t // 32`)."""
+        return self.fill_bitmask(np.zeros(bitmask_width(self.grammar.vocab_size), np.int32))
+
+    def fill_bitmask(self, out: np.ndarray) -> np.ndarray:
+        """Write the packed `mask()` into `out`, int32 words (one row of an engine's bitmask
+        buffer); words past the vocabulary are cleared. Returns `out`."""
+        return pack_mask(self.mask(), out)
+
+    def forced(self) -> Forced:
+        """`Grammar.forced` where the sequence stands (nothing once it is finished)."""
+        if self.is_finished():
+            return Forced(b"", ())
+        return self.grammar.forced(self.state)
+
+    def _allowed(self, state: int, token: int, count: int) -> bool:
+        if not 0 <= token < self.grammar.vocab_size:
+            return False
+        budget = None if self.max_tokens is None else self.max_tokens - count
+        return bool(self.grammar.mask(state, budget=budget)[token])
