@@ -10,8 +10,12 @@ from __future__ import annotations
 
 import codecs
 import contextlib
+import copy
 import functools
 import io
+import os
+import shutil
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -77,6 +81,34 @@ def load_model(spec: str) -> Model:
     model.eval()
     vocabulary = load_tokenizer(SMOLLM2_ALIAS if spec == SMOLLM2_ALIAS else str(path))
     return Model(spec, model, tokenizer, vocabulary)
+
+
+def export_model(spec: str, folder: str | os.PathLike) -> Path:
+    """Write the model `spec` (as `load_model` takes it) as a transformers model folder: float32
+    safetensors weights (a GGUF's dequantised), configs and tokenizer. Serving engines that
+    read only that format (vLLM) load the folder. Written beside `folder` and renamed, so an
+    interrupted export leaves no half-written model; an existing `folder` is an error."""
+    target = Path(folder).expanduser()
+    if target.exists():
+        raise GrammarcError(f"{target} exists: give a new folder")
+    model = load_model(spec)
+    work = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    work.chmod(0o755)
+    try:
+        # the weights are plain float32 once loaded: forget that they came from a GGUF file
+        config = copy.deepcopy(model.model.config)
+        config.__dict__.pop("quantization_config", None)
+        state = {name: tensor.contiguous() for name, tensor in model.model.state_dict().items()}
+        clone = type(model.model)(config)
+        clone.load_state_dict(state, strict=False)
+        clone.tie_weights()
+        clone.save_pretrained(work)
+        model.tokenizer.save_pretrained(work)
+        work.rename(target)
+    except BaseException:
+        shutil.rmtree(work, ignore_errors=True)
+        raise
+    return target
 
 
 def generate(model: Model, prompt: str, grammar: Grammar | None = None, *,

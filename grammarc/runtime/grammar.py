@@ -656,7 +656,7 @@ def integer_array(values, what: str) -> np.ndarray:
     """`values` (an int, a numpy array, a list) as int64; a `TypeError` for anything that is
     not integers (floats, booleans, strings), which would otherwise be silently converted."""
     array = np.asarray(values)
-    if array.dtype.kind not in "iu":
+    if array.dtype.kind not in "iu" and array.size:  # an empty list is no values, not floats
         raise TypeError(f"{what} must be integers, not {array.dtype}")
     return array.astype(np.int64, copy=False)
 

