@@ -621,6 +621,35 @@ def test_compile_json_schema_records_the_schema(smollm2):
     assert grammar.matches('{"z": true, "a": 1}') and not grammar.matches('{"a": 1, "z": true}')
 
 
+def test_compile_json_schema_takes_a_pydantic_model(smollm2):
+    """A Pydantic model class compiles to its JSON Schema: sampled texts validate with the
+    model itself, and the model's own instances (written as json.dumps writes them) match."""
+    from typing import Literal
+
+    import pydantic
+
+    class Address(pydantic.BaseModel):
+        city: str = pydantic.Field(max_length=12)
+        zip: str = pydantic.Field(pattern=r"^[0-9]{5}$")
+
+    class Order(pydantic.BaseModel):
+        id: int = pydantic.Field(ge=1, le=10_000)
+        status: Literal["open", "shipped"]
+        ship_to: Address
+        notes: list[str] | None = None
+
+    grammar = grammarc.compile_json_schema(Order, smollm2)
+    assert json.loads(grammar.source) == Order.model_json_schema()
+    rng = np.random.default_rng(1)
+    for _ in range(20):
+        ids = grammar.sample_tokens(120, rng)
+        Order.model_validate_json(smollm2.decode_bytes(ids[:-1]))
+    order = Order(id=7, status="open", ship_to=Address(city="Lyon", zip="69001"))
+    assert grammar.matches(json.dumps(order.model_dump(exclude_none=True)))
+    assert not grammar.matches(json.dumps(dict(order.model_dump(), id=0)))
+    with pytest.raises(grammarc.GrammarcError, match="without model_json_schema"):
+        grammarc.compile_json_schema(int, smollm2)
+
 
 def test_errors_of_a_named_schema_keep_their_type():
     """The file name is prefixed without turning an UnsupportedError into a plain
