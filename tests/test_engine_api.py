@@ -156,6 +156,8 @@ def test_matcher_agrees_with_masks_and_rolls_back(grammars, name):
         assert matcher.is_accepting() and matcher.num_tokens <= 40
         assert np.flatnonzero(matcher.mask()).tolist() == sorted(grammar.eos_token_ids)
         assert not matcher.accept(history[0][1])
+        assert matcher.accept(grammar.eos_token_ids[0])  # padding a finished row
+        matcher.rollback(1)
         # roll back speculative tokens one by one, then accept them again at once
         count = min(5, len(history))
         matcher.rollback(count)

@@ -183,6 +183,8 @@ class GrammarLogitsProcessor(LogitsProcessor):
         for i, index in enumerate(rows):
             self._requests[index].fill(words[i])
         bitmask = host.to(self.device, non_blocking=True)
+        if len(rows) == len(logits):  # every row constrained: in place, no gather
+            return apply_bitmask(logits, bitmask, inplace=True)
         index = torch.tensor(rows, device=logits.device)
         logits[index] = apply_bitmask(logits[index], bitmask, inplace=True)
         return logits

@@ -18,7 +18,8 @@ class Matcher:
     With `max_tokens`, masks keep only the tokens after which the text can still end (EOS
     included) within the tokens left, as `Grammar.mask_within`, so an output is complete when
     the budget runs out. After an EOS token the sequence is finished: masks allow the EOS
-    tokens alone (engines that pad a finished row pick one), and accepting more text fails.
+    tokens alone and accept them (engines that pad a finished row pick one), and accepting
+    any other token fails.
     """
 
     def __init__(self, grammar: Grammar, *, max_tokens: int | None = None) -> None:
@@ -67,10 +68,11 @@ class Matcher:
         states, ended = [], self._ended_at
         state, count = self.state, self.num_tokens
         for token in ids:
-            if ended is not None or not self._allowed(state, token, count):
+            if ended is not None and token not in self._eos or \
+                    ended is None and not self._allowed(state, token, count):
                 return False
             if token in self._eos:
-                ended = count
+                ended = count if ended is None else ended
             else:
                 state = self.grammar.next_state(state, token)
             states.append(state)
