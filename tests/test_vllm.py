@@ -51,6 +51,18 @@ def model_folder(tmp_path_factory) -> Path:
     return export_model("smollm2", tmp_path_factory.mktemp("model") / "smollm2")
 
 
+def test_export_model_writes_a_transformers_folder_once(model_folder):
+    from grammarc.integrations.hf import export_model
+
+    config = json.loads((model_folder / "config.json").read_text())
+    assert config["model_type"] == "llama" and "quantization_config" not in config
+    assert (model_folder / "model.safetensors").stat().st_size > 500e6  # float32 weights
+    assert grammarc.load_tokenizer(str(model_folder)).fingerprint == \
+        grammarc.load_tokenizer("smollm2").fingerprint
+    with pytest.raises(grammarc.GrammarcError, match="exists: give a new folder"):
+        export_model("smollm2", model_folder)
+
+
 @pytest.fixture(scope="module")
 def artifacts(tmp_path_factory, smollm2, bpe_tokenizer_json) -> dict[str, Path]:
     folder = tmp_path_factory.mktemp("artifacts")
@@ -138,6 +150,65 @@ def test_bad_artifacts_are_refused_at_admission(constrained_run):
     assert "unknown artifact type '.md'" in errors[1]
     assert "compiled for a vocabulary of" in errors[2] or "compiled for tokenizer" in errors[2]
     assert 'extra_args["grammarc"] must be an artifact path' in errors[3]
+
+
+def test_processor_follows_batch_changes(artifacts, smollm2):
+    """Added, removed, moved and swapped rows, as vLLM reports them, keep each request's
+    grammar and tokens; unconstrained rows stay untouched (the processor on its own)."""
+    from types import SimpleNamespace
+
+    import numpy as np
+    import torch
+    from vllm import SamplingParams
+    from vllm.v1.sample.logits_processor import BatchUpdate, MoveDirectionality
+
+    from grammarc.integrations.vllm import GrammarLogitsProcessor
+
+    config = SimpleNamespace(model_config=SimpleNamespace(tokenizer=None))
+    processor = GrammarLogitsProcessor(config, torch.device("cpu"), False)
+    date = grammarc.load(artifacts["date"])
+    person = grammarc.load(artifacts["person"])
+
+    def params(name: str | None) -> SamplingParams:
+        extra = None if name is None else {"grammarc": str(artifacts[name])}
+        return SamplingParams(max_tokens=50, extra_args=extra)
+
+    outputs = {name: [] for name in "abcd"}
+    grammars = {"a": date, "b": None, "c": person, "d": date}
+    added = [(0, params("date"), [], outputs["a"]), (1, params(None), [], outputs["b"]),
+             (2, params("person"), [], outputs["c"])]
+    processor.update_state(BatchUpdate(3, [], added, []))
+    rows = ["a", "b", "c"]
+
+    def step() -> None:
+        logits = torch.zeros(len(rows), date.vocab_size)
+        masked = processor.apply(logits.clone())
+        for i, name in enumerate(rows):
+            grammar = grammars[name]
+            if grammar is None:
+                assert torch.equal(masked[i], logits[i])
+                outputs[name].append(7)
+                continue
+            state = grammar.initial_state
+            for token in outputs[name]:
+                state = grammar.next_state(state, token)
+            allowed = np.isfinite(masked[i].numpy())
+            assert np.array_equal(allowed, grammar.mask_within(state, 50 - len(outputs[name])))
+            outputs[name].append(int(np.flatnonzero(allowed)[-1]))
+        processor.update_state(None)
+
+    step()
+    step()
+    processor.update_state(BatchUpdate(3, [], [], [(0, 2, MoveDirectionality.SWAP)]))
+    rows = ["c", "b", "a"]
+    step()
+    processor.update_state(BatchUpdate(2, [1], [], [(2, 1, MoveDirectionality.UNIDIRECTIONAL)]))
+    rows = ["c", "a"]
+    step()
+    processor.update_state(BatchUpdate(3, [], [(2, params("date"), [], outputs["d"])], []))
+    rows = ["c", "a", "d"]
+    step()
+    step()
 
 
 def _free_port() -> int:
