@@ -121,8 +121,8 @@ class _Request:
     def fill(self, words: np.ndarray) -> None:
         """This request's allowed tokens, packed, into one row of the bitmask buffer."""
         bits = words.view(np.uint32)
-        if self.matcher is None:
-            bits[:] = 0
+        if self.matcher is None:  # end now; with no stop token to end on, left unconstrained
+            bits[:] = 0 if self.stops else np.uint32(0xFFFFFFFF)
             for token in self.stops:
                 bits[token // 32] |= np.uint32(1 << (token % 32))
             return
