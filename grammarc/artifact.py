@@ -15,7 +15,6 @@ import io
 import json
 import os
 import re
-import tempfile
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from .errors import ArtifactError, GrammarcError
+from .files import write_atomically
 
 FORMAT_NAME = "grammarc"
 FORMAT_VERSION = 1        # one table: next = T[state, token]
@@ -122,7 +122,10 @@ def write_artifact(path: str | os.PathLike, metadata: dict[str, Any],
     else:
         stored[NPZ_METADATA] = np.frombuffer(document.encode("utf-8"), np.uint8)
         payload = _npz_bytes(stored)
-    _write_atomically(path, payload)
+    try:
+        write_atomically(path, lambda handle: handle.write(payload))
+    except OSError as exc:
+        raise GrammarcError(f"cannot write {path}: {exc.strerror or exc}") from None
 
 
 def read_artifact(path: str | os.PathLike) -> ArtifactData:
@@ -181,36 +184,6 @@ def _npz_bytes(arrays: dict[str, np.ndarray]) -> bytes:
             info.external_attr = 0o644 << 16
             archive.writestr(info, member.getvalue())
     return buffer.getvalue()
-
-
-def _write_atomically(path: Path, payload: bytes) -> None:
-    directory = path.parent if str(path.parent) else Path(".")
-    try:
-        fd, tmp_name = tempfile.mkstemp(dir=directory, prefix=f".{path.name}.", suffix=".tmp")
-    except OSError as exc:
-        raise GrammarcError(f"cannot write {path}: {exc.strerror or exc}") from None
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(payload)
-            handle.flush()
-            os.fsync(handle.fileno())
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp_name, 0o666 & ~umask)
-        os.replace(tmp_name, path)
-    except OSError as exc:
-        _remove_quietly(tmp_name)
-        raise GrammarcError(f"cannot write {path}: {exc.strerror or exc}") from None
-    except BaseException:
-        _remove_quietly(tmp_name)
-        raise
-
-
-def _remove_quietly(name: str) -> None:
-    try:
-        os.unlink(name)
-    except OSError:
-        pass
 
 
 def _read_safetensors(path: Path) -> tuple[str, dict[str, np.ndarray]]:

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import gguf
+import huggingface_hub.constants
 import pytest
 from tokenizers import AddedToken
 from tokenizers import Tokenizer as HFTokenizer
@@ -97,7 +98,7 @@ def _assert_one_line(exc: pytest.ExceptionInfo[TokenizerError], *needles: str) -
 @pytest.fixture(scope="module")
 def smollm2_gguf() -> dict:
     """The raw tokenizer metadata of the SmolLM2 GGUF file, read with gguf directly."""
-    reader = gguf.GGUFReader(tk._smollm2_path())
+    reader = gguf.GGUFReader(tk.smollm2_path())
     fields = reader.fields
     return {
         "tokens": fields["tokenizer.ggml.tokens"].contents(),
@@ -276,14 +277,14 @@ def test_llama_gguf(tmp_path: Path) -> None:
 def test_gguf_metadata_reader_matches_the_gguf_library() -> None:
     """grammarc's own GGUF metadata reader gives what the gguf library gives, for every key
     of the SmolLM2 file (numbers, strings, string and number arrays)."""
-    fields = gguf.GGUFReader(tk._smollm2_path()).fields
+    fields = gguf.GGUFReader(tk.smollm2_path()).fields
     keys = [key for key in fields if not key.startswith("GGUF.")]
-    ours = tk.read_gguf_metadata(tk._smollm2_path(), keys)
+    ours = tk.read_gguf_metadata(tk.smollm2_path(), keys)
     assert ours.keys() == set(keys)
     for key in keys:
         expected = fields[key].contents()
         assert ours[key] == (expected.tolist() if hasattr(expected, "tolist") else expected), key
-    assert tk.read_gguf_metadata(tk._smollm2_path(), ["no.such.key"]) == {}
+    assert tk.read_gguf_metadata(tk.smollm2_path(), ["no.such.key"]) == {}
 
 
 def test_damaged_gguf_files_are_one_line_errors(tmp_path: Path) -> None:
@@ -395,8 +396,8 @@ def cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 def _forget(monkeypatch: pytest.MonkeyPatch) -> None:
     """Empty the in-process memos (restored after the test)."""
-    monkeypatch.setattr(tk, "_memo", {})
-    monkeypatch.setattr(tk, "_vocab_memo", {})
+    monkeypatch.setattr(tk.resolve, "_memo", {})
+    monkeypatch.setattr(tk.resolve, "_vocab_memo", {})
 
 
 def test_cache_warm_load_is_fast(grammarc_cache_dir: Path, monkeypatch: pytest.MonkeyPatch,
@@ -507,13 +508,15 @@ def test_hugging_face_repo_id(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                               bpe_tokenizer_json: Path) -> None:
     hub = tmp_path / "hub"
     hub.mkdir()
-    monkeypatch.setenv("HF_HUB_CACHE", str(hub))
-    monkeypatch.setenv("HF_HOME", str(tmp_path / "home"))
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    # huggingface_hub reads HF_HUB_CACHE when first imported, into this constant
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(hub))
     with pytest.raises(TokenizerError) as exc:
         load_tokenizer("SomeOrg/some-model")
     _assert_one_line(exc, "'SomeOrg/some-model'", "not in the local Hugging Face cache",
                      "tokenizer.json", ".gguf", "smollm2")
+    with pytest.raises(TokenizerError) as exc:  # a name huggingface_hub refuses as a repo id
+        load_tokenizer("SomeOrg/some--model")
+    _assert_one_line(exc, "'SomeOrg/some--model'", "not in the local Hugging Face cache")
     # The cache layout huggingface_hub writes: refs/main names the snapshot.
     repo = hub / "models--SomeOrg--some-model"
     snapshot = repo / "snapshots" / "0123abcd"

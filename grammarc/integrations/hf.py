@@ -24,7 +24,7 @@ from typing import Any
 
 from ..errors import GrammarcError
 from ..runtime import Grammar, check_tokenizer
-from ..tokenizers import SMOLLM2_ALIAS, Tokenizer, _smollm2_path, load_tokenizer
+from ..tokenizers import SMOLLM2_ALIAS, Tokenizer, load_tokenizer, smollm2_path
 
 INSTALL_HINT = "pip install 'grammarc[hf]' (transformers, accelerate)"
 
@@ -60,7 +60,7 @@ def load_model(spec: str) -> Model:
     """`smollm2`, a `.gguf` file or a transformers model folder, loaded on the CPU in float32
     (loaded once per process)."""
     torch, transformers = _require()
-    path = _smollm2_path() if spec == SMOLLM2_ALIAS else Path(spec).expanduser()
+    path = smollm2_path() if spec == SMOLLM2_ALIAS else Path(spec).expanduser()
     if path.is_file() and path.suffix.lower() == ".gguf":
         folder, options = path.parent, {"gguf_file": path.name}
     elif path.is_dir():
