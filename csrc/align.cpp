@@ -266,18 +266,22 @@ void SplitForest::refine_with(const TrieWalk& walk, const Offset* trans_off, int
                 first_next_[c] = t;
                 first_new_[c] = fresh;
             } else {
-                uint64_t slot = slot_of(static_cast<uint64_t>(c) * 1000003ULL +
-                                            static_cast<uint64_t>(t) * 7919ULL, mask);
-                while (ht_stamp_[slot] == mark && (ht_class_[slot] != c || ht_next_[slot] != t))
-                    slot = (slot + 1) & mask;
-                if (ht_stamp_[slot] == mark) {
-                    cls_[item] = ht_new_[slot];
+                const uint64_t key =
+                    static_cast<uint64_t>(c) * 1000003ULL + static_cast<uint64_t>(t) * 7919ULL;
+                const Probed found = find_or_insert(
+                    slot_of(key, mask), mask,
+                    [&](uint64_t slot) { return ht_stamp_[slot] != mark; },
+                    [&](uint64_t slot) { return ht_class_[slot] == c && ht_next_[slot] == t; },
+                    [&](uint64_t slot) {
+                        ht_stamp_[slot] = mark;
+                        ht_class_[slot] = c;
+                        ht_next_[slot] = t;
+                        ht_new_[slot] = fresh;
+                    });
+                if (!found.inserted) {
+                    cls_[item] = ht_new_[found.slot];
                     continue;
                 }
-                ht_stamp_[slot] = mark;
-                ht_class_[slot] = c;
-                ht_next_[slot] = t;
-                ht_new_[slot] = fresh;
             }
             parent_.push_back(c);
             rec_id_.push_back(fresh);
@@ -401,13 +405,14 @@ py::tuple canonical_classes(In<int32_t> forest_cls, In<int64_t> item_of_token) {
             std::vector<int32_t> vals(table_size, 0);
             for (int64_t item = 0; item < n_items; ++item) {
                 const int64_t key = combined[item] * width + other[item];
-                uint64_t slot = slot_of(key, mask);
-                while (keys[slot] != -1 && keys[slot] != key) slot = (slot + 1) & mask;
-                if (keys[slot] == -1) {
-                    keys[slot] = key;
-                    vals[slot] = n_seen++;
-                }
-                combined[item] = vals[slot];
+                const Probed found = find_or_insert(
+                    slot_of(key, mask), mask, [&](uint64_t at) { return keys[at] == -1; },
+                    [&](uint64_t at) { return keys[at] == key; },
+                    [&](uint64_t at) {
+                        keys[at] = key;
+                        vals[at] = n_seen++;
+                    });
+                combined[item] = vals[found.slot];
             }
         }
         // items never allowed anywhere are in class 0 of every forest
@@ -515,29 +520,23 @@ py::tuple dedupe_rows(In<int64_t> state_ptr, In<int32_t> entry_class, In<int32_t
                 h = hash_step(h, static_cast<uint32_t>(row_delta[e]), 31);
             }
             const int64_t len = n_written - start;
-            uint64_t slot = h & mask;
-            int64_t found = -1;
-            while (table[slot] != -1) {
-                const int32_t r = table[slot];
-                if (row_hash[r] == h && row_ptr[r + 1] - row_ptr[r] == len &&
-                    std::equal(row_class.begin() + start, row_class.begin() + n_written,
-                               row_class.begin() + row_ptr[r]) &&
-                    std::equal(row_delta.begin() + start, row_delta.begin() + n_written,
-                               row_delta.begin() + row_ptr[r])) {
-                    found = r;
-                    break;
-                }
-                slot = (slot + 1) & mask;
-            }
-            if (found == -1) {
-                found = row_hash.size();
-                table[slot] = static_cast<int32_t>(found);
-                row_hash.push_back(h);
-                row_ptr.push_back(n_written);
-            } else {
-                n_written = start;  // drop the duplicate entries just written
-            }
-            state_row[s] = static_cast<int32_t>(found);
+            const Probed found = find_or_insert(
+                h & mask, mask, [&](uint64_t slot) { return table[slot] == -1; },
+                [&](uint64_t slot) {
+                    const int32_t r = table[slot];
+                    return row_hash[r] == h && row_ptr[r + 1] - row_ptr[r] == len &&
+                           std::equal(row_class.begin() + start, row_class.begin() + n_written,
+                                      row_class.begin() + row_ptr[r]) &&
+                           std::equal(row_delta.begin() + start, row_delta.begin() + n_written,
+                                      row_delta.begin() + row_ptr[r]);
+                },
+                [&](uint64_t slot) {
+                    table[slot] = static_cast<int32_t>(row_hash.size());
+                    row_hash.push_back(h);
+                    row_ptr.push_back(n_written);
+                });
+            if (!found.inserted) n_written = start;  // drop the duplicate entries just written
+            state_row[s] = table[found.slot];
         }
     }
     return py::make_tuple(to_numpy(state_row), to_numpy(row_ptr), to_numpy(row_class, n_written),

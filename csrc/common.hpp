@@ -121,6 +121,38 @@ constexpr uint64_t kHashSeed = 1469598103934665603ULL;
 // Multiplicative hash of a non-negative key into a power-of-two table.
 inline uint64_t slot_of(uint64_t key, uint64_t mask) { return (key * 2654435761ULL) & mask; }
 
+// The open-addressing tables of the kernels: mask + 1 slots (a power of two), linear probing,
+// always a free slot left. Each keeps its entries its own way; `is_free(slot)` and
+// `holds(slot)` (the slot holds the key sought) say how.
+
+// Find: from `slot`, the first slot that is free or holds the key.
+template <class IsFree, class Holds>
+inline uint64_t probe(uint64_t slot, uint64_t mask, IsFree is_free, Holds holds) {
+    while (!is_free(slot) && !holds(slot)) slot = (slot + 1) & mask;
+    return slot;
+}
+
+// The first free slot from `slot`, for re-inserting entries known to be distinct.
+template <class IsFree>
+inline uint64_t free_slot(uint64_t slot, uint64_t mask, IsFree is_free) {
+    return probe(slot, mask, is_free, [](uint64_t) { return false; });
+}
+
+// Find-or-insert: the slot that holds the key, or the free one where `insert(slot)` has just
+// put it (`inserted`).
+struct Probed {
+    uint64_t slot;
+    bool inserted;
+};
+template <class IsFree, class Holds, class Insert>
+inline Probed find_or_insert(uint64_t slot, uint64_t mask, IsFree is_free, Holds holds,
+                             Insert insert) {
+    slot = probe(slot, mask, is_free, holds);
+    if (!is_free(slot)) return {slot, false};
+    insert(slot);
+    return {slot, true};
+}
+
 // CSR grouping of indices first..n-1 by owner[i] (groups 0..n_groups-1): group g holds
 // members[ptr[g]:ptr[g+1]], in increasing order.
 template <class Owner>

@@ -188,17 +188,13 @@ py::tuple subset_construction(int64_t n_nfa, In<int64_t> eps_ptr, In<int32_t> ep
             std::sort(buf.begin(), buf.begin() + k);
             const uint64_t h = hash_subset(buf.data(), k);
             uint64_t mask = table.size() - 1;
-            uint64_t slot = h & mask;
-            int64_t found = -1;
-            while (table[slot] != -1) {
-                const int32_t cand = table[slot];
-                if (set_hash[cand] == h && set_off[cand + 1] - set_off[cand] == k &&
-                    std::equal(buf.begin(), buf.begin() + k, set_data.begin() + set_off[cand])) {
-                    found = cand;
-                    break;
-                }
-                slot = (slot + 1) & mask;
-            }
+            auto is_free = [&](uint64_t at) { return table[at] == -1; };
+            const uint64_t slot = probe(h & mask, mask, is_free, [&](uint64_t at) {
+                const int32_t cand = table[at];
+                return set_hash[cand] == h && set_off[cand + 1] - set_off[cand] == k &&
+                       std::equal(buf.begin(), buf.begin() + k, set_data.begin() + set_off[cand]);
+            });
+            int64_t found = table[slot];
             if (found == -1) {
                 if (n_dfa >= max_states || set_off[n_dfa] + k > max_entries) {
                     status = 1;
@@ -231,11 +227,9 @@ py::tuple subset_construction(int64_t n_nfa, In<int64_t> eps_ptr, In<int32_t> ep
                 if (2 * n_dfa > static_cast<int64_t>(table.size())) {
                     table.assign(2 * table.size(), -1);
                     mask = table.size() - 1;
-                    for (int64_t s = 0; s < n_dfa; ++s) {
-                        uint64_t sl = set_hash[s] & mask;
-                        while (table[sl] != -1) sl = (sl + 1) & mask;
-                        table[sl] = static_cast<int32_t>(s);
-                    }
+                    for (int64_t s = 0; s < n_dfa; ++s)
+                        table[free_slot(set_hash[s] & mask, mask, is_free)] =
+                            static_cast<int32_t>(s);
                 }
             }
             if (d >= 0) {
@@ -448,6 +442,7 @@ py::tuple product(In<int32_t> trans_a, In<bool> acc_a, In<int32_t> trans_b, In<b
     std::vector<int64_t> keys(1024, -1);
     std::vector<int32_t> vals(1024, 0);
     uint64_t mask = keys.size() - 1;
+    auto is_free = [&](uint64_t at) { return keys[at] == -1; };
     keys[slot_of(n_b + 1, mask)] = n_b + 1;
     vals[slot_of(n_b + 1, mask)] = 1;
     int status = 0;
@@ -459,9 +454,9 @@ py::tuple product(In<int32_t> trans_a, In<bool> acc_a, In<int32_t> trans_b, In<b
                 const int64_t pb = tb[pair_b[d] * k_b + cb[c]];
                 if (pa == 0 || (op == 0 && pb == 0)) continue;
                 const int64_t key = pa * n_b + pb;
-                uint64_t slot = slot_of(key, mask);
-                while (keys[slot] != -1 && keys[slot] != key) slot = (slot + 1) & mask;
-                if (keys[slot] == -1) {
+                const uint64_t slot = probe(slot_of(key, mask), mask, is_free,
+                                            [&](uint64_t at) { return keys[at] == key; });
+                if (is_free(slot)) {
                     const int64_t n = pair_a.size();
                     if (n >= max_states) {
                         status = 1;
@@ -479,10 +474,9 @@ py::tuple product(In<int32_t> trans_a, In<bool> acc_a, In<int32_t> trans_b, In<b
                         mask = keys.size() - 1;
                         for (int64_t s = 1; s <= n; ++s) {
                             const int64_t k2 = pair_a[s] * n_b + pair_b[s];
-                            uint64_t sl = slot_of(k2, mask);
-                            while (keys[sl] != -1) sl = (sl + 1) & mask;
-                            keys[sl] = k2;
-                            vals[sl] = static_cast<int32_t>(s);
+                            const uint64_t at = free_slot(slot_of(k2, mask), mask, is_free);
+                            keys[at] = k2;
+                            vals[at] = static_cast<int32_t>(s);
                         }
                     }
                     trans[d * n_classes + c] = static_cast<int32_t>(n);

@@ -1,4 +1,4 @@
-"""Expression trees to minimal byte-level DFAs (see `expr`, `nfa`, `dfa`, `ops`).
+"""Expression trees to minimal byte-level DFAs (see `expr`, `nfa`, `dfa`, `bytedfa`, `ops`).
 
 `dfa` and `ops` use the compiled core (`grammarc._core`), so they are imported on first use:
 the command line and the front ends' option types import without it.
@@ -8,18 +8,19 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from .bytedfa import ByteDFA
 from .expr import (
     EMPTY, NOTHING, Alt, Automaton, CharSet, Concat, Expr, Graph, Repeat, alt, charset, concat,
     literal, repeat,
 )
 
 if TYPE_CHECKING:
-    from .dfa import ByteDFA, build_dfa, determinize
+    from .dfa import build_dfa, determinize
     from .ops import Ops
 
 DEFAULT_MAX_STATES = 100_000
 
-_LAZY = {"ByteDFA": "dfa", "build_dfa": "dfa", "determinize": "dfa", "Ops": "ops"}
+_LAZY = {"build_dfa": "dfa", "determinize": "dfa", "Ops": "ops"}
 
 
 def __getattr__(name: str) -> Any:

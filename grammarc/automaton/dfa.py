@@ -1,10 +1,9 @@
 """Byte-level DFA: subset construction over byte classes, Hopcroft minimisation, canonical form.
 
-`ByteDFA` is what the rest of grammarc consumes. Its table is `trans[state, byte_class]`, with
-the grammarc state convention: state 0 is the dead state (every transition of it loops to 0),
-state 1 is the start, the remaining states are numbered in breadth-first order from the start,
-visiting byte classes in byte order. Every state except 0 can reach an accepting state, and
-equal languages give identical `ByteDFA`s (the minimal DFA in canonical numbering).
+The result is a `ByteDFA` (bytedfa.py), what the rest of grammarc consumes: the remaining
+states are numbered in breadth-first order from the start, visiting byte classes in byte
+order. Every state except 0 can reach an accepting state, and equal languages give identical
+`ByteDFA`s (the minimal DFA in canonical numbering).
 
 The hot loops (subset construction, minimisation) are kernels of the compiled core
 (`grammarc._core`, csrc/dfa.cpp); they are compile-side only and never imported by the runtime.
@@ -18,13 +17,13 @@ reported as a `GrammarError`.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 
 import numpy as np
 
 from .. import _core
 from ..errors import GrammarError, TooManyStatesError
 from . import DEFAULT_MAX_STATES
+from .bytedfa import ByteDFA
 from .expr import Expr
 from .nfa import Fragment, build_nfa
 
@@ -35,58 +34,6 @@ _NO_LIMIT = np.iinfo(np.int32).max
 # time when the NFA is large, e.g. deeply unrolled recursive rules).
 SUBSET_FACTOR = 10
 SUBSET_ENTRIES = 32
-
-
-@dataclass(frozen=True)
-class ByteDFA:
-    """A minimal, trimmed, canonically numbered DFA over bytes (dead = 0, start = 1)."""
-
-    trans: np.ndarray       # int32 [num_states, num_classes]
-    byte_class: np.ndarray  # int32 [256]: the class of each byte value
-    accepting: np.ndarray   # bool [num_states]
-    labels: np.ndarray | None = None  # int32 [num_states]: index into label_names, -1 for none
-    label_names: tuple[str, ...] = ()
-
-    @property
-    def num_states(self) -> int:
-        return int(self.trans.shape[0])
-
-    @property
-    def num_classes(self) -> int:
-        return int(self.trans.shape[1])
-
-    def byte_table(self) -> np.ndarray:
-        """The full table `next = table[state, byte]` (int32 [num_states, 256])."""
-        return np.ascontiguousarray(self.trans[:, self.byte_class])
-
-    def walk(self, data: bytes, state: int = 1) -> int:
-        """The state reached from `state` after reading `data` (0 once it dies)."""
-        for b in data:
-            state = int(self.trans[state, self.byte_class[b]])
-            if state == 0:
-                break
-        return state
-
-    def accepts(self, data: bytes) -> bool:
-        return bool(self.accepting[self.walk(data)])
-
-    def ranges(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Per-state runs of bytes with the same live target: `(ptr, ranges, next)`, where
-        state s's runs are `ranges[ptr[s]:ptr[s+1]]` (inclusive `lo, hi`) to `next[...]`."""
-        table = self.byte_table()
-        starts = np.ones(table.shape, np.bool_)
-        starts[:, 1:] = table[:, 1:] != table[:, :-1]
-        state, lo = np.nonzero(starts)
-        nxt = table[state, lo]
-        run_end = np.empty_like(lo)
-        run_end[:-1] = np.where(state[1:] == state[:-1], lo[1:] - 1, 255)
-        if len(lo):
-            run_end[-1] = 255
-        live = nxt != 0
-        state, lo, run_end, nxt = state[live], lo[live], run_end[live], nxt[live]
-        ptr = np.zeros(self.num_states + 1, np.int64)
-        np.cumsum(np.bincount(state, minlength=self.num_states), out=ptr[1:])
-        return ptr, np.stack([lo, run_end], axis=1), nxt
 
 
 def build_dfa(expr: Expr, max_states: int = DEFAULT_MAX_STATES,

@@ -10,13 +10,10 @@ points; surrogates (U+D800..U+DFFF) cannot appear in UTF-8 text and are left out
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, Iterable, Union
+from typing import Callable, Iterable, Union
 
-if TYPE_CHECKING:
-    from .dfa import ByteDFA
-
-MAX_CODE_POINT = 0x10FFFF
-SURROGATES = (0xD800, 0xDFFF)
+from ..charsets import MAX_CODE_POINT, SURROGATES, complement_ranges, normalize_ranges
+from .bytedfa import ByteDFA
 
 
 @dataclass(frozen=True)
@@ -95,7 +92,7 @@ class Automaton:
     """A language given by an already built byte DFA (the result of a boolean operation).
     Compared and hashed by identity."""
 
-    dfa: "ByteDFA"
+    dfa: ByteDFA
 
 
 @dataclass(frozen=True)
@@ -124,45 +121,9 @@ EMPTY = Concat(())
 NOTHING = CharSet(())
 
 
-def normalize_ranges(ranges: Iterable[tuple[int, int]]) -> tuple[tuple[int, int], ...]:
-    """Sort and merge code point ranges, dropping surrogates and empty ranges."""
-    items = sorted((lo, hi) for lo, hi in ranges if lo <= hi)
-    merged: list[list[int]] = []
-    for lo, hi in items:
-        if merged and lo <= merged[-1][1] + 1:
-            merged[-1][1] = max(merged[-1][1], hi)
-        else:
-            merged.append([lo, hi])
-    out: list[tuple[int, int]] = []
-    s_lo, s_hi = SURROGATES
-    for lo, hi in merged:
-        lo, hi = max(lo, 0), min(hi, MAX_CODE_POINT)
-        if hi < s_lo or lo > s_hi:
-            out.append((lo, hi))
-            continue
-        if lo < s_lo:
-            out.append((lo, s_lo - 1))
-        if hi > s_hi:
-            out.append((s_hi + 1, hi))
-    return tuple(out)
-
-
 def charset(ranges: Iterable[tuple[int, int]]) -> CharSet:
     """A character set from possibly overlapping ranges."""
     return CharSet(normalize_ranges(ranges))
-
-
-def complement_ranges(ranges: tuple[tuple[int, int], ...]) -> tuple[tuple[int, int], ...]:
-    """Every code point (surrogates excluded) not in the normalised `ranges`."""
-    out = []
-    nxt = 0
-    for lo, hi in ranges:
-        if lo > nxt:
-            out.append((nxt, lo - 1))
-        nxt = hi + 1
-    if nxt <= MAX_CODE_POINT:
-        out.append((nxt, MAX_CODE_POINT))
-    return normalize_ranges(out)
 
 
 def literal(text: str) -> Expr:
@@ -230,3 +191,10 @@ def nullable(expr: Expr) -> bool:
                 reached.add(dst)
                 todo.append(dst)
     return any(node in reached for node in expr.accepting)
+
+
+__all__ = [  # the range helpers are re-exported: front ends import them from here
+    "EMPTY", "MAX_CODE_POINT", "NOTHING", "SURROGATES", "Alt", "Automaton", "Call", "CharSet",
+    "Concat", "Expr", "Graph", "MachineSet", "Repeat", "alt", "charset", "complement_ranges",
+    "concat", "literal", "normalize_ranges", "nullable", "repeat",
+]

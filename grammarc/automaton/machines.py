@@ -35,7 +35,8 @@ import numpy as np
 
 from .. import _core
 from ..errors import GrammarError, TooManyStatesError
-from .dfa import SUBSET_FACTOR, ByteDFA, build_dfa
+from .bytedfa import ByteDFA
+from .dfa import SUBSET_FACTOR, build_dfa
 from .expr import (
     NOTHING, Alt, Automaton, Call, CharSet, Concat, Expr, Graph, MachineSet, Repeat, alt, concat,
     repeat,

@@ -16,7 +16,8 @@ import numpy as np
 
 from .. import _core
 from ..errors import GrammarError, TooManyStatesError
-from .dfa import SUBSET_FACTOR, ByteDFA, build_dfa, minimize
+from .bytedfa import ByteDFA
+from .dfa import SUBSET_FACTOR, build_dfa, minimize
 from .expr import NOTHING, Automaton, Expr
 
 _AND, _AND_NOT = 0, 1

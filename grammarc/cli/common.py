@@ -1,5 +1,5 @@
 """Helpers the commands share: JSON output, reading TEXT or stdin, token ids, the tokenizer of an
-artifact, and one way of showing values, differences and character sets."""
+artifact, and one way of showing values and differences."""
 
 from __future__ import annotations
 
@@ -11,8 +11,6 @@ import click
 
 from ..errors import TokenizerError
 from ..runtime import Grammar, check_tokenizer
-
-_MAX_RANGES_SHOWN = 12
 
 
 def echo_json(value: Any) -> None:
@@ -80,15 +78,6 @@ def flat_differences(recorded: dict[str, Any], wanted: dict[str, Any],
 def describe_difference(field: str, recorded: Any, wanted: Any, wanted_label: str) -> str:
     """`field: artifact X, <wanted_label> Y` for a report line."""
     return f"{field}: artifact {short(recorded)}, {wanted_label} {short(wanted)}"
-
-
-def describe_characters(ranges: list[tuple[int, int]]) -> str:
-    """Code point ranges as `'0'-'9', '-'` (Python character literals; at most a dozen shown)."""
-    parts = [repr(chr(lo)) if lo == hi else f"{chr(lo)!r}-{chr(hi)!r}"
-             for lo, hi in ranges[:_MAX_RANGES_SHOWN]]
-    if len(ranges) > _MAX_RANGES_SHOWN:
-        parts.append(f"… ({len(ranges) - _MAX_RANGES_SHOWN} more ranges)")
-    return ", ".join(parts) if parts else "nothing"
 
 
 def shown_text(data: bytes) -> str:

@@ -11,11 +11,12 @@ import click
 import numpy as np
 
 from ..artifact import read_artifact
+from ..charsets import describe
 from ..errors import GrammarcError, line_column
 from ..runtime import Grammar, load, tokenizer_mismatches
 from . import EXIT_CODES_HELP, main
-from .common import (artifact_tokenizer, describe_characters, describe_difference, echo_json,
-                     flat_differences, parse_ids, read_text_argument, short, shown_text)
+from .common import (artifact_tokenizer, describe_difference, echo_json, flat_differences,
+                     parse_ids, read_text_argument, short, shown_text)
 
 _ARTIFACT = click.argument("artifact", type=click.Path(path_type=Path))
 _JSON = click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
@@ -288,10 +289,11 @@ def _expected_after(grammar: Grammar, prefix: bytes) -> dict[str, Any]:
     state = grammar.walk_bytes(prefix[:boundary])
     ranges = grammar.allowed_characters(state)
     can_end = grammar.is_accepting(state)
-    single = len(ranges) == 1 and ranges[0][0] == ranges[0][1]
+    described = describe(ranges)  # 'x', a class [...] or [^...], or any
+    described = "one of " + described if described.startswith("[") else \
+        "any character" if described == "any" else described
     expected = "the end of the text" if can_end and not ranges else \
-        ("" if single else "one of ") + describe_characters(ranges) + \
-        (", or the end of the text" if can_end else "")
+        described + (", or the end of the text" if can_end else "")
     return {"byte_offset": boundary, "char_offset": len(text), "line": line, "column": column,
             "matched": text, "expected": [[chr(lo), chr(hi)] for lo, hi in ranges],
             "can_end": can_end, "expected_text": expected}

@@ -20,7 +20,7 @@ import re._constants as C  # type: ignore[import-not-found]
 import re._parser as P  # type: ignore[import-not-found]
 import warnings
 
-from typing import Callable
+from collections.abc import Callable, Iterator
 
 from ..automaton import DEFAULT_MAX_STATES
 from ..automaton.expr import (
@@ -257,28 +257,39 @@ def _ascii_case_variants(ranges) -> tuple[tuple[int, int], ...]:
 def _find_construct(pattern: str, construct: str) -> int:
     """Offset of the first place `construct` is written in `pattern`, outside classes."""
     needles = _CONSTRUCT_SYNTAX.get(construct, ())
-    i = 0
-    in_class = False
-    while i < len(pattern):
-        ch = pattern[i]
-        if not in_class:
-            for needle in needles:
-                if pattern.startswith(needle, i):
-                    return i
-        if ch == "\\":
-            i += 2
-            continue
-        if in_class:
-            if ch == "]":
-                in_class = False
-        elif ch == "[":
-            in_class = True
-            i += 1
-            if pattern.startswith("^", i):
-                i += 1
-            if pattern.startswith("]", i):
-                i += 1
-            continue
-        i += 1
+    for i, _token, in_class in regex_tokens(pattern):
+        if not in_class and pattern.startswith(needles, i):
+            return i
     return 0
 
+
+def regex_tokens(pattern: str, ecma: bool = False) -> Iterator[tuple[int, str, bool]]:
+    """The pattern cut into `(index, token, in_class)` without parsing it, where a token is an
+    escape (a backslash and the character after it; in ECMA-262 syntax also `\\cX` and
+    `\\u{...}`), the opening of a character class (`[` or `[^`, with a first `]`, which Python
+    reads as a member; ECMA-262 reads `[]` and `[^]` as whole classes), or one character;
+    `in_class` says whether the token lies inside a class (its closing `]` does)."""
+    i, in_class, n = 0, False, len(pattern)
+    while i < n:
+        ch = pattern[i]
+        end = i + 1
+        if ch == "\\":
+            end = i + 2
+            if ecma and pattern.startswith("c", i + 1) and i + 2 < n and pattern[i + 2].isalpha():
+                end = i + 3
+            elif ecma and pattern.startswith("u{", i + 1):
+                close = pattern.find("}", i + 3)
+                end = n if close < 0 else close + 1
+            yield i, pattern[i:end], in_class
+        elif in_class:
+            in_class = ch != "]"
+            yield i, ch, True
+        elif ch == "[":
+            end += pattern.startswith("^", end)
+            first_bracket = pattern.startswith("]", end)
+            end += first_bracket
+            in_class = not (ecma and first_bracket)
+            yield i, pattern[i:end], False
+        else:
+            yield i, ch, False
+        i = end

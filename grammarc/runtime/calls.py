@@ -282,6 +282,11 @@ class CallGrammar(Grammar):
             q, node = self._node_top[node], self._node_below[node]
         return following
 
+    def _byte_edges(self, state: int) -> list[tuple[int, int, int]]:
+        """The live byte edges of a configuration, one per byte (`_byte_step` is the rule)."""
+        following = np.flatnonzero(self._next_bytes(state)).tolist()
+        return [(b, b, nxt) for b in following if (nxt := self._byte_step(state, b))]
+
     def _byte_step(self, state: int, byte: int) -> int:
         """One byte by the machines' rules: a transition, else a call its first byte opens,
         else a return when the state is final (docs/FORMAT.md)."""

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from ..artifact import CALLS_FORMAT_VERSION, ArtifactData, read_artifact, write_artifact
+from ..charsets import CharFolder, csr_byte_edges, walk_bytes
 from ..errors import ArtifactError
 
 _MASK_CACHE_BYTES = 64 << 20
@@ -330,44 +331,19 @@ class Grammar:
     # ------------------------------------------------------------- text level
     def walk_bytes(self, data: bytes, state: int = 1) -> int:
         """The byte-DFA state after `data` (0 once the text leaves the language's prefixes)."""
-        state = self._check_state(state)
-        for b in data:
-            state = self._byte_step(state, b)
-            if state == 0:
-                break
-        return state
+        return walk_bytes(self._byte_step, data, self._check_state(state))
 
     def _byte_step(self, state: int, byte: int) -> int:
         return int(self._byte_dfa()[state, byte])
 
+    def _byte_edges(self, state: int) -> list[tuple[int, int, int]]:
+        """The live byte edges `(first byte, last byte, target)` of `state`."""
+        return csr_byte_edges(self._byte_ptr, self._byte_ranges, self._byte_next)(state)
+
     def allowed_characters(self, state: int) -> list[tuple[int, int]]:
         """Inclusive code point ranges of the characters that may come next in byte-DFA state
         `state` (a state reached at a character boundary), merged and sorted."""
-        step = self._byte_step
-        tails: dict[tuple[int, int], list[tuple[int, int]]] = {}
-
-        def continuations(at: int, count: int) -> list[tuple[int, int]]:
-            """Values (6 bits per byte) of `count` continuation bytes that stay live from `at`."""
-            if count == 0:
-                return [(0, 0)]
-            key = (at, count)
-            if key not in tails:
-                span = 64 ** (count - 1)
-                found = [(c * span + lo, c * span + hi)
-                         for c in range(64) if step(at, 0x80 + c)
-                         for lo, hi in continuations(step(at, 0x80 + c), count - 1)]
-                tails[key] = _merged(found)
-            return tails[key]
-
-        state = self._check_state(state)
-        found = [(b, b) for b in range(0x80) if step(state, b)]
-        for lead in range(0xC0, 0xF8):
-            if step(state, lead):
-                count = 1 if lead < 0xE0 else 2 if lead < 0xF0 else 3
-                base = (lead & (0x3F >> count)) << (6 * count)
-                found += [(base + lo, base + hi)
-                          for lo, hi in continuations(step(state, lead), count)]
-        return _merged(found)
+        return CharFolder(self._byte_edges).characters(self._check_state(state))
 
     def matches(self, text: str | bytes) -> bool:
         """Whether the whole text is in the grammar's language (no tokenizer involved)."""
@@ -624,17 +600,6 @@ def _as_tokenizer(grammar: Grammar | ArtifactData, tokenizer):
     from ..tokenizers import load_tokenizer
 
     return load_tokenizer(tokenizer, eos_token_ids=_recorded_eos(grammar))
-
-
-def _merged(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    """Sorted inclusive ranges with overlapping and adjacent ones joined."""
-    out: list[tuple[int, int]] = []
-    for lo, hi in sorted(ranges):
-        if out and lo <= out[-1][1] + 1:
-            out[-1] = (out[-1][0], max(out[-1][1], hi))
-        else:
-            out.append((lo, hi))
-    return out
 
 
 def _read_only(array: np.ndarray) -> np.ndarray:

@@ -22,9 +22,9 @@ from ...automaton import (
     EMPTY, NOTHING, Alt, Automaton, CharSet, Concat, Expr, Repeat, alt, charset, concat,
     literal, repeat,
 )
-from ...automaton.expr import MAX_CODE_POINT, complement_ranges, normalize_ranges
+from ...charsets import MAX_CODE_POINT, complement_ranges, intersect_ranges, normalize_ranges
 from ...errors import GrammarError, UnsupportedError
-from ..regex import parse_regex
+from ..regex import parse_regex, regex_tokens
 
 ANY_CHAR = CharSet(normalize_ranges([(0, MAX_CODE_POINT)]))
 QUOTE = literal('"')
@@ -57,31 +57,21 @@ def serialized(value: Expr) -> Expr:
 
 @lru_cache(maxsize=8192)
 def _spellings(ranges: tuple[tuple[int, int], ...]) -> Expr:
-    raw = _intersect_ranges(ranges, complement_ranges(normalize_ranges(_RAW_FORBIDDEN)))
+    raw = intersect_ranges(ranges, complement_ranges(normalize_ranges(_RAW_FORBIDDEN)))
     options: list[Expr] = [CharSet(raw)] if raw else []
     for code, letter in _SHORT_ESCAPES.items():
         if _contains(ranges, code):
             options.append(literal("\\" + letter))
-    escapable = _intersect_ranges(ranges, _U_ESCAPED)
+    escapable = intersect_ranges(ranges, _U_ESCAPED)
     if escapable:
         options.append(concat(literal("\\u"), alt(*(_hex4(lo, hi) for lo, hi in escapable))))
-    for lo, hi in _intersect_ranges(ranges, ((0x10000, MAX_CODE_POINT),)):
+    for lo, hi in intersect_ranges(ranges, ((0x10000, MAX_CODE_POINT),)):
         options.extend(_surrogate_pairs(lo, hi))
     return alt(*options)
 
 
 def _contains(ranges, code: int) -> bool:
     return any(lo <= code <= hi for lo, hi in ranges)
-
-
-def _intersect_ranges(a, b) -> tuple[tuple[int, int], ...]:
-    out = []
-    for lo1, hi1 in a:
-        for lo2, hi2 in b:
-            lo, hi = max(lo1, lo2), min(hi1, hi2)
-            if lo <= hi:
-                out.append((lo, hi))
-    return normalize_ranges(out)
 
 
 def _hex_digits(lo: int, hi: int) -> Expr:
@@ -185,67 +175,42 @@ def _strip_position(exc: GrammarError) -> str:
 def _ecma_to_python(pattern: str, where: str) -> str:
     """Rewrite the ECMA-262 constructs whose meaning differs in Python's `re`."""
     out = []
-    i = 0
-    in_class = False
-    while i < len(pattern):
-        ch = pattern[i]
-        if ch == "\\" and i + 1 < len(pattern):
-            nxt = pattern[i + 1]
-            if nxt == "s":
+    previous = ""
+    for i, token, in_class in regex_tokens(pattern, ecma=True):
+        if token.startswith("\\") and len(token) > 1:
+            escaped = token[1]
+            if escaped == "s":
                 out.append(_ECMA_SPACE if in_class else f"[{_ECMA_SPACE}]")
-            elif nxt == "S":
+            elif escaped == "S":
                 out.append(_NOT_ECMA_SPACE if in_class else f"[{_NOT_ECMA_SPACE}]")
-            elif nxt == "c" and i + 2 < len(pattern) and pattern[i + 2].isalpha():
-                out.append(f"\\x{ord(pattern[i + 2]) % 32:02x}")
-                i += 3
-                continue
-            elif nxt == "u" and pattern.startswith("{", i + 2):
-                end = pattern.find("}", i + 3)
-                if end < 0:
+            elif escaped == "c" and len(token) == 3:
+                out.append(f"\\x{ord(token[2]) % 32:02x}")
+            elif token.startswith("\\u{"):
+                if not token.endswith("}"):
                     raise GrammarError(f"{where}: pattern {pattern!r}: unterminated \\u{{...}}")
-                out.append(f"\\U{int(pattern[i + 3:end], 16):08x}")
-                i = end + 1
-                continue
-            elif nxt in "pP":
+                out.append(f"\\U{int(token[3:-1], 16):08x}")
+            elif escaped in "pP":
                 raise UnsupportedError(f"{where}: pattern {pattern!r}: Unicode property escapes "
                                    "(\\p{...}) are not supported")
-            elif nxt == "k":
+            elif escaped == "k":
                 raise UnsupportedError(f"{where}: pattern {pattern!r}: backreferences are not "
                                    "supported")
             else:
-                out.append(pattern[i:i + 2])
-            i += 2
-            continue
-        if in_class:
-            if ch == "]":
-                in_class = False
-            out.append(ch)
-        elif pattern.startswith("[^]", i):
+                out.append(token)
+        elif in_class:
+            out.append(token)
+        elif token == "[^]":
             out.append("(?s:.)")
-            i += 3
-            continue
-        elif pattern.startswith("[]", i):
+        elif token == "[]":
             out.append("[^\\x00-\\U0010ffff]")
-            i += 2
-            continue
-        elif ch == "[":
-            in_class = True
-            out.append(ch)
-            if pattern.startswith("^", i + 1):
-                out.append("^")
-                i += 1
-            if pattern.startswith("]", i + 1):
-                out.append("\\]")
-                i += 1
-        elif ch == ".":
+        elif token == ".":
             out.append(f"[^{_LINE_TERMINATORS}]")
-        elif pattern.startswith("(?<", i) and not pattern.startswith(("(?<=", "(?<!"), i):
-            out.append("(?P<")
-            i += 3
-            continue
+        elif token == "?" and previous == "(" and pattern.startswith("?<", i) and \
+                not pattern.startswith(("?<=", "?<!"), i):
+            out.append("?P")  # a named group
         else:
-            out.append(ch)
-        i += 1
+            out.append(token)
+        previous = token
     return "".join(out)
 
 
@@ -282,24 +247,11 @@ def _top_level_branches(pattern: str) -> list[str]:
 def _syntax(pattern: str) -> Iterator[tuple[int, str, int]]:
     """(index, character, group depth after it) of the characters outside escapes and
     character classes: the regex syntax that groups and alternation are made of."""
-    depth, i, in_class = 0, 0, False
-    while i < len(pattern):
-        ch = pattern[i]
-        if ch == "\\":
-            i += 2
-            continue
-        if in_class:
-            in_class = ch != "]"
-        elif ch == "[":  # a leading ^ and a first ] belong to the class
-            in_class = True
-            i += 1
-            i += pattern.startswith("^", i)
-            i += pattern.startswith("]", i)
-            continue
-        else:
-            depth += (ch == "(") - (ch == ")")
-            yield i, ch, depth
-        i += 1
+    depth = 0
+    for i, token, in_class in regex_tokens(pattern):
+        if not in_class and token[0] not in "\\[":
+            depth += (token == "(") - (token == ")")
+            yield i, token, depth
 
 
 # ----------------------------------------------------------------------------- formats

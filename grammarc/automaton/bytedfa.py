@@ -1,0 +1,66 @@
+"""`ByteDFA`, the byte-level DFA every automaton construction produces and the rest of grammarc
+consumes. Numpy only: the compiled core is needed to build one (dfa.py), not to use it.
+
+Its table is `trans[state, byte_class]`, with the grammarc state convention: state 0 is the
+dead state (every transition of it loops to 0), state 1 is the start.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..charsets import walk_bytes
+
+
+@dataclass(frozen=True)
+class ByteDFA:
+    """A minimal, trimmed, canonically numbered DFA over bytes (dead = 0, start = 1)."""
+
+    trans: np.ndarray       # int32 [num_states, num_classes]
+    byte_class: np.ndarray  # int32 [256]: the class of each byte value
+    accepting: np.ndarray   # bool [num_states]
+    labels: np.ndarray | None = None  # int32 [num_states]: index into label_names, -1 for none
+    label_names: tuple[str, ...] = ()
+
+    @property
+    def num_states(self) -> int:
+        return int(self.trans.shape[0])
+
+    @property
+    def num_classes(self) -> int:
+        return int(self.trans.shape[1])
+
+    def byte_table(self) -> np.ndarray:
+        """The full table `next = table[state, byte]` (int32 [num_states, 256])."""
+        return np.ascontiguousarray(self.trans[:, self.byte_class])
+
+    def step(self, state: int, byte: int) -> int:
+        """The state after one byte."""
+        return int(self.trans[state, self.byte_class[byte]])
+
+    def walk(self, data: bytes, state: int = 1) -> int:
+        """The state reached from `state` after reading `data` (0 once it dies)."""
+        return walk_bytes(self.step, data, state)
+
+    def accepts(self, data: bytes) -> bool:
+        return bool(self.accepting[self.walk(data)])
+
+    def ranges(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per-state runs of bytes with the same live target: `(ptr, ranges, next)`, where
+        state s's runs are `ranges[ptr[s]:ptr[s+1]]` (inclusive `lo, hi`) to `next[...]`."""
+        table = self.byte_table()
+        starts = np.ones(table.shape, np.bool_)
+        starts[:, 1:] = table[:, 1:] != table[:, :-1]
+        state, lo = np.nonzero(starts)
+        nxt = table[state, lo]
+        run_end = np.empty_like(lo)
+        run_end[:-1] = np.where(state[1:] == state[:-1], lo[1:] - 1, 255)
+        if len(lo):
+            run_end[-1] = 255
+        live = nxt != 0
+        state, lo, run_end, nxt = state[live], lo[live], run_end[live], nxt[live]
+        ptr = np.zeros(self.num_states + 1, np.int64)
+        np.cumsum(np.bincount(state, minlength=self.num_states), out=ptr[1:])
+        return ptr, np.stack([lo, run_end], axis=1), nxt
