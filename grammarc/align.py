@@ -38,6 +38,7 @@ import numpy as np
 from . import _core
 from .automaton import ByteDFA
 from .errors import GrammarError
+from .table import TokenTable
 
 _CHUNK = 64  # states per kernel call, so progress can be reported
 
@@ -59,8 +60,10 @@ class VocabTrie:
 
 
 @dataclass(frozen=True)
-class TokenTable:
-    """The factored token-level table (see the module docstring and docs/FORMAT.md)."""
+class FactoredRows:
+    """What factoring makes of the walk's entries: the factored token table's arrays and the
+    fewest tokens to acceptance (docs/FORMAT.md); `align` completes them into a
+    `grammarc.table.TokenTable`."""
 
     token_class: np.ndarray          # int32 [V]
     state_row: np.ndarray            # int32 [S]
@@ -107,7 +110,7 @@ def tokenizer_trie(tokenizer) -> VocabTrie:
 def align(dfa: ByteDFA, trie: VocabTrie, vocab_size: int, eos_token_ids: tuple[int, ...],
           progress: Callable[[int, int], None] | None = None,
           timings: dict[str, float] | None = None) -> TokenTable:
-    """The factored token table of `dfa` over the vocabulary in `trie`.
+    """The token table of `dfa` over the vocabulary in `trie`, with its byte DFA.
 
     `progress(done, total)` is called between chunks of states, if given. `timings`, if given,
     receives the seconds spent walking the trie (`alignment`: the walk and the class
@@ -116,11 +119,21 @@ def align(dfa: ByteDFA, trie: VocabTrie, vocab_size: int, eos_token_ids: tuple[i
     started = time.perf_counter()
     entries = walk_entries(dfa, trie, vocab_size, eos_token_ids, progress)
     walked = time.perf_counter()
-    table = factor(entries, dfa.accepting)
+    rows = factor(entries, dfa.accepting)
     if timings is not None:
         timings["alignment"] = timings.get("alignment", 0.0) + walked - started
         timings["factoring"] = timings.get("factoring", 0.0) + time.perf_counter() - walked
-    return table
+    return token_table(rows, dfa, rows.min_tokens_to_accept)
+
+
+def token_table(rows: FactoredRows, dfa: ByteDFA, min_tokens_to_accept: np.ndarray,
+                calls: dict[str, np.ndarray] | None = None) -> TokenTable:
+    """The grammar's `TokenTable`: factored rows, `dfa`'s acceptance, byte ranges and state
+    labels, the distances to acceptance, and the call tensors of a grammar with calls."""
+    byte_ptr, byte_ranges, byte_next = dfa.ranges()
+    return TokenTable(rows.token_class, rows.state_row, rows.row_ptr, rows.row_class,
+                      rows.row_delta, dfa.accepting, min_tokens_to_accept, byte_ptr,
+                      byte_ranges, byte_next, dfa.labels, calls or {})
 
 
 @dataclass(frozen=True)
@@ -171,7 +184,7 @@ def walk_entries(dfa: ByteDFA, trie: VocabTrie, vocab_size: int,
     return TokenEntries(token_class, state_ptr, entry_class, entry_next)
 
 
-def factor(entries: TokenEntries, accepting: np.ndarray) -> TokenTable:
+def factor(entries: TokenEntries, accepting: np.ndarray) -> FactoredRows:
     """Trim entries into states that cannot reach `accepting`, then share equal rows."""
     accepting = np.ascontiguousarray(accepting, dtype=np.bool_)
     min_tokens = _core.min_tokens_to_accept(entries.state_ptr, entries.entry_next, accepting)
@@ -180,7 +193,8 @@ def factor(entries: TokenEntries, accepting: np.ndarray) -> TokenTable:
                            "grammar's language")
     state_row, row_ptr, row_class, row_delta = _core.dedupe_rows(
         entries.state_ptr, entries.entry_class, entries.entry_next, min_tokens)
-    return TokenTable(entries.token_class, state_row, row_ptr, row_class, row_delta, min_tokens)
+    return FactoredRows(entries.token_class, state_row, row_ptr, row_class, row_delta,
+                        min_tokens)
 
 
 def _byte_walk_estimate(dfa: ByteDFA, trie: VocabTrie) -> int:

@@ -26,7 +26,7 @@ from typing import Callable
 import numpy as np
 
 from . import _core
-from .align import TokenEntries, TokenTable, VocabTrie, factor, walk_entries
+from .align import FactoredRows, TokenEntries, VocabTrie, factor, walk_entries
 from .automaton.machines import PushdownDFA, byte_dfa
 from .errors import GrammarError
 
@@ -38,7 +38,7 @@ _STAYS, _RETURNS = 1, 2  # the walk kinds of `_core.pushdown_walk` (0: the token
 class CallTable:
     """The token-level tables of a pushdown automaton (docs/FORMAT.md, version 2).
 
-    `table` holds the tokens that stay in their state's machine without a call. The stack
+    `rows` hold the tokens that stay in their state's machine without a call. The stack
     tokens of state q are `x_token[x_ptr[q]:x_ptr[q+1]]` (sorted), each with `x_next` (the
     state it ends in, or -1 when it returns past the frame) and `x_arg` (the push sequence it
     leaves on the stack, or the id of the suffix read after the return). A suffix read from a
@@ -46,7 +46,7 @@ class CallTable:
     meaning of next and arg; a missing entry means the text dies there.
     """
 
-    table: TokenTable
+    rows: FactoredRows
     x_ptr: np.ndarray
     x_token: np.ndarray
     x_next: np.ndarray
@@ -278,7 +278,7 @@ class _Kernel:
         return kind, nxt, pos, pushes
 
 
-def _return_cost(table: TokenTable, final: np.ndarray, x_ptr, x_next, x_arg, push_ptr,
+def _return_cost(table: FactoredRows, final: np.ndarray, x_ptr, x_next, x_arg, push_ptr,
                  push_states) -> np.ndarray:
     """Tokens that take each state to a final state of its machine, by fixpoint: a stack
     token costs 1 plus finishing the callee it ends in and every frame it pushed. An upper

@@ -24,6 +24,7 @@ import numpy as np
 
 from .errors import ArtifactError, GrammarcError
 from .files import write_atomically
+from .table import TokenTable
 
 FORMAT_NAME = "grammarc"
 FORMAT_VERSION = 1        # one table: next = T[state, token]
@@ -72,6 +73,85 @@ class ArtifactData:
 
     metadata: dict[str, Any]
     tensors: dict[str, np.ndarray]  # widened to int64 (bool for `accepting`)
+
+
+# ------------------------------------------------------------------- layouts (docs/FORMAT.md)
+def encode_table(table: TokenTable, metadata: dict[str, Any],
+                 layout: str) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """The metadata and tensors that write `table` in `layout` (factored, csr or dense)."""
+    if layout not in LAYOUTS:
+        raise ValueError(f"unknown layout {layout!r}; use factored, csr or dense")
+    if table.calls and layout != "factored":
+        raise ValueError("a grammar with calls is saved in the factored layout only")
+    metadata = dict(metadata, layout=layout, num_states=table.num_states)
+    tensors = {"accepting": table.accepting.astype(np.uint8),
+               "min_tokens_to_accept": table.min_tokens_to_accept,
+               "byte_ptr": table.byte_ptr, "byte_ranges": table.byte_ranges,
+               "byte_next": table.byte_next}
+    if table.state_labels is not None:
+        tensors["state_name"] = table.state_labels
+    tensors.update(table.calls)
+    if layout == "factored":
+        # a stable sort on 16-bit keys is a radix sort in numpy
+        keys = table.token_class.astype(np.uint16 if table.num_classes <= 1 << 16 else np.int64)
+        order = np.argsort(keys, kind="stable")
+        counts = np.bincount(table.token_class, minlength=table.num_classes)
+        counts[0] = 0
+        class_ptr = np.zeros(table.num_classes + 1, np.int64)
+        np.cumsum(counts, out=class_ptr[1:])
+        metadata.update(num_classes=table.num_classes, num_rows=table.num_rows)
+        tensors.update(class_ptr=class_ptr, class_tokens=order[table.token_class[order] > 0],
+                       state_row=table.state_row, row_ptr=table.row_ptr,
+                       row_class=table.row_class, row_delta=table.row_delta)
+        return metadata, tensors
+    metadata.pop("num_classes", None)
+    metadata.pop("num_rows", None)
+    ptr, tokens, nxt = table.transitions()
+    if layout == "csr":
+        tensors.update(csr_ptr=ptr, csr_tokens=tokens, csr_next=nxt)
+    else:
+        tensors.update(transitions=dense_transitions(ptr, tokens, nxt, table.vocab_size))
+    return metadata, tensors
+
+
+def dense_transitions(ptr: np.ndarray, tokens: np.ndarray, nxt: np.ndarray,
+                      vocab_size: int) -> np.ndarray:
+    """The dense table `T[state, token]` (int32, 0 = not allowed) of CSR transitions."""
+    dense = np.zeros((len(ptr) - 1, vocab_size), np.int32)
+    dense[np.repeat(np.arange(len(ptr) - 1), np.diff(ptr)), tokens] = nxt
+    return dense
+
+
+def decode_table(data: ArtifactData) -> TokenTable:
+    """The table of validated artifact content, whatever its layout."""
+    t = data.tensors
+    layout = data.metadata["layout"]
+    vocab = int(data.metadata["tokenizer"]["vocab_size"])
+    num_states = len(t["accepting"])
+    if layout == "factored":
+        token_class = np.zeros(vocab, np.int64)
+        token_class[t["class_tokens"]] = np.repeat(np.arange(len(t["class_ptr"]) - 1),
+                                                   np.diff(t["class_ptr"]))
+        rows = dict(token_class=token_class, state_row=t["state_row"], row_ptr=t["row_ptr"],
+                    row_class=t["row_class"], row_delta=t["row_delta"])
+    else:
+        if layout == "csr":
+            ptr, tokens, nxt = t["csr_ptr"], t["csr_tokens"], t["csr_next"]
+        else:
+            states, tokens = np.nonzero(t["transitions"])
+            nxt = t["transitions"][states, tokens]
+            ptr = np.zeros(num_states + 1, np.int64)
+            np.cumsum(np.bincount(states, minlength=num_states), out=ptr[1:])
+        # every token its own class: class = token + 1
+        owner = np.repeat(np.arange(num_states), np.diff(ptr))
+        rows = dict(token_class=np.arange(1, vocab + 1), state_row=np.arange(num_states),
+                    row_ptr=ptr, row_class=tokens + 1, row_delta=nxt - owner)
+    calls = {name: t[name] for name in _CALL_TENSORS} \
+        if data.metadata["format_version"] == CALLS_FORMAT_VERSION else {}
+    return TokenTable(**rows, accepting=t["accepting"].astype(bool),
+                      min_tokens_to_accept=t["min_tokens_to_accept"], byte_ptr=t["byte_ptr"],
+                      byte_ranges=t["byte_ranges"], byte_next=t["byte_next"],
+                      state_labels=t.get("state_name"), calls=calls)
 
 
 def smallest_dtype(values: np.ndarray, signed: bool) -> np.dtype:

@@ -18,7 +18,7 @@ from typing import Any, Callable, Iterator
 
 
 from ._version import __version__
-from .align import align, tokenizer_trie
+from .align import align, token_table, tokenizer_trie
 from .align_calls import align_calls
 from .artifact import CALLS_FORMAT_VERSION, FORMAT_NAME, FORMAT_VERSION
 from .automaton import ByteDFA
@@ -61,12 +61,7 @@ def compile(source: str | os.PathLike, tokenizer: Tokenizer | str | os.PathLike,
                   timings=timings)
     if automaton.labels is not None:
         metadata["state_names"] = list(automaton.label_names)
-    byte_ptr, byte_ranges, byte_next = automaton.ranges()
-    return Grammar(metadata, token_class=table.token_class, state_row=table.state_row,
-                   row_ptr=table.row_ptr, row_class=table.row_class, row_delta=table.row_delta,
-                   accepting=automaton.accepting,
-                   min_tokens_to_accept=table.min_tokens_to_accept, byte_ptr=byte_ptr,
-                   byte_ranges=byte_ranges, byte_next=byte_next, state_labels=automaton.labels)
+    return Grammar(metadata, table)
 
 
 def _call_grammar(pd: PushdownDFA, trie, tok: Tokenizer, metadata: dict[str, Any],
@@ -75,18 +70,13 @@ def _call_grammar(pd: PushdownDFA, trie, tok: Tokenizer, metadata: dict[str, Any
     calls = align_calls(pd, trie, tok.token_bytes, tok.vocab_size, tok.eos_token_ids,
                         progress=progress, timings=timings)
     metadata.update(format_version=CALLS_FORMAT_VERSION, machines=list(pd.machine_names))
-    table = calls.table
-    byte_ptr, byte_ranges, byte_next = pd.dfa.ranges()
-    return CallGrammar(
-        metadata, token_class=table.token_class, state_row=table.state_row,
-        row_ptr=table.row_ptr, row_class=table.row_class, row_delta=table.row_delta,
-        accepting=pd.dfa.accepting, min_tokens_to_accept=calls.return_cost, byte_ptr=byte_ptr,
-        byte_ranges=byte_ranges, byte_next=byte_next, machine_start=pd.machine_start,
-        call_ptr=pd.call_ptr, call_machine=pd.call_machine, call_return=pd.call_return,
-        machine_first=pd.first, stack_ptr=calls.x_ptr, stack_token=calls.x_token,
-        stack_next=calls.x_next, stack_arg=calls.x_arg, suffix_state=calls.s_state,
-        suffix_id=calls.s_suffix, suffix_next=calls.s_next, suffix_arg=calls.s_arg,
-        push_ptr=calls.push_ptr, push_states=calls.push_states)
+    tensors = dict(machine_start=pd.machine_start, call_ptr=pd.call_ptr,
+                   call_machine=pd.call_machine, call_return=pd.call_return,
+                   machine_first=pd.first, stack_ptr=calls.x_ptr, stack_token=calls.x_token,
+                   stack_next=calls.x_next, stack_arg=calls.x_arg, suffix_state=calls.s_state,
+                   suffix_id=calls.s_suffix, suffix_next=calls.s_next, suffix_arg=calls.s_arg,
+                   push_ptr=calls.push_ptr, push_states=calls.push_states)
+    return CallGrammar(metadata, token_table(calls.rows, pd.dfa, calls.return_cost, tensors))
 
 
 def grammar_metadata(kind: str, text: str, name: str | None, tok: Tokenizer,

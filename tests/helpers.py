@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 
 import grammarc
+from grammarc.table import TokenTable
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 
@@ -101,11 +102,12 @@ def table_grammar(dense: np.ndarray, accepting: list[int], token_class: list[int
                 distances[s] = min(steps)
     metadata = {"kind": "regex", "tokenizer": {"name": "toy", "fingerprint": "", "vocab_size": vocab,
                                                "eos_token_ids": [EOS]}}
-    return grammarc.Grammar(
-        metadata, token_class=classes, state_row=np.arange(num_states), row_ptr=row_ptr,
+    return grammarc.Grammar(metadata, TokenTable(
+        token_class=classes, state_row=np.arange(num_states), row_ptr=row_ptr,
         row_class=[c for c, _ in flat], row_delta=[d for _, d in flat], accepting=is_accepting,
-        min_tokens_to_accept=distances if min_tokens is None else min_tokens, byte_ptr=np.zeros(num_states + 1, np.int64),
-        byte_ranges=np.zeros((0, 2), np.int64), byte_next=np.zeros(0, np.int64))
+        min_tokens_to_accept=distances if min_tokens is None else min_tokens,
+        byte_ptr=np.zeros(num_states + 1, np.int64), byte_ranges=np.zeros((0, 2), np.int64),
+        byte_next=np.zeros(0, np.int64)))
 
 
 def a_up_to_3(min_tokens: list[int] | None = None) -> grammarc.Grammar:

@@ -109,9 +109,9 @@ def test_torch_packed_mask_table(grammar, dense, monkeypatch):
     from grammarc.runtime import _torch
 
     monkeypatch.setattr(_torch, "_BOOL_TABLE_LIMIT", 0)
-    tables = _torch.TorchTables(grammar, torch.device("cpu"))
+    tables = _torch.TorchTables(grammar.table, grammar.eos_token_ids, torch.device("cpu"))
     assert tables.packed
-    rows = torch.as_tensor(grammar._state_row[[0, 1, 2, grammar.num_states - 1]])
+    rows = torch.as_tensor(grammar.table.state_row[[0, 1, 2, grammar.num_states - 1]])
     allowed = tables.allowed_rows(rows).numpy()
     assert np.array_equal(allowed, dense[[0, 1, 2, grammar.num_states - 1]] != 0)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from ..table import TokenTable
 from .grammar import integer_array
 
 _BOOL_TABLE_LIMIT = 256 << 20  # bytes; above this the mask table is bit-packed
@@ -18,33 +19,36 @@ _ROWS_PER_CHUNK = 64
 
 
 class TorchTables:
-    def __init__(self, grammar, device: torch.device) -> None:
+    """A grammar's table (`grammarc.table.TokenTable`) on one device."""
+
+    def __init__(self, table: TokenTable, eos_token_ids: tuple[int, ...],
+                 device: torch.device) -> None:
         self.device = device
-        self.num_states = grammar.num_states
-        self.vocab_size = grammar.vocab_size
-        self.num_classes = grammar.num_classes
+        self.num_states = table.num_states
+        self.vocab_size = table.vocab_size
+        self.num_classes = table.num_classes
         as_long = lambda a: torch.tensor(np.asarray(a, np.int64), device=device)  # noqa: E731
-        self.state_row = as_long(grammar._state_row)
-        self.token_class = as_long(grammar._token_class)
-        self.entry_key = as_long(grammar._entry_key)
-        self.row_delta = as_long(grammar._row_delta)
-        self.packed = grammar.num_rows * self.vocab_size > _BOOL_TABLE_LIMIT
+        self.state_row = as_long(table.state_row)
+        self.token_class = as_long(table.token_class)
+        self.entry_key = as_long(table.entry_key)
+        self.row_delta = as_long(table.row_delta)
+        self.packed = table.num_rows * self.vocab_size > _BOOL_TABLE_LIMIT
         chunks = []
-        for lo in range(0, grammar.num_rows, _ROWS_PER_CHUNK):
-            rows = range(lo, min(lo + _ROWS_PER_CHUNK, grammar.num_rows))
-            allowed = np.stack([grammar._row_tokens_mask(r) for r in rows])
+        for lo in range(0, table.num_rows, _ROWS_PER_CHUNK):
+            rows = range(lo, min(lo + _ROWS_PER_CHUNK, table.num_rows))
+            allowed = np.stack([table.row_mask(r) for r in rows])
             chunks.append(np.packbits(allowed, axis=1) if self.packed else allowed)
         self.allowed = torch.as_tensor(np.concatenate(chunks), device=device)
         self.shifts = torch.arange(7, -1, -1, device=device, dtype=torch.uint8)
         self.neg_inf = {}
         # for budget-aware masks: each row's entries, the distances, the EOS ids
-        self.row_start = as_long(grammar._row_ptr[:-1])
-        self.row_length = as_long(np.diff(grammar._row_ptr))
-        self.max_row_length = int(self.row_length.max()) if grammar.num_rows else 0
-        self.row_class = as_long(grammar._row_class)
-        self.min_tokens = as_long(grammar._min_tokens)
-        self.accepting = torch.tensor(np.asarray(grammar._accepting), device=device)
-        self.eos = as_long(grammar.eos_token_ids)
+        self.row_start = as_long(table.row_ptr[:-1])
+        self.row_length = as_long(np.diff(table.row_ptr))
+        self.max_row_length = int(self.row_length.max()) if table.num_rows else 0
+        self.row_class = as_long(table.row_class)
+        self.min_tokens = as_long(table.min_tokens_to_accept)
+        self.accepting = torch.tensor(np.asarray(table.accepting), device=device)
+        self.eos = as_long(eos_token_ids)
 
     def _integers(self, values, what: str) -> torch.Tensor:
         """`values` as a long tensor on the device; a `TypeError` for floats and booleans,

@@ -20,41 +20,35 @@ from typing import Any
 import numpy as np
 
 from ..artifact import suffix_count
-from .grammar import (_MASK_CACHE_BYTES, Grammar, _frozen, _is_torch, _read_only, check_logits,
+from ..table import TokenTable
+from .grammar import (_MASK_CACHE_BYTES, Grammar, _is_torch, _read_only, check_logits,
                       integer_array)
 
 _DEAD = -2  # resolve(): the text dies
-CALL_TENSORS = ("machine_start", "machine_first", "call_ptr", "call_machine", "call_return",
-                "stack_ptr", "stack_token", "stack_next", "stack_arg", "suffix_state",
-                "suffix_id", "suffix_next", "suffix_arg", "push_ptr", "push_states")
 
 
 class CallGrammar(Grammar):
     """A compiled grammar with machines linked by calls; the API of `Grammar`, where a state
     id stands for a configuration (table state and stack of return states)."""
 
-    def __init__(self, metadata: dict[str, Any], *, machine_start: np.ndarray,
-                 call_ptr: np.ndarray, call_machine: np.ndarray, call_return: np.ndarray,
-                 machine_first: np.ndarray, stack_ptr: np.ndarray, stack_token: np.ndarray,
-                 stack_next: np.ndarray, stack_arg: np.ndarray, suffix_state: np.ndarray,
-                 suffix_id: np.ndarray, suffix_next: np.ndarray, suffix_arg: np.ndarray,
-                 push_ptr: np.ndarray, push_states: np.ndarray, **tables: Any) -> None:
-        super().__init__(metadata, **tables)
-        self._machine_start = _frozen(machine_start, np.int64)
-        self._call_ptr = _frozen(call_ptr, np.int64)
-        self._call_machine = _frozen(call_machine, np.int64)
-        self._call_return = _frozen(call_return, np.int64)
-        self._machine_first = _frozen(machine_first, np.bool_)
-        self._stack_ptr = _frozen(stack_ptr, np.int64)
-        self._stack_token = _frozen(stack_token, np.int64)
-        self._stack_next = _frozen(stack_next, np.int64)
-        self._stack_arg = _frozen(stack_arg, np.int64)
-        self._suffix_state = _frozen(suffix_state, np.int64)
-        self._suffix_id = _frozen(suffix_id, np.int64)
-        self._suffix_next = _frozen(suffix_next, np.int64)
-        self._suffix_arg = _frozen(suffix_arg, np.int64)
-        self._push_ptr = _frozen(push_ptr, np.int64)
-        self._push_states = _frozen(push_states, np.int64)
+    def __init__(self, metadata: dict[str, Any], table: TokenTable) -> None:
+        super().__init__(metadata, table)
+        calls = table.calls
+        self._machine_start = calls["machine_start"]
+        self._call_ptr = calls["call_ptr"]
+        self._call_machine = calls["call_machine"]
+        self._call_return = calls["call_return"]
+        self._machine_first = calls["machine_first"].astype(np.bool_)
+        self._stack_ptr = calls["stack_ptr"]
+        self._stack_token = calls["stack_token"]
+        self._stack_next = calls["stack_next"]
+        self._stack_arg = calls["stack_arg"]
+        self._suffix_state = calls["suffix_state"]
+        self._suffix_id = calls["suffix_id"]
+        self._suffix_next = calls["suffix_next"]
+        self._suffix_arg = calls["suffix_arg"]
+        self._push_ptr = calls["push_ptr"]
+        self._push_states = calls["push_states"]
         self._num_suffixes = suffix_count(self._suffix_id, self._stack_next, self._stack_arg,
                                           self._suffix_next, self._suffix_arg)
         self._suffix_key = self._suffix_state * max(self._num_suffixes, 1) + self._suffix_id
@@ -105,10 +99,10 @@ class CallGrammar(Grammar):
         found = self._node_ids.get((node, ret))
         if found is None:
             found = self._node_ids[(node, ret)] = len(self._node_below)
-            cost, below = int(self._min_tokens[ret]), self._node_cost[node]
+            cost, below = int(self.table.min_tokens_to_accept[ret]), self._node_cost[node]
             self._node_below.append(node)
             self._node_top.append(ret)
-            self._node_ends.append(self._node_ends[node] and bool(self._accepting[ret]))
+            self._node_ends.append(self._node_ends[node] and bool(self.table.accepting[ret]))
             self._node_cost.append(-1 if cost < 0 or below < 0 else cost + below)
         return found
 
@@ -132,21 +126,13 @@ class CallGrammar(Grammar):
         j = lo + int(np.searchsorted(self._stack_token[lo:hi], token))
         return j if j < hi and self._stack_token[j] == token else -1
 
-    def _call_tensors(self) -> dict[str, np.ndarray]:
-        return {name: getattr(self, f"_{name}").astype(np.int64) for name in CALL_TENSORS}
-
-    def save(self, path, layout: str = "factored") -> None:
-        if layout != "factored":
-            raise ValueError("a grammar with calls is saved in the factored layout only")
-        super().save(path, layout)
-
     # ------------------------------------------------------------ the Grammar API
     def _state_limit(self) -> int:
         return len(self._config_state)  # the configurations interned so far
 
     def is_accepting(self, state: int) -> bool:
         config = self._check_state(state)
-        return bool(self._accepting[self._config_state[config]]) and \
+        return bool(self.table.accepting[self._config_state[config]]) and \
             self._node_ends[self._config_node[config]]
 
     def state_name(self, state: int) -> str | None:
@@ -163,7 +149,7 @@ class CallGrammar(Grammar):
         """`tokens_to_accept` of a configuration, without giving it an id."""
         if table_state == _DEAD:
             return -1
-        cost, below = int(self._min_tokens[table_state]), self._node_cost[node]
+        cost, below = int(self.table.min_tokens_to_accept[table_state]), self._node_cost[node]
         return -1 if cost < 0 or below < 0 else cost + below
 
     def mask(self, state: int, *, budget: int | None = None) -> np.ndarray:
@@ -183,7 +169,7 @@ class CallGrammar(Grammar):
 
     def _build_mask(self, config: int) -> np.ndarray:
         q, node = self._config_state[config], self._config_node[config]
-        mask = self._cached_mask(int(self._state_row[q]), allowed=True).copy()
+        mask = self._cached_mask(int(self.table.state_row[q]), allowed=True).copy()
         lo, hi = self._stack_ptr[q], self._stack_ptr[q + 1]
         nxt, arg = self._stack_next[lo:hi], self._stack_arg[lo:hi]
         tokens = self._stack_token[lo:hi]
@@ -277,7 +263,7 @@ class CallGrammar(Grammar):
             following |= table[q] != 0
             for k in range(self._call_ptr[q], self._call_ptr[q + 1]):
                 following |= self._machine_first[self._call_machine[k]]
-            if not (self._accepting[q] and node):
+            if not (self.table.accepting[q] and node):
                 break
             q, node = self._node_top[node], self._node_below[node]
         return following
@@ -302,7 +288,7 @@ class CallGrammar(Grammar):
                 node = self._push_return(node, int(self._call_return[callee]))
                 q = int(self._machine_start[self._call_machine[callee]])
                 continue
-            if self._accepting[q] and node:
+            if self.table.accepting[q] and node:
                 q, node = self._node_top[node], self._node_below[node]
                 continue
             return 0

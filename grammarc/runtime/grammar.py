@@ -20,7 +20,9 @@ from typing import Any
 
 import numpy as np
 
-from ..artifact import CALLS_FORMAT_VERSION, ArtifactData, read_artifact, write_artifact
+from ..artifact import (ArtifactData, decode_table, dense_transitions, encode_table, read_artifact,
+                        write_artifact)
+from ..table import TokenTable
 from ..charsets import CharFolder, csr_byte_edges, walk_bytes
 from ..errors import ArtifactError
 
@@ -42,32 +44,14 @@ class Grammar:
     initial_state = 1
     dead_state = 0
 
-    def __init__(self, metadata: dict[str, Any], *, token_class: np.ndarray,
-                 state_row: np.ndarray, row_ptr: np.ndarray, row_class: np.ndarray,
-                 row_delta: np.ndarray, accepting: np.ndarray,
-                 min_tokens_to_accept: np.ndarray, byte_ptr: np.ndarray,
-                 byte_ranges: np.ndarray, byte_next: np.ndarray,
-                 state_labels: np.ndarray | None = None) -> None:
-        """`state_labels[s]` indexes `metadata["state_names"]` (-1: no name); state machine
-        specs have them."""
+    def __init__(self, metadata: dict[str, Any], table: TokenTable) -> None:
+        """`metadata` as an artifact records it; `table` the compiled tables (with
+        `state_labels[s]` indexing `metadata["state_names"]`, -1: no name, for state-machine
+        specs)."""
         self.metadata = metadata
-        self._token_class = _frozen(token_class, np.int64)
-        self._state_row = _frozen(state_row, np.int64)
-        self._row_ptr = _frozen(row_ptr, np.int64)
-        self._row_class = _frozen(row_class, np.int64)
-        self._row_delta = _frozen(row_delta, np.int64)
-        self._accepting = _frozen(accepting, np.bool_)
-        self._min_tokens = _frozen(min_tokens_to_accept, np.int64)
-        self._byte_ptr = _frozen(byte_ptr, np.int64)
-        self._byte_ranges = _frozen(byte_ranges, np.int64)
-        self._byte_next = _frozen(byte_next, np.int64)
-        self._state_labels = None if state_labels is None else _frozen(state_labels, np.int64)
-        self.num_classes = int(self._token_class.max(initial=0)) + 1
-        # global sort key of every row entry, for vectorised transitions
-        rows_of_entry = np.repeat(np.arange(len(self._row_ptr) - 1), np.diff(self._row_ptr))
-        self._entry_key = _frozen(rows_of_entry * self.num_classes + self._row_class, np.int64)
+        self.table = table
         # a budget this large never removes a token: 1 + min_tokens_to_accept[t] + 1 <= budget
-        self._unlimited_budget = int(self._min_tokens.max(initial=0)) + 2
+        self._unlimited_budget = int(self.table.min_tokens_to_accept.max(initial=0)) + 2
         self._allowed_cache: OrderedDict[int, np.ndarray] = OrderedDict()
         self._forbidden_cache: OrderedDict[int, np.ndarray] = OrderedDict()
         self._byte_table: np.ndarray | None = None
@@ -77,11 +61,16 @@ class Grammar:
     @property
     def num_states(self) -> int:
         """Number of states, the dead state 0 included."""
-        return len(self._accepting)
+        return self.table.num_states
 
     @property
     def num_rows(self) -> int:
-        return len(self._row_ptr) - 1
+        return self.table.num_rows
+
+    @property
+    def num_classes(self) -> int:
+        """Token classes of the table (class 0, never allowed, included)."""
+        return self.table.num_classes
 
     @property
     def vocab_size(self) -> int:
@@ -101,25 +90,25 @@ class Grammar:
 
     @property
     def accepting_states(self) -> np.ndarray:
-        return np.flatnonzero(self._accepting)
+        return np.flatnonzero(self.table.accepting)
 
     @property
     def min_tokens_to_accept(self) -> np.ndarray:
         """Shortest number of tokens from each state to an accepting state (-1: unreachable)."""
-        return self._min_tokens
+        return self.table.min_tokens_to_accept
 
     def __repr__(self) -> str:
         return (f"<Grammar kind={self.kind!r} states={self.num_states} "
-                f"vocab={self.vocab_size} classes={self.num_classes} rows={self.num_rows}>")
+                f"vocab={self.vocab_size} classes={self.table.num_classes} rows={self.num_rows}>")
 
     # ------------------------------------------------------------- single state
     def is_accepting(self, state: int) -> bool:
-        return bool(self._accepting[self._check_state(state)])
+        return bool(self.table.accepting[self._check_state(state)])
 
     def state_name(self, state: int) -> str | None:
         """The name of the workflow state the text has reached in `state`, for grammars
         compiled from a state-machine spec (None for other grammars and the dead state)."""
-        label = -1 if self._state_labels is None else self._state_labels[self._check_state(state)]
+        label = -1 if self.table.state_labels is None else self.table.state_labels[self._check_state(state)]
         return self.metadata["state_names"][label] if label >= 0 else None
 
     def mask(self, state: int, *, budget: int | None = None) -> np.ndarray:
@@ -127,7 +116,7 @@ class Grammar:
         With `budget`, only the tokens of `mask_within(state, budget)`."""
         if budget is not None and budget < self._unlimited_budget:
             return _read_only(self.mask_within(state, budget))
-        return self._cached_mask(int(self._state_row[self._check_state(state)]), allowed=True)
+        return self._cached_mask(int(self.table.state_row[self._check_state(state)]), allowed=True)
 
     def allowed(self, state: int) -> np.ndarray:
         """Sorted ids of the tokens allowed in `state` (EOS only when it is accepting)."""
@@ -143,23 +132,23 @@ class Grammar:
     def tokens_to_accept(self, state: int) -> int:
         """The fewest tokens that reach an accepting state from `state` (-1: none), the final
         EOS not counted."""
-        return int(self._min_tokens[self._check_state(state)])
+        return int(self.table.min_tokens_to_accept[self._check_state(state)])
 
     def _table_next(self, state: int, token_id: int) -> int:
-        row = self._state_row[state]
-        lo, hi = self._row_ptr[row], self._row_ptr[row + 1]
-        cls = self._token_class[token_id]
-        j = lo + int(np.searchsorted(self._row_class[lo:hi], cls))
-        if j < hi and self._row_class[j] == cls:
-            return int(state + self._row_delta[j])
+        row = self.table.state_row[state]
+        lo, hi = self.table.row_ptr[row], self.table.row_ptr[row + 1]
+        cls = self.table.token_class[token_id]
+        j = lo + int(np.searchsorted(self.table.row_class[lo:hi], cls))
+        if j < hi and self.table.row_class[j] == cls:
+            return int(state + self.table.row_delta[j])
         return 0
 
     def allowed_counts(self) -> np.ndarray:
         """Number of allowed tokens in each state (EOS included), without building masks."""
-        class_sizes = np.bincount(self._token_class, minlength=self.num_classes)
-        per_row = np.bincount(self._entry_key // self.num_classes,
-                              weights=class_sizes[self._row_class], minlength=self.num_rows)
-        return per_row.astype(np.int64)[self._state_row]
+        class_sizes = np.bincount(self.table.token_class, minlength=self.table.num_classes)
+        per_row = np.bincount(self.table.entry_key // self.table.num_classes,
+                              weights=class_sizes[self.table.row_class], minlength=self.num_rows)
+        return per_row.astype(np.int64)[self.table.state_row]
 
     # ---------------------------------------------------------------- budgets
     def mask_within(self, state: int, budget: int) -> np.ndarray:
@@ -172,18 +161,18 @@ class Grammar:
         state = self._check_state(state)
         mask = self._row_within(state, budget)
         # an EOS token may share its class with text tokens that loop in accepting states
-        mask[list(self.eos_token_ids)] = bool(self._accepting[state]) and budget >= 1
+        mask[list(self.eos_token_ids)] = bool(self.table.accepting[state]) and budget >= 1
         return mask
 
     def _row_within(self, table_state: int, budget: int) -> np.ndarray:
         """The tokens of the table state's row that lead to a state `t` with
         `1 + min_tokens_to_accept[t] + 1 <= budget` (a fresh array)."""
-        row = self._state_row[table_state]
-        lo, hi = self._row_ptr[row], self._row_ptr[row + 1]
-        reach = self._min_tokens[table_state + self._row_delta[lo:hi]]
-        class_fits = np.zeros(self.num_classes, np.bool_)
-        class_fits[self._row_class[lo:hi][(reach >= 0) & (reach + 2 <= budget)]] = True
-        return class_fits[self._token_class]
+        row = self.table.state_row[table_state]
+        lo, hi = self.table.row_ptr[row], self.table.row_ptr[row + 1]
+        reach = self.table.min_tokens_to_accept[table_state + self.table.row_delta[lo:hi]]
+        class_fits = np.zeros(self.table.num_classes, np.bool_)
+        class_fits[self.table.row_class[lo:hi][(reach >= 0) & (reach + 2 <= budget)]] = True
+        return class_fits[self.table.token_class]
 
     def allowed_within(self, state: int, budget: int) -> np.ndarray:
         """Sorted ids of the tokens of `mask_within(state, budget)`."""
@@ -230,13 +219,13 @@ class Grammar:
             raise ValueError(f"states {states.shape} and tokens {tokens.shape} differ in shape")
         self._check_states(states)
         valid = (tokens >= 0) & (tokens < self.vocab_size)
-        keys = self._state_row[states] * self.num_classes + \
-            self._token_class[np.where(valid, tokens, 0)]
-        pos = np.minimum(np.searchsorted(self._entry_key, keys), len(self._entry_key) - 1)
-        if len(self._entry_key) == 0:
+        keys = self.table.state_row[states] * self.table.num_classes + \
+            self.table.token_class[np.where(valid, tokens, 0)]
+        pos = np.minimum(np.searchsorted(self.table.entry_key, keys), len(self.table.entry_key) - 1)
+        if len(self.table.entry_key) == 0:
             return np.zeros_like(states)
-        found = valid & (self._entry_key[pos] == keys)
-        return np.where(found, states + self._row_delta[pos], 0)
+        found = valid & (self.table.entry_key[pos] == keys)
+        return np.where(found, states + self.table.row_delta[pos], 0)
 
     def apply(self, logits, states, *, budget: int | None = None, inplace: bool = False):
         """Set forbidden logits to -inf.
@@ -258,7 +247,7 @@ class Grammar:
         view = out if batched else out[None, :]
         vocab = self.vocab_size
         for i, state in enumerate(states):
-            forbidden = self._cached_mask(int(self._state_row[state]), allowed=False) \
+            forbidden = self._cached_mask(int(self.table.state_row[state]), allowed=False) \
                 if budget is None else ~self.mask_within(int(state), budget)
             np.copyto(view[i, :vocab], -np.inf, where=forbidden)
         view[:, vocab:] = -np.inf
@@ -338,7 +327,7 @@ class Grammar:
 
     def _byte_edges(self, state: int) -> list[tuple[int, int, int]]:
         """The live byte edges `(first byte, last byte, target)` of `state`."""
-        return csr_byte_edges(self._byte_ptr, self._byte_ranges, self._byte_next)(state)
+        return csr_byte_edges(self.table.byte_ptr, self.table.byte_ranges, self.table.byte_next)(state)
 
     def allowed_characters(self, state: int) -> list[tuple[int, int]]:
         """Inclusive code point ranges of the characters that may come next in byte-DFA state
@@ -353,98 +342,33 @@ class Grammar:
     # ---------------------------------------------------------------- tables
     def to_dense(self) -> np.ndarray:
         """The full table `T[state, token]` (int32, shape (num_states, vocab_size))."""
-        table = np.zeros((self.num_states, self.vocab_size), np.int32)
-        for state in range(1, self.num_states):
-            tokens, nxt = self._state_entries(state)
-            table[state, tokens] = nxt
-        return table
+        return dense_transitions(*self.table.transitions(), self.vocab_size)
 
     def to_csr(self):
         """The full table as a `scipy.sparse.csr_matrix` (needs scipy: `pip install
         grammarc[scipy]`)."""
         from scipy.sparse import csr_matrix
 
-        ptr, tokens, nxt = self._csr_arrays()
+        ptr, tokens, nxt = self.table.transitions()
         return csr_matrix((nxt.astype(np.int32), tokens, ptr),
                           shape=(self.num_states, self.vocab_size))
 
     def save(self, path: str | os.PathLike, layout: str = "factored") -> None:
-        """Write the artifact (`.safetensors` or `.npz` by suffix) in the given layout."""
-        if layout not in ("factored", "csr", "dense"):
-            raise ValueError(f"unknown layout {layout!r}; use factored, csr or dense")
-        metadata = dict(self.metadata, layout=layout, num_states=self.num_states)
-        tensors = {
-            "accepting": self._accepting.astype(np.uint8),
-            "min_tokens_to_accept": self._min_tokens,
-            "byte_ptr": self._byte_ptr,
-            "byte_ranges": self._byte_ranges,
-            "byte_next": self._byte_next,
-        }
-        if self._state_labels is not None:
-            tensors["state_name"] = self._state_labels
-        tensors.update(self._call_tensors())
-        if layout == "factored":
-            # a stable sort on 16-bit keys is a radix sort in numpy
-            keys = self._token_class.astype(np.uint16 if self.num_classes <= 1 << 16 else np.int64)
-            order = np.argsort(keys, kind="stable")
-            listed = order[self._token_class[order] > 0]
-            counts = np.bincount(self._token_class, minlength=self.num_classes)
-            counts[0] = 0
-            class_ptr = np.zeros(self.num_classes + 1, np.int64)
-            np.cumsum(counts, out=class_ptr[1:])
-            metadata.update(num_classes=self.num_classes, num_rows=self.num_rows)
-            tensors.update(class_ptr=class_ptr, class_tokens=listed, state_row=self._state_row,
-                           row_ptr=self._row_ptr, row_class=self._row_class,
-                           row_delta=self._row_delta)
-        else:
-            metadata.pop("num_classes", None)
-            metadata.pop("num_rows", None)
-            if layout == "csr":
-                ptr, tokens, nxt = self._csr_arrays()
-                tensors.update(csr_ptr=ptr, csr_tokens=tokens, csr_next=nxt)
-            else:
-                tensors.update(transitions=self.to_dense())
-        write_artifact(path, metadata, tensors)
-
-    def _call_tensors(self) -> dict[str, np.ndarray]:
-        """The tensors of format version 2 (grammars with calls); none here."""
-        return {}
+        """Write the artifact (`.safetensors` or `.npz` by suffix) in the given layout
+        (factored, csr or dense; grammars with calls: factored)."""
+        write_artifact(path, *encode_table(self.table, self.metadata, layout))
 
     @classmethod
     def from_artifact(cls, data: ArtifactData) -> "Grammar":
         """A grammar from validated artifact content, whatever its layout."""
-        t = data.tensors
-        layout = data.metadata["layout"]
-        vocab = int(data.metadata["tokenizer"]["vocab_size"])
-        num_states = len(t["accepting"])
-        if layout == "factored":
-            token_class = np.zeros(vocab, np.int64)
-            token_class[t["class_tokens"]] = np.repeat(np.arange(len(t["class_ptr"]) - 1),
-                                                       np.diff(t["class_ptr"]))
-            parts = dict(token_class=token_class, state_row=t["state_row"],
-                         row_ptr=t["row_ptr"], row_class=t["row_class"], row_delta=t["row_delta"])
-        else:
-            if layout == "csr":
-                ptr, tokens, nxt = t["csr_ptr"], t["csr_tokens"], t["csr_next"]
-            else:
-                states, tokens = np.nonzero(t["transitions"])
-                nxt = t["transitions"][states, tokens]
-                ptr = np.zeros(num_states + 1, np.int64)
-                np.cumsum(np.bincount(states, minlength=num_states), out=ptr[1:])
-            # every token its own class: class = token + 1
-            owner = np.repeat(np.arange(num_states), np.diff(ptr))
-            parts = dict(token_class=np.arange(1, vocab + 1), state_row=np.arange(num_states),
-                         row_ptr=ptr, row_class=tokens + 1, row_delta=nxt - owner)
         meta = {k: v for k, v in data.metadata.items()
                 if k not in ("num_classes", "num_rows", "checksum")}
-        common = dict(accepting=t["accepting"], min_tokens_to_accept=t["min_tokens_to_accept"],
-                      byte_ptr=t["byte_ptr"], byte_ranges=t["byte_ranges"],
-                      byte_next=t["byte_next"], state_labels=t.get("state_name"), **parts)
-        if data.metadata["format_version"] == CALLS_FORMAT_VERSION:
-            from .calls import CALL_TENSORS, CallGrammar
+        table = decode_table(data)
+        if table.calls:
+            from .calls import CallGrammar
 
-            return CallGrammar(meta, **common, **{name: t[name] for name in CALL_TENSORS})
-        return cls(meta, **common)
+            return CallGrammar(meta, table)
+        return cls(meta, table)
 
     # -------------------------------------------------------------- internals
     def _state_limit(self) -> int:
@@ -485,17 +409,11 @@ class Grammar:
                              f"{self.vocab_size} tokens")
         return states, batched
 
-    def _row_tokens_mask(self, row: int) -> np.ndarray:
-        lo, hi = self._row_ptr[row], self._row_ptr[row + 1]
-        class_allowed = np.zeros(self.num_classes, np.bool_)
-        class_allowed[self._row_class[lo:hi]] = True
-        return class_allowed[self._token_class]
-
     def _cached_mask(self, row: int, allowed: bool) -> np.ndarray:
         cache = self._allowed_cache if allowed else self._forbidden_cache
         mask = cache.get(row)
         if mask is None:
-            mask = self._row_tokens_mask(row)
+            mask = self.table.row_mask(row)
             if not allowed:
                 np.logical_not(mask, out=mask)
             mask.flags.writeable = False
@@ -506,26 +424,11 @@ class Grammar:
             cache.move_to_end(row)
         return mask
 
-    def _state_entries(self, state: int) -> tuple[np.ndarray, np.ndarray]:
-        """Allowed token ids of a state (sorted) and the states they lead to."""
-        tokens = np.flatnonzero(self.mask(state))
-        return tokens, self.advance(np.full(len(tokens), state), tokens)
-
-    def _csr_arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        ptr = np.zeros(self.num_states + 1, np.int64)
-        token_parts, next_parts = [], []
-        for state in range(self.num_states):
-            tokens, nxt = self._state_entries(state) if state else (np.zeros(0, np.int64),) * 2
-            token_parts.append(tokens)
-            next_parts.append(nxt)
-            ptr[state + 1] = ptr[state] + len(tokens)
-        return ptr, np.concatenate(token_parts), np.concatenate(next_parts)
-
     def _byte_dfa(self) -> np.ndarray:
         if self._byte_table is None:
             table = np.zeros((self.num_states, 256), np.int32)
-            owner = np.repeat(np.arange(self.num_states), np.diff(self._byte_ptr))
-            for (lo, hi), state, nxt in zip(self._byte_ranges, owner, self._byte_next):
+            owner = np.repeat(np.arange(self.num_states), np.diff(self.table.byte_ptr))
+            for (lo, hi), state, nxt in zip(self.table.byte_ranges, owner, self.table.byte_next):
                 table[state, lo:hi + 1] = nxt
             self._byte_table = table
         return self._byte_table
@@ -536,7 +439,7 @@ class Grammar:
         key = like.device
         tables = self._torch_tables.get(key)
         if tables is None:
-            tables = self._torch_tables[key] = TorchTables(self, key)
+            tables = self._torch_tables[key] = TorchTables(self.table, self.eos_token_ids, key)
         return tables
 
 
@@ -605,12 +508,6 @@ def _as_tokenizer(grammar: Grammar | ArtifactData, tokenizer):
 def _read_only(array: np.ndarray) -> np.ndarray:
     array.flags.writeable = False
     return array
-
-
-def _frozen(values, dtype) -> np.ndarray:
-    arr = np.array(values, dtype=dtype)
-    arr.flags.writeable = False
-    return arr
 
 
 def _is_torch(value) -> bool:

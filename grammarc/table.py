@@ -1,0 +1,107 @@
+"""A compiled grammar's tables in memory: one numpy-only value that the aligner produces, the
+artifact codec writes and reads in every layout (`grammarc.artifact`), and the runtime masks
+with (`grammarc.runtime`, numpy and torch).
+
+The token table is factored (docs/FORMAT.md): `token_class[t]` is token t's class, state `s`
+uses row `state_row[s]`, and row `r`'s entries `row_ptr[r]:row_ptr[r + 1]` are the classes
+allowed there (`row_class`, sorted) with the step to the next state (`row_delta`, so the next
+state is `s + row_delta[j]`). Class 0 is never allowed. Beside it: acceptance, the fewest
+tokens to acceptance, the byte DFA (CSR over byte ranges), optional state labels, and for
+grammars with calls (format version 2) the call tensors by name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
+
+import numpy as np
+
+
+@dataclass(frozen=True, eq=False)
+class TokenTable:
+    """The arrays of a compiled grammar (module docstring); read-only int64/bool copies."""
+
+    token_class: np.ndarray           # [V]
+    state_row: np.ndarray             # [S]
+    row_ptr: np.ndarray               # [R + 1]
+    row_class: np.ndarray             # [N], sorted within each row
+    row_delta: np.ndarray             # [N]: next state - state
+    accepting: np.ndarray             # [S] bool
+    min_tokens_to_accept: np.ndarray  # [S], -1 where acceptance is out of reach
+    byte_ptr: np.ndarray              # [S + 1]
+    byte_ranges: np.ndarray           # [E, 2] inclusive byte ranges
+    byte_next: np.ndarray             # [E]
+    state_labels: np.ndarray | None = None        # [S], index into the state names, -1: none
+    calls: Mapping[str, np.ndarray] = field(default_factory=dict)  # format version 2
+
+    def __post_init__(self) -> None:
+        for name in ("token_class", "state_row", "row_ptr", "row_class", "row_delta",
+                     "min_tokens_to_accept", "byte_ptr", "byte_ranges", "byte_next"):
+            object.__setattr__(self, name, frozen(getattr(self, name), np.int64))
+        object.__setattr__(self, "accepting", frozen(self.accepting, np.bool_))
+        if self.state_labels is not None:
+            object.__setattr__(self, "state_labels", frozen(self.state_labels, np.int64))
+        object.__setattr__(self, "calls", {name: frozen(values, np.int64)
+                                           for name, values in self.calls.items()})
+
+    @property
+    def num_states(self) -> int:
+        return len(self.accepting)
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self.token_class)
+
+    @property
+    def num_rows(self) -> int:
+        return len(self.row_ptr) - 1
+
+    @cached_property
+    def num_classes(self) -> int:
+        return int(self.token_class.max(initial=0)) + 1
+
+    @cached_property
+    def entry_key(self) -> np.ndarray:
+        """`row * num_classes + class` of every row entry: sorted, for vectorised steps."""
+        rows = np.repeat(np.arange(self.num_rows), np.diff(self.row_ptr))
+        return frozen(rows * self.num_classes + self.row_class, np.int64)
+
+    def row_mask(self, row: int) -> np.ndarray:
+        """Booleans over the vocabulary: the tokens row `row` allows (a fresh array)."""
+        lo, hi = self.row_ptr[row], self.row_ptr[row + 1]
+        class_allowed = np.zeros(self.num_classes, np.bool_)
+        class_allowed[self.row_class[lo:hi]] = True
+        return class_allowed[self.token_class]
+
+    def transitions(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Every allowed (state, token) pair of the ordinary table with its next state, as
+        CSR: `ptr` [S + 1] and, per state, its tokens (sorted) and next states."""
+        order = np.argsort(self.token_class, kind="stable")
+        class_ptr = np.zeros(self.num_classes + 1, np.int64)
+        np.cumsum(np.bincount(self.token_class, minlength=self.num_classes), out=class_ptr[1:])
+        lengths = np.diff(self.row_ptr)[self.state_row]          # entries per state
+        entry_state = np.repeat(np.arange(self.num_states), lengths)
+        first = np.repeat(self.row_ptr[self.state_row], lengths)
+        entry = first + np.arange(len(entry_state)) - np.repeat(np.cumsum(lengths) - lengths,
+                                                                lengths)
+        classes = self.row_class[entry]
+        sizes = class_ptr[classes + 1] - class_ptr[classes]
+        pair_state = np.repeat(entry_state, sizes)
+        offsets = np.arange(int(sizes.sum())) - np.repeat(np.cumsum(sizes) - sizes, sizes)
+        tokens = order[np.repeat(class_ptr[classes], sizes) + offsets]
+        nxt = pair_state + np.repeat(self.row_delta[entry], sizes)
+        live = pair_state != 0  # the dead state allows nothing
+        pair_state, tokens, nxt = pair_state[live], tokens[live], nxt[live]
+        pair_order = np.lexsort((tokens, pair_state))
+        ptr = np.zeros(self.num_states + 1, np.int64)
+        np.cumsum(np.bincount(pair_state, minlength=self.num_states), out=ptr[1:])
+        return ptr, tokens[pair_order], nxt[pair_order]
+
+
+def frozen(values, dtype) -> np.ndarray:
+    """`values` as a read-only array of `dtype`."""
+    array = np.array(values, dtype=dtype)
+    array.flags.writeable = False
+    return array
