@@ -13,7 +13,7 @@ import numpy as np
 
 from ..errors import BudgetError
 from ..runtime import Grammar
-from ..runtime.grammar import is_torch
+from ..runtime.arrays import is_torch
 
 
 class GrammarProcessor:

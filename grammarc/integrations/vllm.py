@@ -3,8 +3,8 @@ naming an artifact and leaves the others alone.
 
     from vllm import LLM, SamplingParams
     llm = LLM(model=FOLDER, logits_processors=[GrammarLogitsProcessor])
-    llm.generate(prompt, SamplingParams(max_tokens=64,
-                                        extra_args={"grammarc": {"artifact": "person.safetensors"}}))
+    person = {"grammarc": {"artifact": "person.safetensors"}}
+    llm.generate(prompt, SamplingParams(max_tokens=64, extra_args=person))
 
     vllm serve FOLDER --logits-processors grammarc.integrations.vllm:GrammarLogitsProcessor
     # OpenAI API: "vllm_xargs": {"grammarc": "person.safetensors"} in the request body

@@ -12,7 +12,7 @@ import numpy as np
 import torch
 
 from ..table import TokenTable
-from .grammar import integer_array
+from .arrays import integer_array
 
 _BOOL_TABLE_LIMIT = 256 << 20  # bytes; above this the mask table is bit-packed
 _ROWS_PER_CHUNK = 64

@@ -11,7 +11,7 @@ import sys
 
 import numpy as np
 
-from .grammar import is_torch, check_logits
+from .arrays import check_logits, is_torch
 
 
 def bitmask_width(vocab_size: int) -> int:

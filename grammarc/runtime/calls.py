@@ -21,8 +21,8 @@ import numpy as np
 
 from ..artifact import suffix_count
 from ..table import TokenTable
-from .grammar import (MASK_CACHE_BYTES, Grammar, is_torch, read_only, check_logits,
-                      integer_array)
+from .arrays import check_logits, integer_array, is_torch, read_only
+from .grammar import MASK_CACHE_BYTES, Grammar
 
 _DEAD = -2  # resolve(): the text dies
 

@@ -20,11 +20,13 @@ from typing import Any
 
 import numpy as np
 
-from ..artifact import (ArtifactData, decode_table, dense_transitions, encode_table, read_artifact,
-                        write_artifact)
-from ..table import TokenTable
+from ..artifact import (ArtifactData, decode_table, dense_transitions, encode_table,
+                        read_artifact, write_artifact)
 from ..charsets import CharFolder, csr_byte_edges, walk_bytes
 from ..errors import ArtifactError
+from ..table import TokenTable
+from .arrays import check_logits, integer_array, is_torch, read_only
+from .bitmask import bitmask_width, pack_mask
 
 MASK_CACHE_BYTES = 64 << 20  # the mask caches of one grammar hold at most this
 FORCED_LIMIT = 4096  # bytes and tokens: Grammar.forced looks no further
@@ -108,7 +110,8 @@ class Grammar:
     def state_name(self, state: int) -> str | None:
         """The name of the workflow state the text has reached in `state`, for grammars
         compiled from a state-machine spec (None for other grammars and the dead state)."""
-        label = -1 if self.table.state_labels is None else self.table.state_labels[self._check_state(state)]
+        labels = self.table.state_labels
+        label = -1 if labels is None else labels[self._check_state(state)]
         return self.metadata["state_names"][label] if label >= 0 else None
 
     def mask(self, state: int, *, budget: int | None = None) -> np.ndarray:
@@ -257,8 +260,6 @@ class Grammar:
     def bitmask(self, state: int, *, budget: int | None = None) -> np.ndarray:
         """The tokens allowed in `state` (with `budget`: those of `mask_within`) as packed
         int32 words, bit `t % 32` of word `t // 32` (docs/runtime.md, "Serving engines")."""
-        from .bitmask import bitmask_width
-
         out = np.zeros((1, bitmask_width(self.vocab_size)), np.int32)
         return self.fill_bitmask([state], out, budget=budget)[0]
 
@@ -267,8 +268,6 @@ class Grammar:
         (B, W) numpy array or torch tensor (any device) with W >= ceil(V / 32), as engines
         preallocate it; words past the vocabulary are cleared. `budget`: None, one int for
         every row, or one per row (as `mask_within`). Returns `out`."""
-        from .bitmask import pack_mask
-
         states = integer_array(states, "states").reshape(-1)
         self._check_states(states)
         budgets = [budget] * len(states) if budget is None or np.ndim(budget) == 0 else \
@@ -327,7 +326,8 @@ class Grammar:
 
     def _byte_edges(self, state: int) -> list[tuple[int, int, int]]:
         """The live byte edges `(first byte, last byte, target)` of `state`."""
-        return csr_byte_edges(self.table.byte_ptr, self.table.byte_ranges, self.table.byte_next)(state)
+        table = self.table
+        return csr_byte_edges(table.byte_ptr, table.byte_ranges, table.byte_next)(state)
 
     def allowed_characters(self, state: int) -> list[tuple[int, int]]:
         """Inclusive code point ranges of the characters that may come next in byte-DFA state
@@ -503,36 +503,3 @@ def _as_tokenizer(grammar: Grammar | ArtifactData, tokenizer):
     from ..tokenizers import load_tokenizer
 
     return load_tokenizer(tokenizer, eos_token_ids=_recorded_eos(grammar))
-
-
-def read_only(array: np.ndarray) -> np.ndarray:
-    """`array`, made read-only (masks handed out are never written by callers)."""
-    array.flags.writeable = False
-    return array
-
-
-def is_torch(value) -> bool:
-    """Whether `value` is a torch tensor (without importing torch)."""
-    return type(value).__module__.startswith("torch") and "torch" in sys.modules
-
-
-def integer_array(values, what: str) -> np.ndarray:
-    """`values` (an int, a numpy array, a list) as int64; a `TypeError` for anything that is
-    not integers (floats, booleans, strings), which would otherwise be silently converted."""
-    array = np.asarray(values)
-    if array.dtype.kind not in "iu" and array.size:  # an empty list is no values, not floats
-        raise TypeError(f"{what} must be integers, not {array.dtype}")
-    return array.astype(np.int64, copy=False)
-
-
-def check_logits(logits) -> None:
-    """A `TypeError` unless `logits` is a floating-point numpy array or torch tensor."""
-    if is_torch(logits):
-        if not logits.is_floating_point():
-            raise TypeError(f"logits must be floating point, not {logits.dtype}")
-        return
-    if not isinstance(logits, np.ndarray):
-        raise TypeError(f"logits must be a numpy array or a torch tensor, not "
-                        f"{type(logits).__name__}")
-    if logits.dtype.kind != "f":
-        raise TypeError(f"logits must be floating point, not {logits.dtype}")

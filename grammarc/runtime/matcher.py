@@ -8,8 +8,9 @@ from collections.abc import Iterable
 
 import numpy as np
 
+from .arrays import integer_array
 from .bitmask import bitmask_width, pack_mask
-from .grammar import Forced, Grammar, integer_array
+from .grammar import Forced, Grammar
 
 
 class Matcher:
