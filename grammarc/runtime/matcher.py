@@ -32,6 +32,7 @@ class Matcher:
         self._eos_mask = np.zeros(grammar.vocab_size, np.bool_)
         self._eos_mask[list(self._eos)] = True
         self._eos_mask.flags.writeable = False
+        self._last: tuple[int, int | None, np.ndarray] | None = None  # (state, budget, mask)
         self.reset()
 
     def reset(self) -> None:
@@ -95,7 +96,7 @@ class Matcher:
         """Read-only booleans over the vocabulary: the tokens allowed next."""
         if self.is_finished():
             return self._eos_mask
-        return self.grammar.mask(self.state, budget=self.budget)
+        return self._mask_at(self.state, self.budget)
 
     def bitmask(self) -> np.ndarray:
         """`mask()` packed as int32 words (bit `t % 32` of word `t // 32`)."""
@@ -116,4 +117,13 @@ class Matcher:
         if not 0 <= token < self.grammar.vocab_size:
             return False
         budget = None if self.max_tokens is None else self.max_tokens - count
-        return bool(self.grammar.mask(state, budget=budget)[token])
+        return bool(self._mask_at(state, budget)[token])
+
+    def _mask_at(self, state: int, budget: int | None) -> np.ndarray:
+        """The grammar's mask, the last one kept: an engine asks for the mask of a step and
+        then accepts a token at the same state and budget (a budget-aware mask is built, not
+        cached by the grammar)."""
+        last = self._last
+        if last is None or last[0] != state or last[1] != budget:
+            last = self._last = (state, budget, self.grammar.mask(state, budget=budget))
+        return last[2]
