@@ -24,13 +24,14 @@ from .artifact import CALLS_FORMAT_VERSION, FORMAT_NAME, FORMAT_VERSION
 from .automaton import ByteDFA
 from .automaton.machines import PushdownDFA
 from .automaton.machines import language_automaton
+from .deepcall import call_with_deep_stack
 from .errors import GrammarcError, GrammarError, TooManyStatesError
 from .frontends import FrontendOptions, kind_for_path, parser_for, source_text
 from .runtime import Grammar
-
-MAX_SOURCE_BYTES = 16 << 20  # a grammar file larger than this is data given by mistake
 from .runtime.calls import CallGrammar
 from .tokenizers import Tokenizer, load_tokenizer
+
+MAX_SOURCE_BYTES = 16 << 20  # a grammar file larger than this is data given by mistake
 
 Progress = Callable[[int, int], None]
 
@@ -104,15 +105,16 @@ def build_automaton(kind: str, text: str, name: str | None, options: FrontendOpt
     """The character-level automaton of a grammar source: its front end, then the minimal
     byte DFA, or machines linked by calls when the front end made some and the next byte
     always decides between calling, returning and going on (otherwise the calls are inlined,
-    recursion to `--max-depth`). Errors of the automaton stage name the source file, and a
-    too-many-states error repeats the front end's notices (e.g. which rules were unrolled)."""
+    recursion to `--max-depth`). Runs on a deep stack (`deepcall`), so grammars nested
+    thousands of levels deep compile. Errors of the automaton stage name the source file, and
+    a too-many-states error repeats the front end's notices (e.g. which rules were unrolled)."""
     notices: list[str] = []
 
     def notice(message: str) -> None:
         notices.append(message)
         options.notice(message)
 
-    try:
+    def build() -> ByteDFA | PushdownDFA:
         with _timed(timings, "front end"):
             expr = parser_for(kind)(text, name, replace(options, notice=notice))
         with _timed(timings, "byte DFA"):
@@ -124,7 +126,10 @@ def build_automaton(kind: str, text: str, name: str | None, options: FrontendOpt
                 message = "; ".join([exc.message, *notices]) \
                     if isinstance(exc, TooManyStatesError) else exc.message
                 raise type(exc)(message, source_name=name) from None
-    except RecursionError:  # a nesting no limit above caught: still a clean, located error
+
+    try:
+        return call_with_deep_stack(build)
+    except RecursionError:  # deeper than even the deep stack allows: a clean, located error
         raise TooManyStatesError("the grammar nests too deeply to compile (Python's recursion "
                                  "limit)", source_name=name) from None
     except MemoryError:  # an allocation no estimate foresaw; freed by unwinding

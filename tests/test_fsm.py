@@ -157,7 +157,7 @@ states:
                                                             "transition of state 'a'"),
     ("accept: [c]", "accept: [c]\nstart: b", "f.fsm.yaml:3:1: invalid YAML: key 'start' "
                                               "appears twice"),
-    ("  a:\n", "  a\n", "f.fsm.yaml:5:10: invalid YAML: mapping values are not allowed here"),
+    ("  a:\n", "  a\n", "f.fsm.yaml:5:10: invalid YAML: mapping values are not allowed"),
     ("states:", "stats:", "f.fsm.yaml:1:1: unknown key 'stats' in the spec"),
 ])
 def test_spec_errors_have_positions(old, new, message):

@@ -204,9 +204,10 @@ class _Spec:
                                  f"({', '.join(names[a] for a in accepting)})", where)
 
 
-class _YamlLoader(yaml.SafeLoader):
-    """PyYAML's safe loader that records where each mapping and sequence starts (in
-    `positions`, by the id of the constructed object) and rejects duplicate keys."""
+class _YamlLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
+    """PyYAML's safe loader (on libyaml when PyYAML has it: the pure-Python scanner takes
+    quadratic time on nested flow collections) that records where each mapping and sequence
+    starts (in `positions`, by the id of the constructed object) and rejects duplicate keys."""
 
     positions: dict[int, int]
 

@@ -27,6 +27,10 @@ def parse_json_schema(text: str, source_name: str | None = None,
         raise GrammarError(f"invalid JSON: {exc.args[0]} is not a JSON value",
                            source_name=source_name, text=text,
                            offset=_bare_word(text, exc.args[0])) from None
+    except RecursionError:
+        depth, offset = _deepest_bracket(text)
+        raise GrammarError(f"invalid JSON: nested too deeply to read ({depth:,} levels)",
+                           source_name=source_name, text=text, offset=offset) from None
     try:
         return compile_schema(schema, options or FrontendOptions())
     except GrammarError as exc:
@@ -49,6 +53,20 @@ def _bare_word(text: str, word: str) -> int | None:
         if match.group(1) == word:
             return match.start()
     return None
+
+
+def _deepest_bracket(text: str) -> tuple[int, int]:
+    """The deepest nesting of `[` and `{` outside JSON strings, and the offset of the first
+    bracket that reaches it."""
+    depth = deepest = where = 0
+    for match in re.finditer(r'"(?:[^"\\]|\\.)*"|([\[{])|([\]}])', text):
+        if match.group(1):
+            depth += 1
+            if depth > deepest:
+                deepest, where = depth, match.start()
+        elif match.group(2):
+            depth -= 1
+    return deepest, where
 
 
 __all__ = ["canonical_dumps", "parse_json_schema"]
