@@ -4,8 +4,9 @@ loaded in a worker process under a time and memory limit.
 Every case must end in one of two ways: it compiles (or loads), or it raises a one-line
 `GrammarcError`. Anything else is counted: a traceback (another exception), a crash (the
 worker died), a hang (past the time limit). Where a case compiles, strings sampled from its
-table are checked by an independent oracle (Python's `re`, `jsonschema`, Lark's Earley
-parser): an *invalid accepted* is a sampled string the oracle rejects.
+table are checked by an independent oracle (Python's `re`, `jsonschema`, Lark's Earley parser,
+for GBNF on the tests' own rewriting into Lark, for state-machine specs a walk of their
+transitions with `re`): an *invalid accepted* is a sampled string the oracle rejects.
 
     python benchmarks/fuzz.py --cases 2000 --seed 1
 
@@ -33,6 +34,9 @@ from typing import Any
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+from grammar_oracles import gbnf_to_lark  # the tests' independent GBNF reader
+
 SHARED_GBNF = ROOT.parent / "shared" / "conformance" / "gbnf"
 KINDS = ("regex", "json-schema", "lark", "gbnf", "fsm", "artifact")
 SUFFIX_KIND = {".regex": "regex", ".schema.json": "json-schema", ".lark": "lark",
@@ -232,9 +236,12 @@ def run_case(kind: str, source: str | bytes, seed: int) -> dict:
 
 
 def oracle(kind: str, source: str | bytes, data: bytes) -> bool | None:
-    """Whether an independent implementation accepts `data` (None: no oracle for the kind;
-    an artifact's language is what its tables say, even re-forged ones)."""
-    if kind not in ("regex", "json-schema", "lark"):
+    """Whether an independent implementation accepts `data`: Python's `re`, `jsonschema`,
+    Lark's Earley parser (on the Lark grammar, or on the GBNF grammar rewritten as Lark by the
+    tests' separate reader), a walk of the spec's transitions with `re`. None: no verdict (an
+    artifact's language is what its tables say, even re-forged ones; a GBNF mutant the tests'
+    reader cannot rewrite)."""
+    if kind == "artifact":
         return None
     try:
         text = data.decode("utf-8")
@@ -251,15 +258,49 @@ def oracle(kind: str, source: str | bytes, data: bytes) -> bool | None:
             return False
         schema = json.loads(source)
         return jsonschema.validators.validator_for(schema)(schema).is_valid(value)
-    if kind == "lark":
-        import lark
+    if kind == "fsm":
+        return _spec_accepts(str(source), text)
+    import lark
 
+    grammar = str(source)
+    if kind == "gbnf":
         try:
-            lark.Lark(str(source), parser="earley", lexer="dynamic_complete").parse(text)
-            return True
-        except lark.exceptions.LarkError:
-            return False
-    return None
+            grammar = gbnf_to_lark(grammar)
+            parser = lark.Lark(grammar, parser="earley", lexer="dynamic_complete")
+        except Exception:  # noqa: BLE001 - the tests' reader handles the GBNF it was made for
+            return None
+    else:
+        parser = lark.Lark(grammar, parser="earley", lexer="dynamic_complete")
+    try:
+        parser.parse(text)
+        return True
+    except lark.exceptions.LarkError:
+        return False
+
+
+def _spec_accepts(source: str, text: str) -> bool:
+    """Whether `text` spells a path of a state-machine spec's transitions from its start to
+    an accepting state (each label a literal or a fully matched ASCII `re` pattern)."""
+    import yaml
+
+    spec = yaml.safe_load(source)
+    states, accept = spec["states"], set(spec["accept"])
+    seen = {(0, spec["start"])}
+    todo = list(seen)
+    while todo:
+        pos, state = todo.pop()
+        for arc in states.get(state) or []:
+            if "text" in arc:
+                ends = [pos + len(arc["text"])] if text.startswith(arc["text"], pos) else []
+            else:
+                pattern = re.compile(arc["regex"], re.ASCII)
+                ends = [end for end in range(pos + 1, len(text) + 1)
+                        if pattern.fullmatch(text[pos:end])]
+            for end in ends:
+                if (end, arc["to"]) not in seen:
+                    seen.add((end, arc["to"]))
+                    todo.append((end, arc["to"]))
+    return any((len(text), state) in seen for state in accept)
 
 
 # ----------------------------------------------------------------------------- driver

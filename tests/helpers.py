@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 import grammarc
 from grammarc.table import TokenTable
@@ -60,11 +61,33 @@ def moore_classes(trans: np.ndarray, accepting: np.ndarray) -> int:
         labels = new
 
 
-def run_cli(*args: str, cwd: Path | None = None,
-            input: str | None = None) -> subprocess.CompletedProcess:
-    """`grammarc ARGS...` as a real subprocess (`input` goes to its stdin)."""
-    return subprocess.run([sys.executable, "-m", "grammarc", *args], capture_output=True,
-                          text=True, cwd=cwd, input=input)
+def run_cli(*args: str, cwd: Path | None = None, input: str | None = None,
+            seconds: float = 600, memory_gb: float | None = None) -> subprocess.CompletedProcess:
+    """`grammarc ARGS...` as a real subprocess (`input` goes to its stdin), failing the test
+    when it runs past `seconds`; `memory_gb` caps its address space (`ulimit -v`), so a
+    regression that allocates without bound fails with a clean error or dies, never swaps."""
+    def cap_memory() -> None:
+        import resource
+
+        limit = int(memory_gb * 2 ** 30)
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+    try:
+        return subprocess.run([sys.executable, "-m", "grammarc", *args], capture_output=True,
+                              text=True, cwd=cwd, input=input, timeout=seconds,
+                              preexec_fn=cap_memory if memory_gb else None)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"grammarc {' '.join(args)[:200]} ran past {seconds:g} s")
+
+
+def compile_file(folder: Path, name: str, text: str | bytes, *flags: str, seconds: float = 60,
+                 memory_gb: float = 4) -> subprocess.CompletedProcess:
+    """Write `text` to `folder/name` and run `grammarc compile NAME --tokenizer smollm2 -o
+    out.safetensors -q FLAGS` there under `run_cli`'s time and memory caps."""
+    path = folder / name
+    path.write_bytes(text) if isinstance(text, bytes) else path.write_text(text, "utf-8")
+    return run_cli("compile", name, "--tokenizer", "smollm2", "-o", "out.safetensors", "-q",
+                   *flags, cwd=folder, seconds=seconds, memory_gb=memory_gb)
 
 
 def assert_clean_error(result: subprocess.CompletedProcess, fragment: str) -> None:
@@ -74,6 +97,25 @@ def assert_clean_error(result: subprocess.CompletedProcess, fragment: str) -> No
     assert len(lines) == 1, result.stderr
     assert lines[0].startswith("error: ") and fragment in lines[0], lines[0]
     assert "Traceback" not in result.stderr
+
+
+def rewrite_artifact(path: Path, out: Path, edit) -> None:
+    """Apply `edit(metadata, tensors)` to a .safetensors artifact and save it to `out` with a
+    valid checksum: a forgery only the checks on content can catch."""
+    import json
+
+    from safetensors import safe_open
+    from safetensors.numpy import save_file
+
+    from grammarc.artifact import METADATA_KEY, checksum, read_artifact
+
+    data = read_artifact(path)
+    with safe_open(str(path), framework="np") as handle:
+        tensors = {name: handle.get_tensor(name) for name in handle.keys()}  # noqa: SIM118
+    metadata = {k: v for k, v in data.metadata.items() if k != "checksum"}
+    edit(metadata, tensors)
+    metadata["checksum"] = checksum(metadata, tensors)
+    save_file(tensors, str(out), metadata={METADATA_KEY: json.dumps(metadata)})
 
 
 # ------------------------------------------------------- small hand-written token tables

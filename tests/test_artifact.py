@@ -12,10 +12,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import rewrite_artifact
 from safetensors.numpy import save_file
 
 import grammarc
-from grammarc.artifact import CALLS_FORMAT_VERSION, checksum, read_artifact
+from grammarc.artifact import CALLS_FORMAT_VERSION, read_artifact
 from grammarc.errors import ArtifactError, GrammarcError
 
 PATTERN = r"(?:[^eE]{1,12}|\d{4}-\d{2}-\d{2})"
@@ -134,19 +135,6 @@ def test_truncated_and_bit_flipped_files_are_rejected(grammar, tmp_path, suffix)
         _assert_rejected_or_unchanged(bad, original)
 
 
-def _rewrite(path: Path, out: Path, edit) -> None:
-    """Apply `edit(metadata, tensors)` to an artifact and save it with a valid checksum."""
-    data = read_artifact(path)
-    from safetensors import safe_open
-
-    with safe_open(str(path), framework="np") as handle:
-        tensors = {name: handle.get_tensor(name) for name in handle.keys()}
-    metadata = {k: v for k, v in data.metadata.items() if k != "checksum"}
-    edit(metadata, tensors)
-    metadata["checksum"] = checksum(metadata, tensors)
-    save_file(tensors, str(out), metadata={"grammarc": json.dumps(metadata)})
-
-
 @pytest.mark.parametrize("edit,message", [
     (lambda m, t: t.update(accepting=t["accepting"].astype(np.float32)), "dtype float32"),
     (lambda m, t: t.update(state_row=t["state_row"][:-1]), "state_row has the wrong length"),
@@ -170,14 +158,14 @@ def _rewrite(path: Path, out: Path, edit) -> None:
 ])
 def test_hand_edited_artifacts_are_rejected(saved, tmp_path, edit, message):
     out = tmp_path / "edited.safetensors"
-    _rewrite(saved, out, edit)
+    rewrite_artifact(saved, out, edit)
     with pytest.raises(ArtifactError, match=message):
         grammarc.load(out)
 
 
 def test_edit_without_new_checksum_is_detected(saved, tmp_path):
     out = tmp_path / "edited.safetensors"
-    _rewrite(saved, out, lambda m, t: None)
+    rewrite_artifact(saved, out, lambda m, t: None)
     grammarc.load(out)  # a faithful rewrite loads
     data = read_artifact(out)
     from safetensors import safe_open
@@ -258,7 +246,7 @@ def _set(tensors, name, change):
 def test_hand_edited_state_names_are_rejected(saved_fsm, tmp_path, edit, message):
     grammarc.load(saved_fsm)
     out = tmp_path / "edited.safetensors"
-    _rewrite(saved_fsm, out, edit)
+    rewrite_artifact(saved_fsm, out, edit)
     with pytest.raises(ArtifactError, match=message):
         grammarc.load(out)
 

@@ -60,17 +60,9 @@ def test_compile_each_kind(tmp_path):
      "ambiguous.fsm.yaml: ambiguous state machine: after 'go 0' the state could be 'b' or 'c'"),
     ("lookahead.lark", 'start: "a" NAME\nNAME: /[a-z]+(?!x)/\n',
      "lookahead.lark:2:14: terminal NAME: unsupported regex construct: lookahead"),
-    ("nan.schema.json", '{"type": "number", "description": "NaN", "minimum": NaN}',
-     "nan.schema.json:1:53: invalid JSON: NaN is not a JSON value"),
     ("paren.lark", "start: A\nA: /(/\n", "paren.lark:2:4: invalid Lark grammar: invalid regex"),
-    ("huge.lark", "start: A\nA: /a{4294967296}/\n",
-     "huge.lark:2:6: invalid Lark grammar: invalid regex: the repetition number is too large"),
-    ("huge.regex", "a{4294967296}", "huge.regex:1:2: invalid regex: the repetition number is "
-                                    "too large"),
     ("uri.schema.json", '{"$schema": 5, "type": "string"}',
      "uri.schema.json: #/$schema: invalid schema: 5 is not a meta-schema URI (a string)"),
-    ("deep.schema.json", '{"items": ' * 3000 + "{}" + "}" * 3000,
-     "deep.schema.json: the grammar nests too deeply to compile (Python's recursion limit)"),
 ])
 def test_bad_grammars_are_one_line_errors(tmp_path, name, text, fragment):
     (tmp_path / name).write_text(text)

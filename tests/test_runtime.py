@@ -125,32 +125,6 @@ def test_bad_shapes_are_clear_errors(grammar):
         grammar.apply([0.0] * grammar.vocab_size, 1)
 
 
-@pytest.mark.parametrize("backend", ["numpy", "torch"])
-@pytest.mark.parametrize("call,error,message", [
-    (lambda g, a, z: g.apply(z(g.vocab_size), -1), ValueError, r"out of range 0\.\."),
-    (lambda g, a, z: g.apply(z(g.vocab_size), a([1, 1])), ValueError,
-     r"logits of shape \(V,\) take one state, not 2"),
-    (lambda g, a, z: g.advance(a([-1]), a([5])), ValueError, "states out of range"),
-    (lambda g, a, z: g.apply(z(g.vocab_size), 1.0), TypeError, "states must be integers"),
-    (lambda g, a, z: g.apply(z(g.vocab_size), "1"), TypeError, "states must be integers"),
-    (lambda g, a, z: g.advance(a([1.0]), a([5])), TypeError, "states must be integers"),
-    (lambda g, a, z: g.advance(a([1]), a([5.0])), TypeError, "tokens must be integers"),
-    (lambda g, a, z: g.apply(z(g.vocab_size) > 0, 1), TypeError,
-     "logits must be floating point"),
-])
-def test_runtime_misuse_is_the_same_error_on_numpy_and_torch(grammar, backend, call, error,
-                                                             message):
-    # issue 15: torch used the last state's mask for -1, returned negative states, coerced
-    # floats and strings, and accepted bool logits where numpy raised
-    if backend == "numpy":
-        arrays, zeros = np.array, lambda n: np.zeros(n, np.float32)
-    else:
-        arrays, zeros = torch.tensor, lambda n: torch.zeros(n)
-    with pytest.raises(error, match=message):
-        call(grammar, arrays, zeros)
-    assert grammar.advance(arrays([1]), arrays([-5])).tolist() == [0]  # a bad token: dead
-
-
 def test_runtime_imports_no_compile_side_package(grammar, tmp_path):
     """A service with only numpy + safetensors can load and use an artifact, and the generic
     logits processor."""

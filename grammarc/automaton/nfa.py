@@ -42,7 +42,7 @@ from itertools import chain
 import numpy as np
 
 from .. import _core
-from ..errors import UnresolvedCallError
+from ..errors import TooManyStatesError, UnresolvedCallError
 from .expr import Alt, Automaton, Call, CharSet, Concat, Expr, Graph, Repeat
 
 _EMPTY_TAGS = np.zeros((0, 3), np.int32)
@@ -72,6 +72,11 @@ def build_nfa(expr: Expr, max_states: int,
     `TooManyStatesError`; a nesting too deep for the builder raises `RecursionError`.
     """
     nodes, kind, children, extra, automata = flatten(expr, call_codes or {})
+    counts = [max(node.min, node.max or 0) for node in nodes if isinstance(node, Repeat)]
+    if counts and max(counts) > max_states:  # a copy of the item per count: past the bound,
+        raise TooManyStatesError(  # and past what the builder's 32-bit counts hold
+            f"the automaton needs more than {max_states:,} NFA states (raise --max-states, "
+            "or bound the repetitions)")
     child_ptr = np.zeros(len(kind) + 1, np.int64)
     np.cumsum([len(c) for c in children], out=child_ptr[1:])
     extra_ptr = np.zeros(len(kind) + 1, np.int64)

@@ -39,6 +39,7 @@ from ...automaton.machines import (
     called_names, flat_language, inline_calls, reachable_machines, recursive_machines, replace_calls,
     starting_bytes, with_first_bytes,
 )
+from ...deepcall import call_with_deep_stack
 from ...errors import GrammarError, UnresolvedCallError, UnsupportedError
 from .. import FrontendOptions
 from ..regex import parse_regex
@@ -1283,7 +1284,13 @@ def compile_schema(root: Any, options: FrontendOptions) -> Expr | MachineSet:
 def canonical_dumps(schema: Any, instance: Any, whitespace: str = "default",
                     ensure_ascii: bool = True) -> str:
     """The text grammarc's table for `schema` expects for `instance`: keys in the ranking of
-    their position (then the others, sorted), separators of the whitespace style."""
+    their position (then the others, sorted), separators of the whitespace style. Runs on
+    the compiler's deep stack: schemas and instances nested as deep as compiles are fine."""
+    return call_with_deep_stack(lambda: _canonical_dumps(schema, instance, whitespace,
+                                                         ensure_ascii))
+
+
+def _canonical_dumps(schema: Any, instance: Any, whitespace: str, ensure_ascii: bool) -> str:
     compiler = Compiler(schema, FrontendOptions(whitespace=whitespace))
     schema = compiler.root
     separators = (",", ":") if whitespace == "compact" else (", ", ": ")

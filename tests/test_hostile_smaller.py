@@ -1,0 +1,65 @@
+"""Hostile inputs, issue 15, "smaller": a temporary file left by SIGTERM, errors located at
+`?` or quoting a value wrongly, a directory given as a source, a non-zip `.npz` described as
+pickled data. Each runs as a real command under a time and memory cap."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from helpers import assert_clean_error, compile_file, run_cli
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+def test_sigterm_while_writing_leaves_no_temporary_file(tmp_path):
+    """SIGTERM during the write of a large artifact once left `.NAME.XXXX.tmp` behind."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "grammarc", "compile", str(ROOT / "grammars" / "event.schema.json"),
+         "--tokenizer", "smollm2", "-q", "--layout", "dense", "-o", "big.safetensors"],
+        cwd=tmp_path, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 300
+    while not any(p.name.endswith(".tmp") for p in tmp_path.iterdir()):
+        assert process.poll() is None, "finished before its temporary file was seen"
+        assert time.monotonic() < deadline
+        time.sleep(0.005)
+    process.send_signal(signal.SIGTERM)
+    _, stderr = process.communicate(timeout=60)
+    assert process.returncode == 128 + signal.SIGTERM, stderr
+    assert "Traceback" not in stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("schema,message", [
+    ({"properties": {"a": 5}},
+     "#/properties/a: invalid schema: 5 is not of type 'object', 'boolean'"),
+    ({"items": {"minLength": "3"}}, "#/items/minLength: invalid schema: '3' is not of type "
+                                    "'integer'"),
+    ({"$defs": {"x": {"maxItems": -2}}}, "#/$defs/x/maxItems: invalid schema: -2 is less than "
+                                         "the minimum of 0"),
+])
+def test_schema_errors_name_the_json_pointer_and_quote_the_value(tmp_path, schema, message):
+    result = compile_file(tmp_path, "s.schema.json", json.dumps(schema))
+    assert_clean_error(result, f"s.schema.json: {message}")
+
+
+def test_a_directory_as_a_source_is_exit_1_like_a_missing_file(tmp_path):
+    (tmp_path / "folder.regex").mkdir()
+    for name in ("folder.regex", "missing.regex"):
+        result = run_cli("compile", name, "--tokenizer", "smollm2", cwd=tmp_path, seconds=60)
+        assert_clean_error(result, f"{name}: cannot read grammar file: ")
+    assert [p.name for p in tmp_path.iterdir()] == ["folder.regex"]
+
+
+@pytest.mark.parametrize("command", ["inspect", "verify", "check"])
+def test_a_non_zip_npz_is_called_what_it_is(tmp_path, command):
+    (tmp_path / "pickle.npz").write_bytes(b"\x80\x04\x95garbage")
+    extra = {"check": ["x"], "verify": ["--tokenizer", "smollm2"]}
+    result = run_cli(command, "pickle.npz", *extra.get(command, []), cwd=tmp_path, seconds=60)
+    assert_clean_error(result, "pickle.npz: not an .npz archive (not a zip file)")

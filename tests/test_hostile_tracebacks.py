@@ -1,0 +1,109 @@
+"""Hostile inputs, issue 15, "tracebacks where a one-line error is promised": sources that
+once ended in a Python traceback. Fair grammars among them (deep nesting, long bounded lists)
+must compile exactly; the others must end in one `error:` line with their position, exit
+code 1, and nothing written. Each runs as the attacker ran it: the command line under a time
+and memory cap."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from helpers import assert_clean_error, compile_file, run_cli
+
+import grammarc
+from grammarc.frontends.json_schema import canonical_dumps
+
+
+def nested_objects(depth: int) -> dict:
+    schema: dict = {"type": "boolean"}
+    for _ in range(depth):
+        schema = {"type": "object", "properties": {"a": schema}, "required": ["a"],
+                  "additionalProperties": False}
+    return schema
+
+
+def nested_value(depth: int, leaf: object = True) -> object:
+    value = leaf
+    for _ in range(depth):
+        value = {"a": value}
+    return value
+
+
+BOOLEANS = {"type": "array", "items": {"type": "boolean"}}
+
+
+@pytest.mark.parametrize("schema,valid,invalid", [
+    ({**BOOLEANS, "maxItems": 250}, [[True] * 250, [], [False]], [[True] * 251, [1]]),
+    ({**BOOLEANS, "minItems": 5000}, [[True] * 5000, [False] * 5003], [[True] * 4999]),
+    (nested_objects(200), [nested_value(200), nested_value(200, False)],
+     [nested_value(199), nested_value(201), nested_value(200, 1)]),
+])
+def test_deep_and_long_schemas_compile_exactly(tmp_path, schema, valid, invalid):
+    """Once a RecursionError in the front end and the NFA builder."""
+    result = compile_file(tmp_path, "s.schema.json", json.dumps(schema))
+    assert result.returncode == 0, result.stderr
+    grammar = grammarc.load(tmp_path / "out.safetensors")
+    for instance in valid:
+        assert grammar.matches(canonical_dumps(schema, instance))
+    for instance in invalid:
+        assert not grammar.matches(json.dumps(instance))
+        assert not grammar.matches(canonical_dumps(schema, instance))
+
+
+@pytest.mark.parametrize("name,source,valid,invalid", [
+    ("parens.gbnf", 'root ::= ' + "(" * 2000 + '"a" | "b"' + ")" * 2000 + "\n",
+     ["a", "b"], ["", "ab", "c"]),
+    ("groups.regex", "(" * 500 + "a|b" + ")" * 500 + "c", ["ac", "bc"], ["a", "abc"]),
+])
+def test_deeply_nested_grammars_compile_exactly(tmp_path, name, source, valid, invalid):
+    result = compile_file(tmp_path, name, source)
+    assert result.returncode == 0, result.stderr
+    grammar = grammarc.load(tmp_path / "out.safetensors")
+    assert all(grammar.matches(text) for text in valid)
+    assert not any(grammar.matches(text) for text in invalid)
+
+
+@pytest.mark.parametrize("name,source,message", [
+    ("huge.regex", "a{4294967296}",
+     "huge.regex:1:2: invalid regex: the repetition number is too large"),
+    ("huge.lark", "start: A\nA: /a{4294967296}/\n",
+     "huge.lark:2:6: invalid Lark grammar: invalid regex: the repetition number is too large"),
+    ("open.lark", "start: /(/\n", "open.lark:1:8: invalid Lark grammar: invalid regex: missing )"),
+    ("brackets.schema.json", "[" * 100_000,
+     "brackets.schema.json:1:100000: invalid JSON: nested too deeply to read (100,000 levels)"),
+    ("items.schema.json", '{"items": ' * 3000 + "{}" + "}" * 3000,
+     "items.schema.json: the grammar nests too deeply to compile (Python's recursion limit)"),
+    ("nan.schema.json", '{"type": "number", "minimum": NaN}',
+     "nan.schema.json:1:31: invalid JSON: NaN is not a JSON value"),
+    ("nested.fsm.yaml", "[" * 5000,
+     "nested.fsm.yaml:1:5001: invalid YAML: did not find expected node content"),
+    ("class.regex", "[^eE]{1,4[00}", "class.regex:1:10: invalid regex: unterminated character set"),
+    *[(f"count{i}.schema.json", json.dumps(schema), f"count{i}.schema.json: the automaton needs "
+       "more than 2,000,000 NFA states") for i, schema in enumerate([  # found by fuzz.py
+           {"type": "string", "maxLength": 2 ** 31},
+           {"type": "string", "pattern": "^a{0,2147483648}$"},
+           {"type": "array", "items": {"type": "string"}, "maxItems": 2 ** 32 - 1},
+           {"type": "array", "contains": {"type": "string"}, "minContains": 2 ** 31}])],
+])
+def test_bad_sources_are_one_line_errors(tmp_path, name, source, message):
+    """Python's `re` warnings (FutureWarning on `[[`) never print before the error line."""
+    assert_clean_error(compile_file(tmp_path, name, source), message)
+    assert [p.name for p in tmp_path.iterdir()] == [name]
+
+
+def test_a_source_python_re_warns_about_compiles_without_the_warning(tmp_path):
+    result = compile_file(tmp_path, "set.regex", "[[a-z]")
+    assert result.returncode == 0 and result.stderr == "", result.stderr
+    grammar = grammarc.load(tmp_path / "out.safetensors")
+    assert grammar.matches("[") and grammar.matches("q") and not grammar.matches("[a")
+
+
+def test_a_device_file_is_read_no_further_than_the_size_limit(tmp_path):
+    if not Path("/dev/zero").exists():
+        pytest.skip("no /dev/zero on this system")
+    result = run_cli("compile", "/dev/zero", "--kind", "regex", "--tokenizer", "smollm2", "-o",
+                     "zero.safetensors", cwd=tmp_path, seconds=60, memory_gb=4)
+    assert_clean_error(result, "/dev/zero: the grammar file is larger than 16,777,216 bytes")
+    assert not (tmp_path / "zero.safetensors").exists()
