@@ -45,15 +45,18 @@ def call_with_deep_stack(function: Callable[[], T]) -> T:
 
     with _limit_lock:
         _raise_limit()
+        previous_size = threading.stack_size(STACK_BYTES)
+        thread = threading.Thread(target=target, name="grammarc-deep-stack", daemon=True)
+        try:
+            thread.start()
+        except RuntimeError:  # no room for such a stack (a tight address-space limit)
+            _restore_limit()
+            thread = None
+        finally:
+            threading.stack_size(previous_size)
+    if thread is None:
+        return function()  # in place: a deep grammar ends in a RecursionError
     try:
-        with _limit_lock:
-            previous_size = threading.stack_size(STACK_BYTES)
-            try:
-                thread = threading.Thread(target=target, name="grammarc-deep-stack",
-                                          daemon=True)
-                thread.start()
-            finally:
-                threading.stack_size(previous_size)
         thread.join()
     finally:
         with _limit_lock:

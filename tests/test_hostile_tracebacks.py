@@ -7,12 +7,14 @@ and memory cap."""
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
 from helpers import assert_clean_error, compile_file, run_cli
 
 import grammarc
+from grammarc.deepcall import call_with_deep_stack
 from grammarc.frontends.json_schema import canonical_dumps
 
 
@@ -107,3 +109,17 @@ def test_a_device_file_is_read_no_further_than_the_size_limit(tmp_path):
                      "zero.safetensors", cwd=tmp_path, seconds=60, memory_gb=4)
     assert_clean_error(result, "/dev/zero: the grammar file is larger than 16,777,216 bytes")
     assert not (tmp_path / "zero.safetensors").exists()
+
+
+def test_the_deep_stack_hands_back_results_and_errors_and_restores_the_limit():
+    limit = sys.getrecursionlimit()
+
+    def depth(n: int) -> int:
+        return 0 if n == 0 else 1 + depth(n - 1)
+
+    assert call_with_deep_stack(lambda: depth(20_000)) == 20_000
+    with pytest.raises(RecursionError):
+        call_with_deep_stack(lambda: depth(10 ** 6))
+    assert sys.getrecursionlimit() == limit
+    with pytest.raises(RecursionError):
+        depth(20_000)  # the caller's own thread keeps its limit
