@@ -31,6 +31,7 @@ from .automaton.machines import PushdownDFA, byte_dfa
 from .errors import GrammarError
 
 _MAX_PUSH = 64  # return states one token may push (a token is at most a few dozen bytes)
+_FEW_PUSHES = 4  # room per walk in the first pass; walks that push more are walked again
 _STAYS, _RETURNS = 1, 2  # the walk kinds of `_core.pushdown_walk` (0: the token dies)
 
 
@@ -198,7 +199,7 @@ def _outcomes(kind, nxt, pos, pushes, tokens, push_ids: _PushSequences,
     stays = np.flatnonzero(kind == _STAYS)
     next_out[stays] = nxt[stays]
     if len(stays):
-        distinct, inverse = np.unique(pushes[stays], axis=0, return_inverse=True)
+        distinct, inverse = np.unique(pushes, axis=0, return_inverse=True)
         ids = [push_ids.id(tuple(int(q) for q in row[1:1 + row[0]])) for row in distinct]
         arg[stays] = np.asarray(ids, np.int32)[inverse.reshape(-1)]
     back = np.flatnonzero(kind == _RETURNS)
@@ -217,29 +218,39 @@ def _resolve_suffixes(pd: PushdownDFA, kernel: "_Kernel", suffixes: "_Suffixes",
     `returned` holds (machine returned from, suffix) of the returning tokens."""
     returns_of = [np.unique(pd.call_return[pd.call_machine == m])
                   for m in range(len(pd.machine_names))]
+    return_ptr = np.zeros(len(returns_of) + 1, np.int64)
+    np.cumsum([len(r) for r in returns_of], out=return_ptr[1:])
+    return_states = np.concatenate([*returns_of, np.zeros(0, np.int32)]).astype(np.int32)
     pending, done = set(returned), set()
     rows: dict[tuple[int, int], tuple[int, int]] = {}  # (state, suffix) -> (next, arg)
     while pending:
-        batch = sorted(pending)
-        done.update(batch)
+        batch = np.array(sorted(pending), np.int64).reshape(-1, 2)
+        done.update(pending)
         pending = set()
-        starts = [int(ret) for machine, _ in batch for ret in returns_of[machine]]
-        suffix_ids = [suffix for machine, suffix in batch for _ in returns_of[machine]]
-        if not starts:
+        sizes = return_ptr[batch[:, 0] + 1] - return_ptr[batch[:, 0]]
+        if not sizes.sum():
             continue
-        lo = np.array([suffixes.spans[s][0] for s in suffix_ids], np.int64)
-        hi = np.array([suffixes.spans[s][1] for s in suffix_ids], np.int64)
-        kind, nxt, pos, pushes = kernel.walk(np.array(starts, np.int32), suffixes.data, lo, hi)
-        for i, (state, suffix) in enumerate(zip(starts, suffix_ids)):
-            if kind[i] == _STAYS:
-                pushed = tuple(int(q) for q in pushes[i, 1:1 + pushes[i, 0]])
-                rows[(state, suffix)] = (int(nxt[i]), push_ids.id(pushed))
-            elif kind[i] == _RETURNS:
-                rest = suffixes.id_span(int(lo[i] + pos[i]), int(hi[i]))
-                rows[(state, suffix)] = (-1, rest)
-                key = (int(pd.state_machine[state]), rest)
-                if key not in done:
-                    pending.add(key)
+        # every (return state of the machine, suffix) of the batch
+        within = np.arange(int(sizes.sum())) - np.repeat(np.cumsum(sizes) - sizes, sizes)
+        starts_array = return_states[np.repeat(return_ptr[batch[:, 0]], sizes) + within]
+        suffix_array = np.repeat(batch[:, 1], sizes)
+        spans = np.array(suffixes.spans, np.int64).reshape(-1, 2)
+        lo, hi = spans[suffix_array, 0], spans[suffix_array, 1]
+        kind, nxt, pos, pushes = kernel.walk(starts_array, suffixes.data, lo, hi)
+        stays = np.flatnonzero(kind == _STAYS)
+        for state, suffix, after, row in zip(starts_array[stays].tolist(),
+                                             suffix_array[stays].tolist(),
+                                             nxt[stays].tolist(), pushes.tolist()):
+            rows[(state, suffix)] = (after, push_ids.id(tuple(row[1:1 + row[0]])))
+        back = np.flatnonzero(kind == _RETURNS)
+        for state, suffix, start, end in zip(starts_array[back].tolist(),
+                                             suffix_array[back].tolist(),
+                                             (lo[back] + pos[back]).tolist(), hi[back].tolist()):
+            rest = suffixes.id_span(start, end)
+            rows[(state, suffix)] = (-1, rest)
+            key = (int(pd.state_machine[state]), rest)
+            if key not in done:
+                pending.add(key)
     columns = np.array([(*key, *rows[key]) for key in sorted(rows)], np.int64).reshape(-1, 4).T
     return tuple(c.astype(np.int32) for c in columns)
 
@@ -264,17 +275,33 @@ class _Kernel:
 
     def walk(self, starts, data, lo, hi):
         """Walk data[lo[i]:hi[i]] from starts[i] with an empty frame: (kind, next state,
-        bytes read before a return, pushes) per walk; row i of pushes is the number of
-        return states pushed, then those states (bottom first), zero-padded."""
-        kind, nxt, pos, push_len, push_buf = _core.pushdown_walk(
-            self.table, self.final, self.call_row, self.call_start, self.call_ret,
-            np.ascontiguousarray(starts, np.int32), data, lo, hi, _MAX_PUSH)
-        if (push_len > _MAX_PUSH).any():
-            raise GrammarError(f"a token opens more than {_MAX_PUSH} nested calls")
-        width = int(push_len.max(initial=0))
-        pushes = np.zeros((len(kind), width + 1), np.int32)
-        pushes[:, 0] = push_len
-        pushes[:, 1:] = push_buf[:, :width]
+        bytes read before a return, pushes) per walk. `pushes` has a row per walk that stays
+        (`kind == _STAYS`, in order): the number of return states pushed, then those states
+        (bottom first), zero-padded."""
+        starts = np.ascontiguousarray(starts, np.int32)
+
+        def run(which, room):
+            return _core.pushdown_walk(self.table, self.final, self.call_row, self.call_start,
+                                       self.call_ret, starts[which], data, lo[which],
+                                       hi[which], room)
+
+        # most walks push a few states: room for _FEW_PUSHES each, the others walked again
+        kind, nxt, pos, push_len, push_buf = run(slice(None), _FEW_PUSHES)
+        many = np.flatnonzero(push_len > _FEW_PUSHES)
+        if len(many):
+            kind[many], nxt[many], pos[many], push_len[many], more = run(many, _MAX_PUSH)
+            if (push_len[many] > _MAX_PUSH).any():
+                raise GrammarError(f"a token opens more than {_MAX_PUSH} nested calls")
+        stays = np.flatnonzero(kind == _STAYS)
+        width = int(push_len[stays].max(initial=0))
+        pushes = np.zeros((len(stays), width + 1), np.int32)
+        pushes[:, 0] = push_len[stays]
+        few = min(width, _FEW_PUSHES)
+        pushes[:, 1:1 + few] = push_buf[stays, :few]
+        if len(many):
+            row_of_many = np.searchsorted(stays, many)
+            staying = kind[many] == _STAYS
+            pushes[row_of_many[staying], 1:] = more[staying, :width]
         return kind, nxt, pos, pushes
 
 
