@@ -22,19 +22,20 @@ GBNF_DIR = SHARED / "conformance" / "gbnf"
 GBNF_FILES = sorted(GBNF_DIR.glob("*.gbnf"))
 needs_shared = pytest.mark.skipif(not SHARED.is_dir(),
                                   reason="../shared (conformance data) is absent")
-# c.gbnf cannot use calls (after `return` + space, "(" may begin a call of `factor` or the
-# parenthesis of a function call named `return`): it is unrolled, and depth 4 passes
-# --max-states; 2 compiles in ~2 s
-DEPTH = {"c.gbnf": 2}
-UNROLLED = {"c.gbnf"}
-CALLS = {"arithmetic.gbnf", "json.gbnf", "json_arr.gbnf"}  # recursion exact at any depth
+# recursion exact at any depth; c.gbnf through its bracketed spans ("{" statement* "}",
+# "(" ws expression ws ")") and `unaryTerm`, with `factor` unfolded where `return (x);` may
+# also be a call of a function named `return`
+CALLS = {"arithmetic.gbnf", "c.gbnf", "json.gbnf", "json_arr.gbnf"}
 ALPHABET = "abxyz019 -+*/()[]{}\"',:.\n\\#=_éぁ"
 
 # hand-written strings: in the language within the depth bound, and not in the language
 VALID = {
     "arithmetic.gbnf": ["x= 1\n", "a1 +b_2*(c -3)= (4)\n", "x=y\nz=1\n", "((((1))))= 2\n"],
     "c.gbnf": ["int main(){return 0;}", "float f(int x){while(x<10){x = x+1;}return x;}",
-               "char c(){// note\nreturn -1;}", "int g(){/* a * b */h (1, 2);}", ""],
+               "char c(){// note\nreturn -1;}", "int g(){/* a * b */h (1, 2);}", "",
+               "int f(){return (x);}", "int f(){return ( x );}",
+               "int f(){if(a<b){}else{}}", "int f(){if(a<b){}else_x = 1;}",
+               "int f(){if(a<b){}elsewhere (2);}"],
     "chess.gbnf": ["1. e4 e5\n2. Nf3 Nc6\n", "1. d4 d5\n12. O-O-O Qxd8+\n",
                    "1. e8=Q# a1\n2. Rxh1 Bb5\n"],
     "english.gbnf": ["Hello, world!", "a\tb\nc", "[x] {y} ~z~"],
@@ -46,7 +47,9 @@ VALID = {
 }
 INVALID = {
     "arithmetic.gbnf": ["x=1", "=1\n", "1 + = 2\n", "X=1\n"],
-    "c.gbnf": ["int main() {return 0;}", "int main(){return 0}", "main(){}", "int g(){h(1);}"],
+    "c.gbnf": ["int main() {return 0;}", "int main(){return 0}", "main(){}", "int g(){h(1);}",
+               "int f(){x = " + "( " * 30 + "y" + " )" * 29 + ";}", "int f(){return (x;}",
+               "int f(){if(a<b){}else x = 1;}"],
     "chess.gbnf": ["1. e4\n", "1. e9 e5\n", "e4 e5\n"],
     "english.gbnf": ["", " leading", "trailing ", "naïve"],
     "japanese.gbnf": ["", "abc", "こんにちは "],
@@ -60,6 +63,10 @@ DEEP = {
     "json.gbnf": ['{"a":{"b":{"c":{"d":{"e":{}}}}}}', '{"a":' + "[" * 25 + "]" * 25 + "}",
                   '{"a":' + '{"b":' * 20 + "1" + "}" * 21],
     "arithmetic.gbnf": ["(" * 30 + "1" + ")" * 30 + "= 2\n"],
+    "c.gbnf": ["int f(){" + "while(x<1){" * 25 + "x = 1;" + "}" * 25 + "}",
+               "int f(){x = " + "( " * 30 + "y" + " )" * 30 + ";}",
+               "int f(){return " + "g(" * 20 + "1" + ")" * 20 + ";}",
+               "int f(){x = " + "-" * 30 + "y;}"],
     "json_arr.gbnf": ["[\n" + '{"k":' * 20 + "1" + "}" * 20 + "]"],
 }
 
@@ -70,7 +77,7 @@ def compiled(smollm2) -> dict[str, tuple[grammarc.Grammar, list[str]]]:
     out = {}
     for path in GBNF_FILES:
         notices: list[str] = []
-        options = FrontendOptions(max_depth=DEPTH.get(path.name, 4), notice=notices.append)
+        options = FrontendOptions(notice=notices.append)
         out[path.name] = grammarc.compile(path, smollm2, options=options), notices
     return out
 
@@ -84,12 +91,12 @@ def _oracle(path: Path) -> lark.Lark:
 @pytest.mark.parametrize("path", GBNF_FILES, ids=lambda p: p.name)
 def test_conformance_walks_parse_with_earley(path, compiled, smollm2):
     """Texts of random token walks to EOS on SmolLM2 parse with Earley; mutants the table
-    accepts do too, and for the grammars without recursion the table is exact."""
+    accepts do too, and the table is exact: no grammar is unrolled."""
     grammar, notices = compiled[path.name]
-    assert bool(notices) == (path.name in UNROLLED)
+    assert notices == []
     assert isinstance(grammar, CallGrammar) == (path.name in CALLS)
     check_against_earley(grammar, smollm2, _oracle(path), random.Random(path.name),
-                         exact=path.name not in UNROLLED, alphabet=ALPHABET)
+                         exact=True, alphabet=ALPHABET)
 
 
 @needs_shared
@@ -104,14 +111,6 @@ def test_conformance_hand_written_strings(name, compiled):
         assert not grammar.matches(text), text
     for text in DEEP.get(name, []):
         assert earley_accepts(oracle, text) and grammar.matches(text), text
-
-
-@needs_shared
-@pytest.mark.conformance
-def test_conformance_unrolled_grammar_gives_a_notice(compiled):
-    _, notices = compiled["c.gbnf"]
-    assert len(notices) == 1 and notices[0].startswith("recursive rules ") and \
-        "unrolled to depth 2" in notices[0]
 
 
 def _language(text: str, start: str | None = None):

@@ -22,8 +22,11 @@ level): no machine accepts the empty text; at each state the bytes of its transi
 first bytes of its callees are disjoint; and in a final state, no byte that continues inside
 the machine may also follow the machine at any of its call sites. A set of machines that fails
 the check raises `NotDeterministicError` naming the machines at fault; `deterministic_pushdown`
-inlines those that do not recurse and links again, and only when a recursive one is at fault
-does `language_automaton` fall back to one flat automaton.
+inlines those that do not recurse and links again. A recursive machine whose call clashes with
+another machine's moves is unfolded one level into that caller instead, once (its body in place
+of the call, its own calls kept: the language is the same, and the clash often moves past the
+bytes both readings share, as in C's `return (x);`). Only when that does not settle it does
+`language_automaton` fall back to one flat automaton.
 """
 
 from __future__ import annotations
@@ -49,11 +52,14 @@ _CODE_BYTES = np.array([CALL_PREFIX, *CALL_DIGITS])
 
 class NotDeterministicError(GrammarError):
     """The machines' calls and returns cannot be decided by the next byte alone. `machines`
-    names the machines whose inlining removes every conflict found (empty: none does)."""
+    names the machines whose inlining removes every conflict found (empty: none does);
+    `unfold` the (caller, callee) pairs of the calls that clash with other moves."""
 
-    def __init__(self, message: str, machines: frozenset[str] = frozenset()) -> None:
+    def __init__(self, message: str, machines: frozenset[str] = frozenset(),
+                 unfold: frozenset[tuple[str, str]] = frozenset()) -> None:
         super().__init__(message)
         self.machines = machines
+        self.unfold = unfold
 
 
 @dataclass(frozen=True)
@@ -170,13 +176,44 @@ def deterministic_pushdown(machines: MachineSet, max_states: int) -> PushdownDFA
     when a recursive one is at fault."""
     built: dict[int, tuple[Expr, ByteDFA]] = {}
     codes = call_codes(["", *(name for name, _ in machines.machines)])
+    unfolded: NotDeterministicError | None = None  # the clash the first unfolding met
     while True:
         try:
             return build_pushdown(machines, max_states, built, codes)
         except NotDeterministicError as exc:
-            if not exc.machines or exc.machines & recursive_machines(dict(machines.machines)):
+            recursive = recursive_machines(dict(machines.machines))
+            pairs = frozenset((a, b) for a, b in exc.unfold if a != b)
+            if exc.machines and not exc.machines & recursive:
+                machines = _inlined(machines, exc.machines)
+            elif pairs and unfolded is None:
+                unfolded = exc
+                machines = _unfolded(machines, pairs)
+            else:
                 raise
-            machines = _inlined(machines, exc.machines)
+        except TooManyStatesError:
+            if unfolded is None:
+                raise
+            raise unfolded from None  # the unfolded machines outgrew the bound
+
+
+
+def _unfolded(machines: MachineSet, pairs: frozenset[tuple[str, str]]) -> MachineSet:
+    """The machine set with each (caller, callee) call replaced by the callee's body in the
+    caller, one level (the calls inside that body are kept): the same language."""
+    bodies = dict(machines.machines)
+    callees: dict[str, set[str]] = {}
+    for caller, callee in pairs:
+        callees.setdefault(caller, set()).add(callee)
+
+    def unfold(caller: str, body: Expr) -> Expr:
+        mine = callees.get(caller, set())
+        return replace_calls(body, lambda name: bodies[name] if name in mine else Call(name))
+
+    root = unfold("", machines.root)
+    kept = {name: unfold(name, body) for name, body in bodies.items()}
+    reached = reachable_machines(called_names(root), kept)
+    return MachineSet(root, tuple((name, body) for name, body in kept.items()
+                                  if name in reached), machines.unrolled)
 
 
 def _inlined(machines: MachineSet, names: frozenset[str]) -> MachineSet:
@@ -501,7 +538,8 @@ def _check_deterministic(byte_table, accepting, state_machine, call_ptr, call_ma
             if clash.any():
                 faults.add(int(callee), f"in machine {names[state_machine[q]] or 'root'!r}, "
                            f"byte {int(np.flatnonzero(clash)[0]):#04x} may start a call of "
-                           f"{names[callee]!r} or continue otherwise")
+                           f"{names[callee]!r} or continue otherwise",
+                           caller=int(state_machine[q]))
             reads[q] |= first[callee]
     # FOLLOW sets: what may come after a machine returns, by fixpoint over call sites
     follow = np.zeros((num_machines, 256), bool)
@@ -530,17 +568,21 @@ class _Faults:
     def __init__(self, names: list[str]) -> None:
         self.names = names
         self.blamed: set[str] = set()
+        self.clashing_calls: set[tuple[str, str]] = set()
         self.message: str | None = None
 
-    def add(self, machine: int, message: str) -> None:
+    def add(self, machine: int, message: str, caller: int | None = None) -> None:
+        """Blame `machine`; `caller`: the machine whose call of it clashes."""
         self.message = self.message or message
         self.blamed.add(self.names[machine])
+        if caller is not None:
+            self.clashing_calls.add((self.names[caller], self.names[machine]))
 
     def raise_any(self) -> None:
         if self.message is not None:
             # the root is never inlined: a fault of its own cannot be fixed that way
             fixable = frozenset() if "" in self.blamed else frozenset(self.blamed)
-            raise NotDeterministicError(self.message, fixable)
+            raise NotDeterministicError(self.message, fixable, frozenset(self.clashing_calls))
 
 
 def byte_dfa(byte_table: np.ndarray, accepting: np.ndarray) -> ByteDFA:

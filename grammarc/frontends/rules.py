@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Iterable
 
 from ..automaton.expr import (
-    EMPTY, NOTHING, Alt, Call, Concat, Expr, MachineSet, Repeat, alt, concat, repeat,
+    EMPTY, NOTHING, Alt, Call, Concat, Expr, MachineSet, Repeat, alt, concat, nullable, repeat,
 )
 from ..errors import GrammarError
 from . import FrontendOptions
@@ -44,9 +44,12 @@ def expand_rules(rules: dict[str, Expr], start: str, options: FrontendOptions,
     """
     refs = _RefCache()
     rules = {name: _solve_linear_recursion(name, body, refs) for name, body in rules.items()}
+    rules = _with_bracketed_spans(rules, refs)
     succ = {name: sorted(refs(body)) for name, body in rules.items()}
     reachable = _reachable(start, succ)
     graph = {name: [s for s in succ[name] if s in reachable] for name in reachable}
+    opens = {name: _opens_with_terminal(rules[name], refs) for name in graph}
+    bracketed = {name: _bracketed(rules[name], refs) for name in graph}
     component: dict[str, int] = {}
     heads: set[str] = set()
     recursive: list[str] = []
@@ -55,7 +58,7 @@ def expand_rules(rules: dict[str, Expr], start: str, options: FrontendOptions,
             component[name] = index
         if _is_cyclic(members, graph):
             recursive.extend(members)
-            heads.update(_cycle_heads(members, graph))
+            heads.update(_cycle_heads(members, graph, bracketed, opens))
     inlined: dict[str, Expr] = {}
 
     def with_calls(expr: Expr) -> Expr:
@@ -108,6 +111,74 @@ def expand_rules(rules: dict[str, Expr], start: str, options: FrontendOptions,
     machines = guarded(lambda: tuple((name, with_calls(rules[name]))
                                      for name in rules if name in heads))
     return MachineSet(root, machines, unrolled)
+
+
+_SPAN = "__span"  # rules made of a bracketed recursive span ("__": not shown in notices)
+
+
+def _with_bracketed_spans(rules: dict[str, Expr], refs: "_RefCache") -> dict[str, Expr]:
+    """`rules` with every recursive reference that sits between two terminals of its
+    sequence (`"{" statement* "}"`, `"(" ws expression ws ")"`) moved, with those terminals,
+    into a rule of its own (`__span1`, ...), equal spans shared. Such rules are the preferred
+    cycle heads: a machine that starts and ends with a terminal returns where nothing inside
+    it can go on, so the next byte decides its calls and returns far more often than for
+    the rule the user named (C's `if (...) {...}` may go on with `else` or end before an
+    `else_count = 1;` statement)."""
+    succ = {name: sorted(refs(body)) for name, body in rules.items()}
+    group_of: dict[str, frozenset[str]] = {}
+    for members in _components(succ):
+        if _is_cyclic(members, succ):
+            for name in members:
+                group_of[name] = frozenset(members)
+    spans: dict[Expr, str] = {}
+
+    def delimiter(part: Expr) -> bool:
+        return not refs(part) and not nullable(part)
+
+    def extract(expr: Expr, group: frozenset[str]) -> Expr:
+        if not refs(expr) & group:
+            return expr
+        if isinstance(expr, Alt):
+            return alt(*(extract(o, group) for o in expr.options))
+        if isinstance(expr, Repeat):
+            return repeat(extract(expr.item, group), expr.min, expr.max)
+        if not isinstance(expr, Concat):
+            return expr
+        parts = [extract(p, group) for p in expr.parts]
+        inside = [i for i, part in enumerate(parts) if refs(part) & group]
+        if not inside:
+            return concat(*parts)
+        before = [i for i in range(inside[0]) if delimiter(parts[i])]
+        after = [j for j in range(inside[-1] + 1, len(parts)) if delimiter(parts[j])]
+        if not before or not after:
+            return concat(*parts)
+        first, last = before[-1], after[0]
+        span = concat(*parts[first:last + 1])
+        name = spans.setdefault(span, f"{_SPAN}{len(spans) + 1}")
+        return concat(*parts[:first], Ref(name), *parts[last + 1:])
+
+    out = {name: extract(body, group_of[name])
+           if name in group_of and not _bracketed(body, refs) else body
+           for name, body in rules.items()}
+    out.update((name, body) for body, name in spans.items())
+    return out
+
+
+def _opens_with_terminal(body: Expr, refs: "_RefCache", at_end: bool = False) -> bool:
+    """Whether every text of `body` starts (`at_end`: ends) with a terminal written in the
+    rule itself (`unary ::= "-" factor`), not with a reference."""
+    if isinstance(body, Alt):
+        return all(_opens_with_terminal(option, refs, at_end) for option in body.options)
+    if isinstance(body, Concat):
+        return bool(body.parts) and _opens_with_terminal(body.parts[-1 if at_end else 0], refs,
+                                                         at_end)
+    return not refs(body) and not nullable(body)
+
+
+def _bracketed(body: Expr, refs: "_RefCache") -> bool:
+    """Whether every text of `body` starts and ends with a terminal of the rule itself
+    (`list: "(" list* ")" | "()"`): a rule as good a cycle head as a bracketed span."""
+    return _opens_with_terminal(body, refs) and _opens_with_terminal(body, refs, at_end=True)
 
 
 def _substitute(expr: Expr, refs: "_RefCache", replace) -> Expr:
@@ -245,9 +316,12 @@ def _is_cyclic(members: list[str], graph: dict[str, list[str]]) -> bool:
     return len(members) > 1 or members[0] in graph[members[0]]
 
 
-def _cycle_heads(members: Iterable[str], graph: dict[str, list[str]]) -> list[str]:
-    """Rules that every cycle inside `members` passes through, chosen greedily: the rule with
-    the most references in and out of its group, until no cycle is left."""
+def _cycle_heads(members: Iterable[str], graph: dict[str, list[str]],
+                 bracketed: dict[str, bool], opens: dict[str, bool]) -> list[str]:
+    """Rules that every cycle inside `members` passes through, chosen greedily until no cycle
+    is left: a `bracketed` rule or span first, then a rule that `opens` with a terminal (its
+    calls are decided by that terminal), then the rule with the most references in and out
+    of its group."""
     remaining = set(members)
     heads: list[str] = []
     while True:
@@ -262,6 +336,8 @@ def _cycle_heads(members: Iterable[str], graph: dict[str, list[str]]) -> list[st
                 for s in sub[n]:
                     if s in inside:
                         indegree[s] += 1
-            best = max(sorted(group), key=lambda n: indegree[n] * sum(s in inside for s in sub[n]))
+            best = max(sorted(group), key=lambda n: (bracketed[n], opens[n],
+                                                     indegree[n] * sum(s in inside
+                                                                       for s in sub[n])))
             heads.append(best)
             remaining.discard(best)
