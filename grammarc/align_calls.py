@@ -28,9 +28,7 @@ import numpy as np
 from . import _core
 from .align import FactoredRows, TokenEntries, VocabTrie, factor, walk_entries
 from .automaton.machines import PushdownDFA, byte_dfa
-from .errors import GrammarError
 
-_MAX_PUSH = 64  # return states one token may push (a token is at most a few dozen bytes)
 _FEW_PUSHES = 4  # room per walk in the first pass; walks that push more are walked again
 _STAYS, _RETURNS = 1, 2  # the walk kinds of `_core.pushdown_walk` (0: the token dies)
 
@@ -163,6 +161,21 @@ class _PushSequences:
     def id(self, states: tuple[int, ...]) -> int:
         return self.ids.setdefault(states, len(self.ids))
 
+    def ids_of_rows(self, pushes: np.ndarray) -> np.ndarray:
+        """The id of each row of `pushes` (its length, then its states), distinct rows
+        interned once: rows of one length at a time, so the rows compared are as narrow as
+        their sequences (a few tokens push dozens of states, most push one or two)."""
+        ids = np.zeros(len(pushes), np.int32)
+        for length in np.unique(pushes[:, 0]).tolist():
+            if length == 0:
+                continue
+            rows = np.flatnonzero(pushes[:, 0] == length)
+            distinct, inverse = np.unique(pushes[rows, 1:1 + length], axis=0,
+                                          return_inverse=True)
+            found = [self.id(tuple(row)) for row in distinct.tolist()]
+            ids[rows] = np.asarray(found, np.int32)[inverse.reshape(-1)]
+        return ids
+
     def arrays(self) -> tuple[np.ndarray, np.ndarray]:
         seqs = sorted(self.ids, key=self.ids.__getitem__)
         ptr = np.zeros(len(seqs) + 1, np.int64)
@@ -199,9 +212,7 @@ def _outcomes(kind, nxt, pos, pushes, tokens, push_ids: _PushSequences,
     stays = np.flatnonzero(kind == _STAYS)
     next_out[stays] = nxt[stays]
     if len(stays):
-        distinct, inverse = np.unique(pushes, axis=0, return_inverse=True)
-        ids = [push_ids.id(tuple(int(q) for q in row[1:1 + row[0]])) for row in distinct]
-        arg[stays] = np.asarray(ids, np.int32)[inverse.reshape(-1)]
+        arg[stays] = push_ids.ids_of_rows(pushes)
     back = np.flatnonzero(kind == _RETURNS)
     next_out[back] = -1
     if len(back):
@@ -238,10 +249,11 @@ def _resolve_suffixes(pd: PushdownDFA, kernel: "_Kernel", suffixes: "_Suffixes",
         lo, hi = spans[suffix_array, 0], spans[suffix_array, 1]
         kind, nxt, pos, pushes = kernel.walk(starts_array, suffixes.data, lo, hi)
         stays = np.flatnonzero(kind == _STAYS)
-        for state, suffix, after, row in zip(starts_array[stays].tolist(),
-                                             suffix_array[stays].tolist(),
-                                             nxt[stays].tolist(), pushes.tolist()):
-            rows[(state, suffix)] = (after, push_ids.id(tuple(row[1:1 + row[0]])))
+        for state, suffix, after, pushed in zip(starts_array[stays].tolist(),
+                                                suffix_array[stays].tolist(),
+                                                nxt[stays].tolist(),
+                                                push_ids.ids_of_rows(pushes).tolist()):
+            rows[(state, suffix)] = (after, pushed)
         back = np.flatnonzero(kind == _RETURNS)
         for state, suffix, start, end in zip(starts_array[back].tolist(),
                                              suffix_array[back].tolist(),
@@ -260,6 +272,7 @@ class _Kernel:
 
     def __init__(self, pd: PushdownDFA, table: np.ndarray) -> None:
         self.table = table
+        self.machine_start = pd.machine_start
         self.final = np.ascontiguousarray(pd.dfa.accepting, dtype=np.bool_)
         callers = np.flatnonzero(np.diff(pd.call_ptr))
         self.call_row = np.full(len(table), -1, np.int32)
@@ -289,9 +302,11 @@ class _Kernel:
         kind, nxt, pos, push_len, push_buf = run(slice(None), _FEW_PUSHES)
         many = np.flatnonzero(push_len > _FEW_PUSHES)
         if len(many):
-            kind[many], nxt[many], pos[many], push_len[many], more = run(many, _MAX_PUSH)
-            if (push_len[many] > _MAX_PUSH).any():
-                raise GrammarError(f"a token opens more than {_MAX_PUSH} nested calls")
+            # a byte opens at most one call per machine (none calls itself before reading a
+            # byte): room for that many per byte is always enough
+            longest = int((hi[many] - lo[many]).max())
+            room = max(longest * len(self.machine_start), _FEW_PUSHES + 1)
+            kind[many], nxt[many], pos[many], push_len[many], more = run(many, room)
         stays = np.flatnonzero(kind == _STAYS)
         width = int(push_len[stays].max(initial=0))
         pushes = np.zeros((len(stays), width + 1), np.int32)

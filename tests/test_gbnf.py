@@ -22,9 +22,8 @@ GBNF_DIR = SHARED / "conformance" / "gbnf"
 GBNF_FILES = sorted(GBNF_DIR.glob("*.gbnf"))
 needs_shared = pytest.mark.skipif(not SHARED.is_dir(),
                                   reason="../shared (conformance data) is absent")
-# recursion exact at any depth; c.gbnf through its bracketed spans ("{" statement* "}",
-# "(" ws expression ws ")") and `unaryTerm`, with `factor` unfolded where `return (x);` may
-# also be a call of a function named `return`
+# recursion exact at any depth; c.gbnf through its spans (`statement* "}"` after "{",
+# `ws expression ws ")"` after "(", ...) and `unaryTerm`
 CALLS = {"arithmetic.gbnf", "c.gbnf", "json.gbnf", "json_arr.gbnf"}
 ALPHABET = "abxyz019 -+*/()[]{}\"',:.\n\\#=_éぁ"
 

@@ -125,3 +125,21 @@ def test_more_moves_than_nfa_states():
     accepted = [t for t in _strings("ab", 7) if dfa.accepts(t.encode())]
     assert {"aaa", "aab", "baab", "aaaaa", "aabaaa"} <= set(accepted)
     assert all(earley_accepts(parser, t) for t in accepted)
+
+
+def test_bracketed_spans_link_what_the_rule_heads_cannot():
+    """With `s` as the machine, after `i{}` the byte `e` may begin the else branch or return
+    and begin the next statement `e;`. The span `s* "}"` (after `"{"`) as the machine leaves
+    that choice to the caller's DFA: calls, no notice, exact on every short string and 25
+    deep, also where `"{" "}"` is written out beside `"{" s+ "}"`."""
+    for source in ['root ::= s*\ns ::= "i" "{" s* "}" ("e" "{" s* "}")? | [ex] ";"',
+                   'root ::= s*\ns ::= "i" "{" s+ "}" ("e" "{" s* "}")? | "i" "{" "}" | [ex] ";"']:
+        parser = _earley(source)
+        notices: list[str] = []
+        pushdown = _compile(source, notices=notices)
+        assert isinstance(pushdown, PushdownDFA) and notices == [], notices
+        for text in _strings("ie{};", 6):
+            assert pushdown.accepts(text.encode()) == earley_accepts(parser, text), text
+        deep = "i{" * 25 + "x;" + "}e{e;}" * 25
+        assert pushdown.accepts(deep.encode()) and earley_accepts(parser, deep)
+        assert not pushdown.accepts(deep[:-1].encode())

@@ -116,6 +116,8 @@ class MachineSet:
     # the flat under-approximation to use when the calls cannot be decided by the next byte
     # (None: `machines.inline_calls`); it issues its own notice
     unrolled: Callable[[], Expr] | None = field(default=None, compare=False)
+    # other machines for the same language, tried before `unrolled`
+    alternative: Callable[[], MachineSet] | None = field(default=None, compare=False)
 
 EMPTY = Concat(())
 NOTHING = CharSet(())

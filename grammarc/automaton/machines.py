@@ -22,11 +22,9 @@ level): no machine accepts the empty text; at each state the bytes of its transi
 first bytes of its callees are disjoint; and in a final state, no byte that continues inside
 the machine may also follow the machine at any of its call sites. A set of machines that fails
 the check raises `NotDeterministicError` naming the machines at fault; `deterministic_pushdown`
-inlines those that do not recurse and links again. A recursive machine whose call clashes with
-another machine's moves is unfolded one level into that caller instead, once (its body in place
-of the call, its own calls kept: the language is the same, and the clash often moves past the
-bytes both readings share, as in C's `return (x);`). Only when that does not settle it does
-`language_automaton` fall back to one flat automaton.
+inlines those that do not recurse and links again; when a recursive one is at fault,
+`language_automaton` tries the front end's alternative machines, if it offers some, then falls
+back to one flat automaton.
 """
 
 from __future__ import annotations
@@ -52,14 +50,11 @@ _CODE_BYTES = np.array([CALL_PREFIX, *CALL_DIGITS])
 
 class NotDeterministicError(GrammarError):
     """The machines' calls and returns cannot be decided by the next byte alone. `machines`
-    names the machines whose inlining removes every conflict found (empty: none does);
-    `unfold` the (caller, callee) pairs of the calls that clash with other moves."""
+    names the machines whose inlining removes every conflict found (empty: none does)."""
 
-    def __init__(self, message: str, machines: frozenset[str] = frozenset(),
-                 unfold: frozenset[tuple[str, str]] = frozenset()) -> None:
+    def __init__(self, message: str, machines: frozenset[str] = frozenset()) -> None:
         super().__init__(message)
         self.machines = machines
-        self.unfold = unfold
 
 
 @dataclass(frozen=True)
@@ -155,13 +150,16 @@ def build_pushdown(machines: MachineSet, max_states: int,
 def language_automaton(language: Expr | MachineSet, max_states: int, max_depth: int,
                     notice: Callable[[str], None]) -> ByteDFA | PushdownDFA:
     """The automaton of a front end's result: machines linked by calls when the next byte
-    always decides between calling, returning and going on; otherwise (with a notice) the
-    calls inlined, recursion unrolled `max_depth` levels; a flat language's minimal DFA."""
-    if isinstance(language, MachineSet):
+    always decides between calling, returning and going on (the front end's alternative
+    machines tried in turn); otherwise (with a notice) the calls inlined, recursion unrolled
+    `max_depth` levels; a flat language's minimal DFA."""
+    while isinstance(language, MachineSet):
         try:
             return deterministic_pushdown(language, max_states)
         except NotDeterministicError as exc:
-            if language.unrolled is not None:
+            if language.alternative is not None:
+                language = language.alternative()
+            elif language.unrolled is not None:
                 language = language.unrolled()
             else:
                 notice(f"calls inlined ({exc.message}); recursion unrolled to depth "
@@ -176,44 +174,13 @@ def deterministic_pushdown(machines: MachineSet, max_states: int) -> PushdownDFA
     when a recursive one is at fault."""
     built: dict[int, tuple[Expr, ByteDFA]] = {}
     codes = call_codes(["", *(name for name, _ in machines.machines)])
-    unfolded: NotDeterministicError | None = None  # the clash the first unfolding met
     while True:
         try:
             return build_pushdown(machines, max_states, built, codes)
         except NotDeterministicError as exc:
-            recursive = recursive_machines(dict(machines.machines))
-            pairs = frozenset((a, b) for a, b in exc.unfold if a != b)
-            if exc.machines and not exc.machines & recursive:
-                machines = _inlined(machines, exc.machines)
-            elif pairs and unfolded is None:
-                unfolded = exc
-                machines = _unfolded(machines, pairs)
-            else:
+            if not exc.machines or exc.machines & recursive_machines(dict(machines.machines)):
                 raise
-        except TooManyStatesError:
-            if unfolded is None:
-                raise
-            raise unfolded from None  # the unfolded machines outgrew the bound
-
-
-
-def _unfolded(machines: MachineSet, pairs: frozenset[tuple[str, str]]) -> MachineSet:
-    """The machine set with each (caller, callee) call replaced by the callee's body in the
-    caller, one level (the calls inside that body are kept): the same language."""
-    bodies = dict(machines.machines)
-    callees: dict[str, set[str]] = {}
-    for caller, callee in pairs:
-        callees.setdefault(caller, set()).add(callee)
-
-    def unfold(caller: str, body: Expr) -> Expr:
-        mine = callees.get(caller, set())
-        return replace_calls(body, lambda name: bodies[name] if name in mine else Call(name))
-
-    root = unfold("", machines.root)
-    kept = {name: unfold(name, body) for name, body in bodies.items()}
-    reached = reachable_machines(called_names(root), kept)
-    return MachineSet(root, tuple((name, body) for name, body in kept.items()
-                                  if name in reached), machines.unrolled)
+            machines = _inlined(machines, exc.machines)
 
 
 def _inlined(machines: MachineSet, names: frozenset[str]) -> MachineSet:
@@ -234,7 +201,8 @@ def _inlined(machines: MachineSet, names: frozenset[str]) -> MachineSet:
     root = replace_calls(machines.root, body_of)
     reached = reachable_machines(called_names(root), kept)
     return MachineSet(root, tuple((name, body) for name, body in kept.items()
-                                  if name in reached), machines.unrolled)
+                                  if name in reached), machines.unrolled,
+                      machines.alternative)
 
 
 def inline_calls(machines: MachineSet, depth: int, max_states: int) -> Expr:
@@ -538,8 +506,7 @@ def _check_deterministic(byte_table, accepting, state_machine, call_ptr, call_ma
             if clash.any():
                 faults.add(int(callee), f"in machine {names[state_machine[q]] or 'root'!r}, "
                            f"byte {int(np.flatnonzero(clash)[0]):#04x} may start a call of "
-                           f"{names[callee]!r} or continue otherwise",
-                           caller=int(state_machine[q]))
+                           f"{names[callee]!r} or continue otherwise")
             reads[q] |= first[callee]
     # FOLLOW sets: what may come after a machine returns, by fixpoint over call sites
     follow = np.zeros((num_machines, 256), bool)
@@ -568,21 +535,17 @@ class _Faults:
     def __init__(self, names: list[str]) -> None:
         self.names = names
         self.blamed: set[str] = set()
-        self.clashing_calls: set[tuple[str, str]] = set()
         self.message: str | None = None
 
-    def add(self, machine: int, message: str, caller: int | None = None) -> None:
-        """Blame `machine`; `caller`: the machine whose call of it clashes."""
+    def add(self, machine: int, message: str) -> None:
         self.message = self.message or message
         self.blamed.add(self.names[machine])
-        if caller is not None:
-            self.clashing_calls.add((self.names[caller], self.names[machine]))
 
     def raise_any(self) -> None:
         if self.message is not None:
             # the root is never inlined: a fault of its own cannot be fixed that way
             fixable = frozenset() if "" in self.blamed else frozenset(self.blamed)
-            raise NotDeterministicError(self.message, fixable, frozenset(self.clashing_calls))
+            raise NotDeterministicError(self.message, fixable)
 
 
 def byte_dfa(byte_table: np.ndarray, accepting: np.ndarray) -> ByteDFA:

@@ -62,12 +62,17 @@ def parse_lark(text: str, source_name: str | None = None,
             concat(*(symbol(sym) for sym in rule.expansion)))
     rules = {name: alt(*options_) for name, options_ in bodies.items()}
     start = loaded.options.start[0]
-    language = expand_rules(rules, start, options, source_name)
-    if isinstance(language, MachineSet):
-        unrolled = language.unrolled
-        return MachineSet(concat(skip, language.root), language.machines,
-                          lambda: concat(skip, unrolled()))
-    return concat(skip, language)
+    return _skipping(expand_rules(rules, start, options, source_name), skip)
+
+
+def _skipping(language: Expr | MachineSet, skip: Expr) -> Expr | MachineSet:
+    """`language` after the ignored text `skip`, in each of its machine sets and fallbacks."""
+    if not isinstance(language, MachineSet):
+        return concat(skip, language)
+    unrolled, alternative = language.unrolled, language.alternative
+    return MachineSet(concat(skip, language.root), language.machines,
+                      unrolled and (lambda: _skipping(unrolled(), skip)),
+                      alternative and (lambda: _skipping(alternative(), skip)))
 
 
 def _load(text: str, source_name: str | None, start: str) -> lark.Lark:

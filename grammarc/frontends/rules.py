@@ -10,9 +10,15 @@ whose leaves may also be `Ref`s to rules. References are inlined, except for rec
 - Other recursion: in every group of mutually recursive rules a few rules are chosen so that
   every cycle of references passes through one of them (the *cycle heads*). Each head becomes
   a machine (`automaton.machines`), every reference to it a `Call`, and the other rules are
-  inlined, so nesting is exact at any depth. When the next byte cannot always decide between
-  calling, returning and going on, the compiler inlines the calls instead, recursion unrolled
-  to `options.max_depth` (an under-approximation, with a notice).
+  inlined, so nesting is exact at any depth. The first choice makes the fewest machines.
+  When the next byte cannot always decide between calling, returning and going on with it,
+  the compiler tries a second choice: each recursive reference between two terminals of its
+  sequence becomes, from just after the opening terminal through the closing one, a rule of
+  its own (a *span*: `statement* "}"` in `"{" statement* "}"`), and spans are the preferred
+  heads. A span is entered after its opening terminal was read in the caller (so `(` read as
+  a parenthesis or as an argument list is the same byte there) and returns on its closing
+  terminal, where nothing inside can go on. When neither choice can be decided, the calls are
+  inlined, recursion unrolled to `options.max_depth` (an under-approximation, with a notice).
 """
 
 from __future__ import annotations
@@ -38,65 +44,13 @@ class Ref:
 def expand_rules(rules: dict[str, Expr], start: str, options: FrontendOptions,
                  source_name: str | None, what: str = "rules") -> Expr | MachineSet:
     """The language of rule `start`: its expression with every reference inlined, or machines
-    linked by calls when rules recurse, with the unrolled expression as their fallback (see
-    the module docstring). `rules` maps each rule name to its body; every reference must name
-    a rule of `rules`.
+    linked by calls when rules recurse (see the module docstring): first with the cycle heads
+    that make the fewest machines, then, as their alternative, with bracketed spans as heads,
+    then the unrolled expression as the last fallback. `rules` maps each rule name to its
+    body; every reference must name a rule of `rules`.
     """
     refs = _RefCache()
     rules = {name: _solve_linear_recursion(name, body, refs) for name, body in rules.items()}
-    rules = _with_bracketed_spans(rules, refs)
-    succ = {name: sorted(refs(body)) for name, body in rules.items()}
-    reachable = _reachable(start, succ)
-    graph = {name: [s for s in succ[name] if s in reachable] for name in reachable}
-    opens = {name: _opens_with_terminal(rules[name], refs) for name in graph}
-    bracketed = {name: _bracketed(rules[name], refs) for name in graph}
-    component: dict[str, int] = {}
-    heads: set[str] = set()
-    recursive: list[str] = []
-    for index, members in enumerate(_components(graph)):
-        for name in members:
-            component[name] = index
-        if _is_cyclic(members, graph):
-            recursive.extend(members)
-            heads.update(_cycle_heads(members, graph, bracketed, opens))
-    inlined: dict[str, Expr] = {}
-
-    def with_calls(expr: Expr) -> Expr:
-        if isinstance(expr, Ref):
-            if expr.name in heads:
-                return Call(expr.name)
-            if expr.name not in inlined:  # no cycle without a head: this ends
-                inlined[expr.name] = _substitute(rules[expr.name], refs, with_calls)
-            return inlined[expr.name]
-        return _substitute(expr, refs, with_calls)
-
-    def unrolled() -> Expr:
-        order = {name: i for i, name in enumerate(rules)}
-        # names starting with "__" are helper rules a front end made up (Lark's `x*` rules)
-        shown = [name for name in sorted(recursive, key=order.__getitem__)
-                 if not name.startswith("__")]
-        options.notice(f"recursive {what} {', '.join(shown)} unrolled to depth "
-                       f"{options.max_depth} (--max-depth); strings that nest deeper are left "
-                       "out")
-        memo: dict[tuple[str, int], Expr] = {}
-
-        def at_depth(comp: int, depth: int):
-            def replace(expr: Expr) -> Expr:
-                if not isinstance(expr, Ref):
-                    return _substitute(expr, refs, replace)
-                if component[expr.name] != comp:  # entering a group: no recursion yet
-                    return expand_rule(expr.name, 0)
-                target = depth + (expr.name in heads)
-                return NOTHING if target > options.max_depth else expand_rule(expr.name, target)
-            return replace
-
-        def expand_rule(name: str, depth: int) -> Expr:
-            if (name, depth) not in memo:
-                memo[(name, depth)] = _substitute(rules[name], refs,
-                                                  at_depth(component[name], depth))
-            return memo[(name, depth)]
-
-        return guarded(lambda: at_depth(-1, 0)(Ref(start)))
 
     def guarded(build):
         try:
@@ -105,12 +59,88 @@ def expand_rules(rules: dict[str, Expr], start: str, options: FrontendOptions,
             raise GrammarError(f"the {what} nest too deeply to be expanded",
                                source_name=source_name) from None
 
-    root = guarded(lambda: with_calls(Ref(start)))
-    if not heads:
-        return root
-    machines = guarded(lambda: tuple((name, with_calls(rules[name]))
-                                     for name in rules if name in heads))
-    return MachineSet(root, machines, unrolled)
+    fewest = _Heads(rules, start, refs, prefer_brackets=False)
+    if not fewest.heads:
+        return guarded(fewest.root)
+
+    def unrolled() -> Expr:
+        # names starting with "__" are helper rules a front end made up (Lark's `x*` rules)
+        shown = [name for name in rules if name in fewest.recursive and not name.startswith("__")]
+        options.notice(f"recursive {what} {', '.join(shown)} unrolled to depth "
+                       f"{options.max_depth} (--max-depth); strings that nest deeper are left "
+                       "out")
+        return guarded(lambda: fewest.unrolled(options.max_depth))
+
+    def bracketed() -> MachineSet:
+        spans = _Heads(_with_bracketed_spans(rules, refs), start, refs, prefer_brackets=True)
+        return MachineSet(guarded(spans.root), guarded(spans.machines), unrolled)
+
+    return MachineSet(guarded(fewest.root), guarded(fewest.machines), unrolled, bracketed)
+
+
+class _Heads:
+    """One choice of cycle heads for a set of rules: every other rule inlined, every
+    reference to a head a call (`root`, `machines`), or every head unrolled (`unrolled`)."""
+
+    def __init__(self, rules: dict[str, Expr], start: str, refs: "_RefCache",
+                 prefer_brackets: bool) -> None:
+        self.rules, self.start, self.refs = rules, start, refs
+        succ = {name: sorted(refs(body)) for name, body in rules.items()}
+        reachable = _reachable(start, succ)
+        graph = {name: [s for s in succ[name] if s in reachable] for name in reachable}
+        rank = {name: (name.startswith(_SPAN), _bracketed(rules[name], refs),
+                       _opens_with_terminal(rules[name], refs))
+                if prefer_brackets else () for name in graph}
+        self.component: dict[str, int] = {}
+        self.heads: set[str] = set()
+        self.recursive: set[str] = set()
+        for index, members in enumerate(_components(graph)):
+            for name in members:
+                self.component[name] = index
+            if _is_cyclic(members, graph):
+                self.recursive.update(members)
+                self.heads.update(_cycle_heads(members, graph, rank))
+        self._inlined: dict[str, Expr] = {}
+
+    def _with_calls(self, expr: Expr) -> Expr:
+        if isinstance(expr, Ref):
+            if expr.name in self.heads:
+                return Call(expr.name)
+            if expr.name not in self._inlined:  # no cycle without a head: this ends
+                self._inlined[expr.name] = _substitute(self.rules[expr.name], self.refs,
+                                                       self._with_calls)
+            return self._inlined[expr.name]
+        return _substitute(expr, self.refs, self._with_calls)
+
+    def root(self) -> Expr:
+        return self._with_calls(Ref(self.start))
+
+    def machines(self) -> tuple[tuple[str, Expr], ...]:
+        return tuple((name, self._with_calls(self.rules[name]))
+                     for name in self.rules if name in self.heads)
+
+    def unrolled(self, max_depth: int) -> Expr:
+        """The start rule with the heads re-entered at most `max_depth` times along any chain
+        of expansions (deeper references match nothing)."""
+        memo: dict[tuple[str, int], Expr] = {}
+
+        def at_depth(comp: int, depth: int):
+            def replace(expr: Expr) -> Expr:
+                if not isinstance(expr, Ref):
+                    return _substitute(expr, self.refs, replace)
+                if self.component[expr.name] != comp:  # entering a group: no recursion yet
+                    return expand_rule(expr.name, 0)
+                target = depth + (expr.name in self.heads)
+                return NOTHING if target > max_depth else expand_rule(expr.name, target)
+            return replace
+
+        def expand_rule(name: str, depth: int) -> Expr:
+            if (name, depth) not in memo:
+                memo[(name, depth)] = _substitute(self.rules[name], self.refs,
+                                                  at_depth(self.component[name], depth))
+            return memo[(name, depth)]
+
+        return at_depth(-1, 0)(Ref(self.start))
 
 
 _SPAN = "__span"  # rules made of a bracketed recursive span ("__": not shown in notices)
@@ -118,12 +148,8 @@ _SPAN = "__span"  # rules made of a bracketed recursive span ("__": not shown in
 
 def _with_bracketed_spans(rules: dict[str, Expr], refs: "_RefCache") -> dict[str, Expr]:
     """`rules` with every recursive reference that sits between two terminals of its
-    sequence (`"{" statement* "}"`, `"(" ws expression ws ")"`) moved, with those terminals,
-    into a rule of its own (`__span1`, ...), equal spans shared. Such rules are the preferred
-    cycle heads: a machine that starts and ends with a terminal returns where nothing inside
-    it can go on, so the next byte decides its calls and returns far more often than for
-    the rule the user named (C's `if (...) {...}` may go on with `else` or end before an
-    `else_count = 1;` statement)."""
+    sequence moved, with what follows it through the closing terminal, into a rule of its
+    own (`__span1`, ...: `statement* "}"` out of `"{" statement* "}"`), equal spans shared."""
     succ = {name: sorted(refs(body)) for name, body in rules.items()}
     group_of: dict[str, frozenset[str]] = {}
     for members in _components(succ):
@@ -153,25 +179,30 @@ def _with_bracketed_spans(rules: dict[str, Expr], refs: "_RefCache") -> dict[str
         if not before or not after:
             return concat(*parts)
         first, last = before[-1], after[0]
-        span = concat(*parts[first:last + 1])
+        span = concat(*parts[first + 1:last + 1])
         name = spans.setdefault(span, f"{_SPAN}{len(spans) + 1}")
-        return concat(*parts[:first], Ref(name), *parts[last + 1:])
+        return concat(*parts[:first + 1], Ref(name), *parts[last + 1:])
 
-    out = {name: extract(body, group_of[name])
-           if name in group_of and not _bracketed(body, refs) else body
+    out = {name: extract(body, group_of[name]) if name in group_of else body
            for name, body in rules.items()}
     out.update((name, body) for body, name in spans.items())
     return out
 
 
 def _opens_with_terminal(body: Expr, refs: "_RefCache", at_end: bool = False) -> bool:
-    """Whether every text of `body` starts (`at_end`: ends) with a terminal written in the
-    rule itself (`unary ::= "-" factor`), not with a reference."""
+    """Whether every text of `body` starts with a terminal written in the rule itself
+    (`unary ::= "-" factor`), not with a reference; `at_end`: whether a terminal follows its
+    last reference (`"]"` in `array: "[" value "]" WS*`)."""
     if isinstance(body, Alt):
         return all(_opens_with_terminal(option, refs, at_end) for option in body.options)
-    if isinstance(body, Concat):
-        return bool(body.parts) and _opens_with_terminal(body.parts[-1 if at_end else 0], refs,
-                                                         at_end)
+    if isinstance(body, Concat) and body.parts:
+        parts = body.parts[::-1] if at_end else body.parts
+        for part in parts:
+            if _opens_with_terminal(part, refs, at_end):
+                return True
+            if refs(part) or not at_end:
+                return False
+        return False
     return not refs(body) and not nullable(body)
 
 
@@ -317,11 +348,11 @@ def _is_cyclic(members: list[str], graph: dict[str, list[str]]) -> bool:
 
 
 def _cycle_heads(members: Iterable[str], graph: dict[str, list[str]],
-                 bracketed: dict[str, bool], opens: dict[str, bool]) -> list[str]:
+                 rank: dict[str, tuple]) -> list[str]:
     """Rules that every cycle inside `members` passes through, chosen greedily until no cycle
-    is left: a `bracketed` rule or span first, then a rule that `opens` with a terminal (its
-    calls are decided by that terminal), then the rule with the most references in and out
-    of its group."""
+    is left: the highest `rank` first (e.g. bracketed rules, then rules that open with a
+    terminal: their calls are decided by that terminal), then the rule with the most
+    references in and out of its group."""
     remaining = set(members)
     heads: list[str] = []
     while True:
@@ -336,8 +367,7 @@ def _cycle_heads(members: Iterable[str], graph: dict[str, list[str]],
                 for s in sub[n]:
                     if s in inside:
                         indegree[s] += 1
-            best = max(sorted(group), key=lambda n: (bracketed[n], opens[n],
-                                                     indegree[n] * sum(s in inside
-                                                                       for s in sub[n])))
+            best = max(sorted(group), key=lambda n: (rank[n], indegree[n] * sum(
+                s in inside for s in sub[n])))
             heads.append(best)
             remaining.discard(best)
