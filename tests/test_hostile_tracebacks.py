@@ -7,6 +7,7 @@ and memory cap."""
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -79,8 +80,9 @@ def test_deeply_nested_grammars_compile_exactly(tmp_path, name, source, valid, i
      "items.schema.json: the grammar nests too deeply to compile (Python's recursion limit)"),
     ("nan.schema.json", '{"type": "number", "minimum": NaN}',
      "nan.schema.json:1:31: invalid JSON: NaN is not a JSON value"),
-    ("nested.fsm.yaml", "[" * 5000,
-     "nested.fsm.yaml:1:5001: invalid YAML: did not find expected node content"),
+    ("nested.fsm.yaml", "[" * 5000,  # libyaml 0.2.6 and later stop at 1,000 levels
+     re.compile(r"nested\.fsm\.yaml:1:(5001: invalid YAML: did not find expected node content|"
+                r"1001: invalid YAML: exceeded maximum nesting depth)")),
     ("class.regex", "[^eE]{1,4[00}", "class.regex:1:10: invalid regex: unterminated character set"),
     *[(f"count{i}.schema.json", json.dumps(schema), f"count{i}.schema.json: the automaton needs "
        "more than 2,000,000 NFA states") for i, schema in enumerate([  # found by fuzz.py
@@ -91,7 +93,12 @@ def test_deeply_nested_grammars_compile_exactly(tmp_path, name, source, valid, i
 ])
 def test_bad_sources_are_one_line_errors(tmp_path, name, source, message):
     """Python's `re` warnings (FutureWarning on `[[`) never print before the error line."""
-    assert_clean_error(compile_file(tmp_path, name, source), message)
+    result = compile_file(tmp_path, name, source)
+    if isinstance(message, re.Pattern):
+        assert_clean_error(result, "")
+        assert message.search(result.stderr), result.stderr
+    else:
+        assert_clean_error(result, message)
     assert [p.name for p in tmp_path.iterdir()] == [name]
 
 
