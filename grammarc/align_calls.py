@@ -272,7 +272,7 @@ class _Kernel:
 
     def __init__(self, pd: PushdownDFA, table: np.ndarray) -> None:
         self.table = table
-        self.machine_start = pd.machine_start
+        self.num_machines = len(pd.machine_start)
         self.final = np.ascontiguousarray(pd.dfa.accepting, dtype=np.bool_)
         callers = np.flatnonzero(np.diff(pd.call_ptr))
         self.call_row = np.full(len(table), -1, np.int32)
@@ -305,7 +305,7 @@ class _Kernel:
             # a byte opens at most one call per machine (none calls itself before reading a
             # byte): room for that many per byte is always enough
             longest = int((hi[many] - lo[many]).max())
-            room = max(longest * len(self.machine_start), _FEW_PUSHES + 1)
+            room = max(longest * self.num_machines, _FEW_PUSHES + 1)
             kind[many], nxt[many], pos[many], push_len[many], more = run(many, room)
         stays = np.flatnonzero(kind == _STAYS)
         width = int(push_len[stays].max(initial=0))

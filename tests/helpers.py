@@ -90,6 +90,16 @@ def compile_file(folder: Path, name: str, text: str | bytes, *flags: str, second
                    *flags, cwd=folder, seconds=seconds, memory_gb=memory_gb)
 
 
+def run_artifact_command(command: str, artifact: str | Path, cwd: Path | None = None,
+                         seconds: float = 60, memory_gb: float | None = None
+                         ) -> subprocess.CompletedProcess:
+    """`grammarc inspect|verify|check` on one artifact (verify against SmolLM2, check the text
+    "x"), under `run_cli`'s caps."""
+    extra = {"check": ["x"], "verify": ["--tokenizer", "smollm2"]}.get(command, [])
+    return run_cli(command, str(artifact), *extra, cwd=cwd, seconds=seconds,
+                   memory_gb=memory_gb)
+
+
 def assert_clean_error(result: subprocess.CompletedProcess, fragment: str) -> None:
     """Exit code 1 and one line `error: ...` holding `fragment` on stderr, no traceback."""
     assert result.returncode == 1, result.stderr

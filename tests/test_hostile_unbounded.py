@@ -9,7 +9,7 @@ import json
 import zipfile
 
 import pytest
-from helpers import assert_clean_error, compile_file, rewrite_artifact, run_cli
+from helpers import assert_clean_error, compile_file, rewrite_artifact, run_artifact_command
 
 import grammarc
 
@@ -84,8 +84,7 @@ def test_a_forged_vocabulary_size_allocates_nothing(artifact, tmp_path, command)
     the size is checked before anything is built."""
     forged = tmp_path / "forged.safetensors"
     rewrite_artifact(artifact, forged, lambda m, t: m["tokenizer"].update(vocab_size=2 ** 32))
-    extra = {"check": ["2024-01-01"], "verify": ["--tokenizer", "smollm2"]}
-    result = run_cli(command, str(forged), *extra.get(command, []), seconds=60, memory_gb=2)
+    result = run_artifact_command(command, forged, memory_gb=2)
     assert_clean_error(result, "forged.safetensors: tokenizer.vocab_size 4,294,967,296 is "
                                "larger than any vocabulary")
 
@@ -104,8 +103,7 @@ def bomb(tmp_path_factory):
 
 @pytest.mark.parametrize("command", ["inspect", "verify", "check"])
 def test_a_compressed_npz_is_refused_before_it_is_inflated(bomb, command):
-    extra = {"check": ["x"], "verify": ["--tokenizer", "smollm2"]}
-    result = run_cli(command, str(bomb), *extra.get(command, []), seconds=30, memory_gb=1)
+    result = run_artifact_command(command, bomb, seconds=30, memory_gb=1)
     assert_clean_error(result, "bomb.npz: its compressed members expand to 3,221,225,472 "
                                "bytes, more than 1,073,741,824")
 

@@ -88,8 +88,7 @@ class _Heads:
         succ = {name: sorted(refs(body)) for name, body in rules.items()}
         reachable = _reachable(start, succ)
         graph = {name: [s for s in succ[name] if s in reachable] for name in reachable}
-        rank = {name: (name.startswith(_SPAN), _bracketed(rules[name], refs),
-                       _opens_with_terminal(rules[name], refs))
+        rank = {name: (name.startswith(_SPAN), _opens_with_terminal(rules[name], refs))
                 if prefer_brackets else () for name in graph}
         self.component: dict[str, int] = {}
         self.heads: set[str] = set()
@@ -189,27 +188,14 @@ def _with_bracketed_spans(rules: dict[str, Expr], refs: "_RefCache") -> dict[str
     return out
 
 
-def _opens_with_terminal(body: Expr, refs: "_RefCache", at_end: bool = False) -> bool:
+def _opens_with_terminal(body: Expr, refs: "_RefCache") -> bool:
     """Whether every text of `body` starts with a terminal written in the rule itself
-    (`unary ::= "-" factor`), not with a reference; `at_end`: whether a terminal follows its
-    last reference (`"]"` in `array: "[" value "]" WS*`)."""
+    (`unary ::= "-" factor`), not with a reference."""
     if isinstance(body, Alt):
-        return all(_opens_with_terminal(option, refs, at_end) for option in body.options)
-    if isinstance(body, Concat) and body.parts:
-        parts = body.parts[::-1] if at_end else body.parts
-        for part in parts:
-            if _opens_with_terminal(part, refs, at_end):
-                return True
-            if refs(part) or not at_end:
-                return False
-        return False
+        return all(_opens_with_terminal(option, refs) for option in body.options)
+    if isinstance(body, Concat):
+        return bool(body.parts) and _opens_with_terminal(body.parts[0], refs)
     return not refs(body) and not nullable(body)
-
-
-def _bracketed(body: Expr, refs: "_RefCache") -> bool:
-    """Whether every text of `body` starts and ends with a terminal of the rule itself
-    (`list: "(" list* ")" | "()"`): a rule as good a cycle head as a bracketed span."""
-    return _opens_with_terminal(body, refs) and _opens_with_terminal(body, refs, at_end=True)
 
 
 def _substitute(expr: Expr, refs: "_RefCache", replace) -> Expr:
@@ -350,9 +336,9 @@ def _is_cyclic(members: list[str], graph: dict[str, list[str]]) -> bool:
 def _cycle_heads(members: Iterable[str], graph: dict[str, list[str]],
                  rank: dict[str, tuple]) -> list[str]:
     """Rules that every cycle inside `members` passes through, chosen greedily until no cycle
-    is left: the highest `rank` first (e.g. bracketed rules, then rules that open with a
-    terminal: their calls are decided by that terminal), then the rule with the most
-    references in and out of its group."""
+    is left: the highest `rank` first (e.g. spans, then rules that open with a terminal:
+    their calls are decided by that terminal), then the rule with the most references in
+    and out of its group."""
     remaining = set(members)
     heads: list[str] = []
     while True:
