@@ -1,5 +1,12 @@
-// The byte-level pushdown walk of tokens through machines linked by calls
-// (grammarc/align_calls.py holds its contract).
+// The byte-level pushdown walk of tokens through machines linked by calls and count
+// registers (grammarc/align_calls.py holds its contract).
+//
+// Counts: leaving the loop state of a counted machine (loop_machine[q] >= 0) into an in-loop
+// state starts a repetition, into another state leaves the loop. In a frame the walk opened,
+// the count is known: past count_max the walk dies, leaving below count_min too. In the frame
+// the walk starts in, the count is not known: the repetitions started there are counted and
+// returned for the caller to check (a counted machine calls none, so that frame is only ever
+// the top one before the walk leaves it).
 #include "kernels.hpp"
 
 namespace grammarc {
@@ -9,8 +16,10 @@ constexpr int8_t kDies = 0, kStays = 1, kReturns = 2;
 }
 
 py::tuple pushdown_walk(In<int32_t> table, In<bool> final, In<int32_t> call_row,
-                        In<int32_t> call_start, In<int32_t> call_ret, In<int32_t> starts,
-                        In<uint8_t> data, In<int64_t> lo, In<int64_t> hi, int64_t max_push) {
+                        In<int32_t> call_start, In<int32_t> call_ret, In<int32_t> loop_machine,
+                        In<bool> in_loop, In<int64_t> count_min, In<int64_t> count_max,
+                        In<int32_t> starts, In<uint8_t> data, In<int64_t> lo, In<int64_t> hi,
+                        int64_t max_push) {
     require(table.ndim() == 2 && table.shape(1) == 256, "table is [states, 256]");
     const int64_t n_states = table.shape(0);
     require_in_range(table.data(), n_states * 256, 0, n_states, "table");
@@ -23,6 +32,11 @@ py::tuple pushdown_walk(In<int32_t> table, In<bool> final, In<int32_t> call_row,
     require_in_range(call_row.data(), n_states, -1, n_rows, "call_row");
     require_in_range(call_start.data(), n_rows * 256, -1, n_states, "call_start");
     require_in_range(call_ret.data(), n_rows * 256, 0, n_states, "call_ret");
+    length(loop_machine, "loop_machine", n_states);
+    length(in_loop, "in_loop", n_states);
+    const int64_t n_machines = length(count_min, "count_min");
+    length(count_max, "count_max", n_machines);
+    require_in_range(loop_machine.data(), n_states, -1, n_machines, "loop_machine");
     const int64_t n = length(starts, "starts");
     require_in_range(starts.data(), n, 0, n_states, "starts");
     const int64_t n_data = length(data, "data");
@@ -34,7 +48,7 @@ py::tuple pushdown_walk(In<int32_t> table, In<bool> final, In<int32_t> call_row,
     require(max_push >= 1, "max_push must be positive");
 
     py::array_t<int8_t> kind(n);
-    py::array_t<int32_t> next(n), push_len(n);
+    py::array_t<int32_t> next(n), push_len(n), count(n);
     py::array_t<int64_t> pos(n);
     py::array_t<int32_t> push_buf({n, max_push});
     int8_t* kind_of = kind.mutable_data();
@@ -42,6 +56,10 @@ py::tuple pushdown_walk(In<int32_t> table, In<bool> final, In<int32_t> call_row,
     int32_t* pushed = push_len.mutable_data();
     int64_t* pos_of = pos.mutable_data();
     int32_t* buf = push_buf.mutable_data();
+    int32_t* count_of = count.mutable_data();
+    const int32_t* loop_of = loop_machine.data();
+    const bool* looping = in_loop.data();
+    const int64_t *at_least = count_min.data(), *at_most = count_max.data();
     const int32_t *tr = table.data(), *row_of = call_row.data(), *start_of = call_start.data(),
                   *ret_of = call_ret.data(), *from = starts.data();
     const bool* is_final = final.data();
@@ -53,6 +71,7 @@ py::tuple pushdown_walk(In<int32_t> table, In<bool> final, In<int32_t> call_row,
         for (int64_t i = 0; i < n; ++i) {
             int32_t* frames = buf + i * max_push;
             int64_t q = from[i], sp = 0;
+            int64_t started = 0, reps = 0;  // repetitions in the start frame; in the top one
             int8_t state = kStays;
             pushed[i] = 0;
             pos_of[i] = 0;
@@ -61,6 +80,18 @@ py::tuple pushdown_walk(In<int32_t> table, In<bool> final, In<int32_t> call_row,
                 while (true) {
                     const int32_t t = tr[q * 256 + b];
                     if (t != 0) {
+                        const int32_t m = loop_of[q];
+                        if (m >= 0 && looping[t]) {  // one more repetition
+                            if (sp == 0) {
+                                ++started;
+                            } else if (at_most[m] >= 0 && ++reps > at_most[m]) {
+                                state = kDies;
+                                break;
+                            }
+                        } else if (m >= 0 && sp > 0 && reps < at_least[m]) {  // leaves early
+                            state = kDies;
+                            break;
+                        }
                         q = t;
                         break;
                     }
@@ -73,6 +104,7 @@ py::tuple pushdown_walk(In<int32_t> table, In<bool> final, In<int32_t> call_row,
                         }
                         frames[sp++] = ret_of[row * 256 + b];
                         q = start_of[row * 256 + b];
+                        reps = 0;
                         continue;
                     }
                     if (is_final[q]) {  // the machine ends: return
@@ -89,11 +121,12 @@ py::tuple pushdown_walk(In<int32_t> table, In<bool> final, In<int32_t> call_row,
                 }
             }
             kind_of[i] = state;
+            count_of[i] = static_cast<int32_t>(sp == 0 ? started : (looping[q] ? reps : 0));
             next_of[i] = state == kStays ? static_cast<int32_t>(q) : 0;
             if (state == kStays) pushed[i] = static_cast<int32_t>(sp);
         }
     }
-    return py::make_tuple(kind, next, pos, push_len, push_buf);
+    return py::make_tuple(kind, next, pos, push_len, push_buf, count);
 }
 
 }  // namespace grammarc

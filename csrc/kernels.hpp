@@ -73,7 +73,9 @@ void register_nfa_errors(py::module_& m);
 
 // calls.cpp
 py::tuple pushdown_walk(In<int32_t> table, In<bool> final, In<int32_t> call_row,
-                        In<int32_t> call_start, In<int32_t> call_ret, In<int32_t> starts,
-                        In<uint8_t> data, In<int64_t> lo, In<int64_t> hi, int64_t max_push);
+                        In<int32_t> call_start, In<int32_t> call_ret, In<int32_t> loop_machine,
+                        In<bool> in_loop, In<int64_t> count_min, In<int64_t> count_max,
+                        In<int32_t> starts, In<uint8_t> data, In<int64_t> lo, In<int64_t> hi,
+                        int64_t max_push);
 
 }  // namespace grammarc

@@ -51,11 +51,13 @@ PYBIND11_MODULE(_core, m) {
           "Trim entries into dead ends, make them relative and share equal rows: (state_row, "
           "row_ptr, row_class, row_delta).");
     m.def("pushdown_walk", &pushdown_walk, py::arg("table"), py::arg("final"),
-          py::arg("call_row"), py::arg("call_start"), py::arg("call_ret"), py::arg("starts"),
-          py::arg("data"), py::arg("lo"), py::arg("hi"), py::arg("max_push"),
+          py::arg("call_row"), py::arg("call_start"), py::arg("call_ret"),
+          py::arg("loop_machine"), py::arg("in_loop"), py::arg("count_min"),
+          py::arg("count_max"), py::arg("starts"), py::arg("data"), py::arg("lo"),
+          py::arg("hi"), py::arg("max_push"),
           "Walk data[lo[i]:hi[i]] from starts[i] with an empty frame through machines linked "
-          "by calls: (kind, next state, bytes read before a return, number pushed, pushed "
-          "return states).");
+          "by calls and count registers: (kind, next state, bytes read before a return, "
+          "number pushed, pushed return states, count).");
     m.def("build_nfa", &build_nfa, py::arg("kind"), py::arg("child_ptr"), py::arg("children"),
           py::arg("extra_ptr"), py::arg("extra"), py::arg("automata"), py::arg("root"),
           py::arg("max_states"),

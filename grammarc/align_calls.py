@@ -28,9 +28,10 @@ import numpy as np
 from . import _core
 from .align import FactoredRows, TokenEntries, VocabTrie, factor, walk_entries
 from .automaton.machines import PushdownDFA, byte_dfa
+from .errors import GrammarError
 
 _FEW_PUSHES = 4  # room per walk in the first pass; walks that push more are walked again
-_STAYS, _RETURNS = 1, 2  # the walk kinds of `_core.pushdown_walk` (0: the token dies)
+_DIES, _STAYS, _RETURNS = 0, 1, 2  # the walk kinds of `_core.pushdown_walk`
 
 
 @dataclass(frozen=True)
@@ -57,6 +58,28 @@ class CallTable:
     push_ptr: np.ndarray     # int64 [P + 1]; sequence 0 is empty
     push_states: np.ndarray  # int32, bottom of the stack first
     return_cost: np.ndarray  # int32 [S]: tokens that finish the state's machine, -1 if none
+    x_count: np.ndarray      # int32 [X]: the count of the counted frame a stack token ends in
+    s_count: np.ndarray      # int32: the same for a suffix
+    counts: "CountRows | None"  # None when no machine keeps a count
+
+
+@dataclass(frozen=True)
+class CountRows:
+    """What a token does to the count of a counted machine, per state inside its loop.
+
+    `row[q]` (-1 outside loops) is a row of `table`: token t starts `table[row, t] >> 1`
+    repetitions from q, and leaves the loop when `table[row, t] & 1`. With count c in a
+    machine bounded by [min, max], t is allowed only if c + started <= max, and if it leaves,
+    c + started >= min. For budgets: `complete_cost[q]` tokens end the repetition under way
+    without starting one (back at the loop state), `item_cost[m]` tokens read exactly one
+    repetition from the loop state (-1: none can); `cost[q]` (the return cost) counts only
+    tokens that start none.
+    """
+
+    row: np.ndarray            # int32 [S]
+    table: np.ndarray          # uint8 or uint16 [R, V]
+    complete_cost: np.ndarray  # int32 [S]
+    item_cost: np.ndarray      # int32 [M]
 
 
 def align_calls(pd: PushdownDFA, trie: VocabTrie, token_bytes, vocab_size: int,
@@ -87,10 +110,12 @@ def align_calls(pd: PushdownDFA, trie: VocabTrie, token_bytes, vocab_size: int,
     kernel = _Kernel(pd, table)
     data, offsets = _token_data(token_bytes)
     x_state, x_token = _pairs_into(entries, sink)
-    kind, nxt, pos, pushes = kernel.walk(x_state, data, offsets[x_token], offsets[x_token + 1])
+    kind, nxt, pos, pushes, count = kernel.walk(x_state, data, offsets[x_token],
+                                                offsets[x_token + 1])
     push_ids = _PushSequences()
     suffixes = _Suffixes(data, offsets)
     x_next, x_arg = _outcomes(kind, nxt, pos, pushes, x_token, push_ids, suffixes)
+    x_count = np.where(kind == _STAYS, count, 0).astype(np.int32)
     live = x_next != -2
     returned = {(int(pd.state_machine[q]), int(a)) for q, a in
                 zip(x_state[x_next == -1], x_arg[x_next == -1])}
@@ -111,12 +136,16 @@ def align_calls(pd: PushdownDFA, trie: VocabTrie, token_bytes, vocab_size: int,
     np.cumsum(np.bincount(x_state[live], minlength=num_states), out=x_ptr[1:])
     order = np.lexsort((x_token[live], x_state[live]))
     x = (x_token[live][order], x_next[live][order], x_arg[live][order])
+    x_count = x_count[live][order]
     push_ptr, push_states = push_ids.arrays()
-    cost = _return_cost(ordinary, pd.dfa.accepting, x_ptr, x[1], x[2], push_ptr, push_states)
+    counts = _count_rows(pd, kernel, data, offsets) if pd.has_counters else None
+    cost = _return_cost(ordinary, pd, x_ptr, x[1], x[2], x_count, push_ptr, push_states,
+                        counts)
     if timings is not None:
         timings["alignment"] = timings.get("alignment", 0.0) + walked - started
         timings["factoring"] = timings.get("factoring", 0.0) + time.perf_counter() - walked
-    return CallTable(ordinary, x_ptr, *x, *s_arrays, push_ptr, push_states, cost)
+    return CallTable(ordinary, x_ptr, *x, *s_arrays[:4], push_ptr, push_states, cost, x_count,
+                     s_arrays[4], counts)
 
 
 def _without_unused_classes(entries: TokenEntries) -> TokenEntries:
@@ -233,7 +262,8 @@ def _resolve_suffixes(pd: PushdownDFA, kernel: "_Kernel", suffixes: "_Suffixes",
     np.cumsum([len(r) for r in returns_of], out=return_ptr[1:])
     return_states = np.concatenate([*returns_of, np.zeros(0, np.int32)]).astype(np.int32)
     pending, done = set(returned), set()
-    rows: dict[tuple[int, int], tuple[int, int]] = {}  # (state, suffix) -> (next, arg)
+    rows: dict[tuple[int, int], tuple[int, int, int]] = {}  # (state, suffix) -> (next, arg,
+    # count)
     while pending:
         batch = np.array(sorted(pending), np.int64).reshape(-1, 2)
         done.update(pending)
@@ -247,23 +277,24 @@ def _resolve_suffixes(pd: PushdownDFA, kernel: "_Kernel", suffixes: "_Suffixes",
         suffix_array = np.repeat(batch[:, 1], sizes)
         spans = np.array(suffixes.spans, np.int64).reshape(-1, 2)
         lo, hi = spans[suffix_array, 0], spans[suffix_array, 1]
-        kind, nxt, pos, pushes = kernel.walk(starts_array, suffixes.data, lo, hi)
+        kind, nxt, pos, pushes, count = kernel.walk(starts_array, suffixes.data, lo, hi)
         stays = np.flatnonzero(kind == _STAYS)
-        for state, suffix, after, pushed in zip(starts_array[stays].tolist(),
-                                                suffix_array[stays].tolist(),
-                                                nxt[stays].tolist(),
-                                                push_ids.ids_of_rows(pushes).tolist()):
-            rows[(state, suffix)] = (after, pushed)
+        for state, suffix, after, pushed, ends in zip(starts_array[stays].tolist(),
+                                                      suffix_array[stays].tolist(),
+                                                      nxt[stays].tolist(),
+                                                      push_ids.ids_of_rows(pushes).tolist(),
+                                                      count[stays].tolist()):
+            rows[(state, suffix)] = (after, pushed, ends)
         back = np.flatnonzero(kind == _RETURNS)
         for state, suffix, start, end in zip(starts_array[back].tolist(),
                                              suffix_array[back].tolist(),
                                              (lo[back] + pos[back]).tolist(), hi[back].tolist()):
             rest = suffixes.id_span(start, end)
-            rows[(state, suffix)] = (-1, rest)
+            rows[(state, suffix)] = (-1, rest, 0)
             key = (int(pd.state_machine[state]), rest)
             if key not in done:
                 pending.add(key)
-    columns = np.array([(*key, *rows[key]) for key in sorted(rows)], np.int64).reshape(-1, 4).T
+    columns = np.array([(*key, *rows[key]) for key in sorted(rows)], np.int64).reshape(-1, 5).T
     return tuple(c.astype(np.int32) for c in columns)
 
 
@@ -274,6 +305,12 @@ class _Kernel:
         self.table = table
         self.num_machines = len(pd.machine_start)
         self.final = np.ascontiguousarray(pd.dfa.accepting, dtype=np.bool_)
+        counters = pd.counters
+        self.loop_machine = np.full(len(table), -1, np.int32)
+        counted = np.flatnonzero(counters.loop)
+        self.loop_machine[counters.loop[counted]] = counted
+        self.in_loop = np.ascontiguousarray(counters.in_loop, dtype=np.bool_)
+        self.count_min, self.count_max = counters.count_min, counters.count_max
         callers = np.flatnonzero(np.diff(pd.call_ptr))
         self.call_row = np.full(len(table), -1, np.int32)
         self.call_row[callers] = np.arange(len(callers))
@@ -288,25 +325,29 @@ class _Kernel:
 
     def walk(self, starts, data, lo, hi):
         """Walk data[lo[i]:hi[i]] from starts[i] with an empty frame: (kind, next state,
-        bytes read before a return, pushes) per walk. `pushes` has a row per walk that stays
-        (`kind == _STAYS`, in order): the number of return states pushed, then those states
-        (bottom first), zero-padded."""
+        bytes read before a return, pushes, count) per walk. `pushes` has a row per walk that
+        stays (`kind == _STAYS`, in order): the number of return states pushed, then those
+        states (bottom first), zero-padded. `count` is the repetitions started in the start
+        frame when the walk ends or returns there, else the count of the counted frame it ends
+        in (0 when none)."""
         starts = np.ascontiguousarray(starts, np.int32)
 
         def run(which, room):
             return _core.pushdown_walk(self.table, self.final, self.call_row, self.call_start,
-                                       self.call_ret, starts[which], data, lo[which],
-                                       hi[which], room)
+                                       self.call_ret, self.loop_machine, self.in_loop,
+                                       self.count_min, self.count_max, starts[which], data,
+                                       lo[which], hi[which], room)
 
         # most walks push a few states: room for _FEW_PUSHES each, the others walked again
-        kind, nxt, pos, push_len, push_buf = run(slice(None), _FEW_PUSHES)
+        kind, nxt, pos, push_len, push_buf, count = run(slice(None), _FEW_PUSHES)
         many = np.flatnonzero(push_len > _FEW_PUSHES)
         if len(many):
             # a byte opens at most one call per machine (none calls itself before reading a
             # byte): room for that many per byte is always enough
             longest = int((hi[many] - lo[many]).max())
             room = max(longest * self.num_machines, _FEW_PUSHES + 1)
-            kind[many], nxt[many], pos[many], push_len[many], more = run(many, room)
+            kind[many], nxt[many], pos[many], push_len[many], more, count[many] = \
+                run(many, room)
         stays = np.flatnonzero(kind == _STAYS)
         width = int(push_len[stays].max(initial=0))
         pushes = np.zeros((len(stays), width + 1), np.int32)
@@ -317,14 +358,88 @@ class _Kernel:
             row_of_many = np.searchsorted(stays, many)
             staying = kind[many] == _STAYS
             pushes[row_of_many[staying], 1:] = more[staying, :width]
-        return kind, nxt, pos, pushes
+        return kind, nxt, pos, pushes, count
 
 
-def _return_cost(table: FactoredRows, final: np.ndarray, x_ptr, x_next, x_arg, push_ptr,
-                 push_states) -> np.ndarray:
+def _count_rows(pd: PushdownDFA, kernel: _Kernel, data: np.ndarray,
+                offsets: np.ndarray) -> CountRows:
+    """Every token walked from every state inside a counted loop. Machines with the same
+    tables up to numbering (strings of different bounds) share their rows."""
+    counters, accepting = pd.counters, pd.dfa.accepting
+    num_states, vocab_size = len(accepting), len(offsets) - 1
+    ends = np.append(pd.machine_start[1:], num_states)
+    row = np.full(num_states, -1, np.int32)
+    complete_cost = np.full(num_states, -1, np.int64)
+    item_cost = np.full(len(pd.machine_start), -1, np.int64)
+    rows: list[np.ndarray] = []
+    done: dict[bytes, tuple[int, np.ndarray, int]] = {}  # signature -> (first row, costs, item)
+    table = kernel.table
+    for m in np.flatnonzero(counters.loop).tolist():
+        lo, hi = int(pd.machine_start[m]), int(ends[m])
+        local = table[lo:hi]
+        signature = b"".join([np.where(local > 0, local - lo + 1, 0).tobytes(),
+                              counters.in_loop[lo:hi].tobytes(), accepting[lo:hi].tobytes(),
+                              np.int64(counters.loop[m] - lo).tobytes()])
+        if signature not in done:
+            done[signature] = (len(rows), *_walk_loop(kernel, counters, m, lo, hi, data,
+                                                      offsets, vocab_size, rows))
+        first, costs, item = done[signature]
+        inside = np.flatnonzero(counters.in_loop[lo:hi])
+        row[lo + inside] = first + np.arange(len(inside), dtype=np.int32)
+        complete_cost[lo + inside] = costs
+        item_cost[m] = item
+    stacked = np.stack(rows)
+    dtype = np.uint8 if stacked.max(initial=0) <= np.iinfo(np.uint8).max else np.uint16
+    if stacked.max(initial=0) > np.iinfo(np.uint16).max:
+        raise GrammarError("a token starts more than 32,767 repetitions of a counted repeat")
+    return CountRows(row, stacked.astype(dtype), complete_cost.astype(np.int32),
+                     item_cost.astype(np.int32))
+
+
+def _walk_loop(kernel: _Kernel, counters, machine: int, lo: int, hi: int, data, offsets,
+               vocab_size: int, rows: list[np.ndarray]) -> tuple[np.ndarray, int]:
+    """The count rows of one counted machine's loop states (appended to `rows`), the tokens
+    that complete the repetition under way from each, and those that read one repetition."""
+    inside = lo + np.flatnonzero(counters.in_loop[lo:hi])
+    loop = int(counters.loop[machine])
+    starts = np.repeat(inside, vocab_size).astype(np.int32)
+    token_lo = np.tile(offsets[:-1], len(inside))
+    token_hi = np.tile(offsets[1:], len(inside))
+    kind, nxt, _, _, count = kernel.walk(starts, data, token_lo, token_hi)
+    leaves = (kind == _RETURNS) | ((kind == _STAYS) & ~counters.in_loop[nxt])
+    value = np.where(kind == _DIES, 0, count.astype(np.int64) * 2 + leaves)
+    rows.extend(value.reshape(len(inside), vocab_size))
+    # tokens that start no repetition and stay in the loop: back to the loop state by them
+    moves = (kind == _STAYS) & counters.in_loop[nxt]
+    source = starts.astype(np.int64)
+    inf = np.int64(1) << 40
+    complete = np.where(np.arange(hi - lo) + lo == loop, 0, inf)[inside - lo]
+    at = {int(q): i for i, q in enumerate(inside)}
+    index = np.array([at.get(int(q), -1) for q in range(lo, hi)], np.int64)
+    free = moves & (count == 0)
+    edge_src, edge_dst = index[source[free] - lo], index[nxt[free].astype(np.int64) - lo]
+    pairs = np.unique(np.stack([edge_src, edge_dst], axis=1), axis=0)
+    for _ in range(len(inside)):
+        better = complete.copy()
+        np.minimum.at(better, pairs[:, 0], complete[pairs[:, 1]] + 1)
+        if np.array_equal(better, complete):
+            break
+        complete = better
+    one = moves & (count == 1) & (source == loop)
+    item = int((complete[index[nxt[one].astype(np.int64) - lo]] + 1).min(initial=inf))
+    return np.where(complete >= inf, -1, complete), (-1 if item >= inf else item)
+
+
+def _return_cost(table: FactoredRows, pd: PushdownDFA, x_ptr, x_next, x_arg, x_count,
+                 push_ptr, push_states, counts: CountRows | None) -> np.ndarray:
     """Tokens that take each state to a final state of its machine, by fixpoint: a stack
     token costs 1 plus finishing the callee it ends in and every frame it pushed. An upper
-    bound of the shortest completion (tokens may also cross frames), used for budgets."""
+    bound of the shortest completion (tokens may also cross frames), used for budgets.
+
+    Inside a counted loop only tokens that start no repetition count (they are allowed at
+    any count that may leave); a stack token that ends in a counted frame below its minimum
+    adds the repetitions still needed (`complete_cost`, `item_cost`)."""
+    final = pd.dfa.accepting
     num_states = len(final)
     inf = np.int64(1) << 40
     cost = np.where(final, 0, inf).astype(np.int64)
@@ -334,23 +449,65 @@ def _return_cost(table: FactoredRows, final: np.ndarray, x_ptr, x_next, x_arg, p
     within = np.arange(int(entry_ptr[-1])) - np.repeat(entry_ptr[:-1], lengths)
     entry_next = np.repeat(np.arange(num_states), lengths) + \
         table.row_delta[np.repeat(table.row_ptr[table.state_row], lengths) + within]
+    if counts is not None:
+        entry_ptr, entry_next = _without_repetitions(table, counts, entry_ptr, entry_next)
     # the stack tokens that stay (end in a state, with return states pushed), per state
     stays = x_next >= 0
     kept = np.zeros(len(x_ptr), np.int64)
     np.cumsum(np.bincount(np.repeat(np.arange(num_states), np.diff(x_ptr))[stays],
                           minlength=num_states), out=kept[1:])
-    x_target, x_seq = x_next[stays], x_arg[stays]
+    x_target, x_seq, x_reps = x_next[stays], x_arg[stays], x_count[stays].astype(np.int64)
+    machine = pd.state_machine[x_target]
+    short = np.zeros(len(x_target), bool)
+    if counts is not None:  # ends in a counted frame with fewer repetitions than its minimum
+        short = (counts.row[x_target] >= 0) & (x_reps < pd.counters.count_min[machine])
     for _ in range(num_states + 1):
         seq_cost = _segment_reduce(np.add, cost[push_states], push_ptr, 0)
+        target_cost = cost[x_target]
+        if short.any():
+            m = machine[short]
+            item = counts.item_cost[m].astype(np.int64)
+            more = counts.complete_cost[x_target[short]] + \
+                item * (pd.counters.count_min[m] - x_reps[short]) + \
+                cost[pd.counters.loop[m]]
+            target_cost = target_cost.copy()
+            target_cost[short] = np.where((item < 0) | (counts.complete_cost[x_target[short]]
+                                                        < 0), inf, np.minimum(more, inf))
         candidate = np.minimum(cost, 1 + _segment_reduce(np.minimum, cost[entry_next],
                                                          entry_ptr, inf))
         candidate = np.minimum(candidate, 1 + _segment_reduce(
-            np.minimum, cost[x_target] + seq_cost[x_seq], kept, inf))
+            np.minimum, target_cost + seq_cost[x_seq], kept, inf))
         candidate = np.minimum(candidate, inf)
         if np.array_equal(candidate, cost):
             break
         cost = candidate
     return np.where(cost >= inf, -1, cost).astype(np.int32)
+
+
+def _without_repetitions(table: FactoredRows, counts: CountRows, entry_ptr: np.ndarray,
+                         entry_next: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The entries with those of loop states replaced by the moves of tokens that start no
+    repetition there (a class may hold tokens that do and tokens that do not)."""
+    num_states = len(entry_ptr) - 1
+    loop_states = np.flatnonzero(counts.row >= 0)
+    owner = np.repeat(np.arange(num_states), np.diff(entry_ptr))
+    keep = counts.row[owner] < 0
+    new_owner, new_next = [owner[keep]], [entry_next[keep]]
+    for q in loop_states.tolist():
+        lo, hi = table.row_ptr[table.state_row[q]], table.row_ptr[table.state_row[q] + 1]
+        delta = np.zeros(int(table.token_class.max(initial=0)) + 1, np.int64)
+        allowed = np.zeros(len(delta), bool)
+        delta[table.row_class[lo:hi]] = table.row_delta[lo:hi]
+        allowed[table.row_class[lo:hi]] = True
+        free = allowed[table.token_class] & (counts.table[counts.row[q]] >> 1 == 0)
+        targets = np.unique(q + delta[table.token_class[free]])
+        new_owner.append(np.full(len(targets), q))
+        new_next.append(targets)
+    owner, entry_next = np.concatenate(new_owner), np.concatenate(new_next)
+    order = np.argsort(owner, kind="stable")
+    ptr = np.zeros(num_states + 1, np.int64)
+    np.cumsum(np.bincount(owner, minlength=num_states), out=ptr[1:])
+    return ptr, entry_next[order]
 
 
 def _segment_reduce(ufunc: np.ufunc, values: np.ndarray, ptr: np.ndarray,

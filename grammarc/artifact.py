@@ -29,6 +29,7 @@ from .table import TokenTable
 FORMAT_NAME = "grammarc"
 FORMAT_VERSION = 1        # one table: next = T[state, token]
 CALLS_FORMAT_VERSION = 2  # machines linked by calls: tables plus a stack (docs/FORMAT.md)
+COUNTERS_FORMAT_VERSION = 3  # version 2 and count registers of counted machines
 MAX_VOCAB_SIZE = 1 << 24   # a larger tokenizer.vocab_size is a forged file, not a vocabulary
 LAYOUTS = ("factored", "csr", "dense")
 SUFFIXES = (".safetensors", ".npz")
@@ -58,6 +59,13 @@ _CALL_TENSORS = {
     "stack_token": ("u", 1), "stack_next": ("i", 1), "stack_arg": ("u", 1),
     "suffix_state": ("u", 1), "suffix_id": ("u", 1), "suffix_next": ("i", 1),
     "suffix_arg": ("u", 1), "push_ptr": ("u", 1), "push_states": ("u", 1),
+}
+# version 3: version 2 and count registers (counted machines, the repetitions each token
+# starts inside their loops, the counts stack tokens and suffixes end with)
+_COUNTER_TENSORS = {
+    "machine_loop": ("u", 1), "machine_count_min": ("u", 1), "machine_count_max": ("i", 1),
+    "machine_item_cost": ("i", 1), "count_row": ("i", 1), "count_table": ("u", 2),
+    "count_complete_cost": ("i", 1), "stack_reps": ("u", 1), "suffix_reps": ("u", 1),
 }
 _LAYOUT_TENSORS = {
     "factored": {"class_ptr": ("u", 1), "class_tokens": ("u", 1), "state_row": ("u", 1),
@@ -146,8 +154,8 @@ def decode_table(data: ArtifactData) -> TokenTable:
         owner = np.repeat(np.arange(num_states), np.diff(ptr))
         rows = dict(token_class=np.arange(1, vocab + 1), state_row=np.arange(num_states),
                     row_ptr=ptr, row_class=tokens + 1, row_delta=nxt - owner)
-    calls = {name: t[name] for name in _CALL_TENSORS} \
-        if data.metadata["format_version"] == CALLS_FORMAT_VERSION else {}
+    calls = {name: t[name] for name in {**_CALL_TENSORS, **_COUNTER_TENSORS} if name in t} \
+        if data.metadata["format_version"] >= CALLS_FORMAT_VERSION else {}
     return TokenTable(**rows, accepting=t["accepting"].astype(bool),
                       min_tokens_to_accept=t["min_tokens_to_accept"], byte_ptr=t["byte_ptr"],
                       byte_ranges=t["byte_ranges"], byte_next=t["byte_next"],
@@ -234,8 +242,10 @@ def _tensor_spec(metadata: dict[str, Any]) -> dict[str, tuple[str, int]]:
     spec = {**_COMMON, **_LAYOUT_TENSORS[metadata["layout"]]}
     if "state_names" in metadata:
         spec.update(_STATE_NAMES)
-    if metadata["format_version"] == CALLS_FORMAT_VERSION:
+    if metadata["format_version"] >= CALLS_FORMAT_VERSION:
         spec.update(_CALL_TENSORS)
+    if metadata["format_version"] >= COUNTERS_FORMAT_VERSION:
+        spec.update(_COUNTER_TENSORS)
     return spec
 
 
@@ -309,12 +319,13 @@ def _parse_metadata(document: str) -> dict[str, Any]:
     version = metadata.get("format_version")
     if not isinstance(version, int) or isinstance(version, bool) or version < 1:
         raise ArtifactError(f"invalid format_version {version!r}")
-    if version > CALLS_FORMAT_VERSION:
+    if version > COUNTERS_FORMAT_VERSION:
         raise ArtifactError(f"artifact format version {version} is newer than this grammarc "
-                            f"reads (up to {CALLS_FORMAT_VERSION}); upgrade grammarc")
+                            f"reads (up to {COUNTERS_FORMAT_VERSION}); upgrade grammarc")
     _require(metadata.get("layout") in LAYOUTS, f"unknown layout {metadata.get('layout')!r}")
-    if version == CALLS_FORMAT_VERSION:
-        _require(metadata["layout"] == "factored", "a version 2 artifact has the factored layout")
+    if version >= CALLS_FORMAT_VERSION:
+        _require(metadata["layout"] == "factored",
+                 f"a version {version} artifact has the factored layout")
         names = metadata.get("machines")
         _require(isinstance(names, list) and len(names) >= 1 and
                  all(isinstance(n, str) for n in names), "machines must be a list of names")
@@ -367,7 +378,8 @@ def _validate(metadata: dict[str, Any], raw: dict[str, np.ndarray]) -> dict[str,
                  f"tensor {name} has dtype {arr.dtype}, expected one of "
                  f"{', '.join(np.dtype(d).name for d in allowed)}")
         _require(arr.ndim == ndim, f"tensor {name} must have {ndim} dimension(s)")
-        t[name] = arr.astype(np.int64)
+        # a table over the vocabulary per loop state keeps its narrow dtype
+        t[name] = arr.copy() if name == "count_table" else arr.astype(np.int64)
     _require(metadata.get("checksum") == checksum(metadata, {n: raw[n] for n in spec}),
              "its content does not match its checksum (the file is corrupted or was edited)")
 
@@ -434,7 +446,7 @@ def _validate(metadata: dict[str, Any], raw: dict[str, np.ndarray]) -> dict[str,
                  f"transitions must have shape ({num_states}, {vocab_size})")
         _require(bool(np.all(table < num_states)), "transitions out of range")
         _require(not table[0].any(), "the dead state 0 must allow nothing")
-    if metadata["format_version"] == CALLS_FORMAT_VERSION:
+    if metadata["format_version"] >= CALLS_FORMAT_VERSION:
         _validate_calls(t, metadata, num_states, vocab_size)
     t["accepting"] = t["accepting"].astype(bool)
     return t
@@ -475,6 +487,40 @@ def _validate_calls(t: dict[str, np.ndarray], metadata: dict[str, Any], num_stat
              "suffix_state out of range")
     keys = t["suffix_state"] * max(num_suffixes, 1) + t["suffix_id"]
     _require(bool(np.all(np.diff(keys) > 0)), "suffix entries must be sorted by (state, suffix)")
+    if metadata["format_version"] >= COUNTERS_FORMAT_VERSION:
+        _validate_counters(t, num_machines, num_states, vocab_size)
+
+
+def _validate_counters(t: dict[str, np.ndarray], num_machines: int, num_states: int,
+                       vocab_size: int) -> None:
+    """Index ranges of the count registers (docs/FORMAT.md, counted machines)."""
+    starts, loop = t["machine_start"], t["machine_loop"]
+    _require(bool(np.all(np.diff(starts) > 0)), "machine_start must increase (with counters)")
+    for name in ("machine_loop", "machine_count_min", "machine_count_max", "machine_item_cost"):
+        _require(len(t[name]) == num_machines, f"{name} has the wrong length")
+    for name in ("count_row", "count_complete_cost"):
+        _require(len(t[name]) == num_states, f"{name} has the wrong length")
+    row, table = t["count_row"], t["count_table"]
+    _require(table.shape[1:] == (vocab_size,), f"count_table must be (rows, {vocab_size})")
+    _require(bool(np.all((row >= -1) & (row < len(table)))), "count_row out of range")
+    counted = loop > 0
+    _require(not counted[0] and bool(np.all(loop < num_states)), "machine_loop out of range")
+    machine_of = np.searchsorted(starts, np.arange(num_states), side="right") - 1
+    _require(bool(np.all(row[loop[counted]] >= 0)) and
+             bool(np.all(machine_of[loop[counted]] == np.flatnonzero(counted))),
+             "a machine's loop state must be one of its states inside the loop")
+    inside = np.flatnonzero(row >= 0)
+    _require(bool(np.all((machine_of[inside] >= 0) & counted[machine_of[inside]])),
+             "count_row gives a row to a state outside every counted machine")
+    _require(not np.diff(t["call_ptr"])[inside].any(), "a state inside a loop calls a machine")
+    bound = t["machine_count_max"]
+    _require(bool(np.all(bound >= -1)) and
+             bool(np.all((bound == -1) | (bound >= t["machine_count_min"]))),
+             "machine_count_max must be -1 (no bound) or at least machine_count_min")
+    for name in ("count_complete_cost", "machine_item_cost"):
+        _require(bool(np.all(t[name] >= -1)), f"{name} below -1")
+    _require(len(t["stack_reps"]) == len(t["stack_token"]), "stack_reps has the wrong length")
+    _require(len(t["suffix_reps"]) == len(t["suffix_id"]), "suffix_reps has the wrong length")
 
 
 def suffix_count(suffix_id: np.ndarray, stack_next: np.ndarray, stack_arg: np.ndarray,

@@ -20,7 +20,7 @@ from typing import Any, Callable, Iterator
 from ._version import __version__
 from .align import align, token_table, tokenizer_trie
 from .align_calls import align_calls
-from .artifact import CALLS_FORMAT_VERSION, FORMAT_NAME, FORMAT_VERSION
+from .artifact import CALLS_FORMAT_VERSION, COUNTERS_FORMAT_VERSION, FORMAT_NAME, FORMAT_VERSION
 from .automaton import ByteDFA
 from .automaton.machines import PushdownDFA
 from .automaton.machines import language_automaton
@@ -67,7 +67,8 @@ def compile(source: str | os.PathLike, tokenizer: Tokenizer | str | os.PathLike,
 
 def _call_grammar(pd: PushdownDFA, trie, tok: Tokenizer, metadata: dict[str, Any],
                   progress: Progress | None, timings: dict[str, float] | None) -> CallGrammar:
-    """The tables of machines linked by calls (artifact format version 2)."""
+    """The tables of machines linked by calls (artifact format version 2, or 3 with count
+    registers)."""
     calls = align_calls(pd, trie, tok.token_bytes, tok.vocab_size, tok.eos_token_ids,
                         progress=progress, timings=timings)
     metadata.update(format_version=CALLS_FORMAT_VERSION, machines=list(pd.machine_names))
@@ -77,6 +78,14 @@ def _call_grammar(pd: PushdownDFA, trie, tok: Tokenizer, metadata: dict[str, Any
                    stack_next=calls.x_next, stack_arg=calls.x_arg, suffix_state=calls.s_state,
                    suffix_id=calls.s_suffix, suffix_next=calls.s_next, suffix_arg=calls.s_arg,
                    push_ptr=calls.push_ptr, push_states=calls.push_states)
+    if calls.counts is not None:
+        metadata["format_version"] = COUNTERS_FORMAT_VERSION
+        tensors.update(machine_loop=pd.counters.loop, machine_count_min=pd.counters.count_min,
+                       machine_count_max=pd.counters.count_max, count_row=calls.counts.row,
+                       count_table=calls.counts.table,
+                       count_complete_cost=calls.counts.complete_cost,
+                       machine_item_cost=calls.counts.item_cost, stack_reps=calls.x_count,
+                       suffix_reps=calls.s_count)
     return CallGrammar(metadata, token_table(calls.rows, pd.dfa, calls.return_cost, tensors))
 
 

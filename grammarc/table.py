@@ -43,8 +43,9 @@ class TokenTable:
         object.__setattr__(self, "accepting", frozen(self.accepting, np.bool_))
         if self.state_labels is not None:
             object.__setattr__(self, "state_labels", frozen(self.state_labels, np.int64))
-        object.__setattr__(self, "calls", {name: frozen(values, np.int64)
-                                           for name, values in self.calls.items()})
+        object.__setattr__(self, "calls", {  # count_table: uint8/uint16 [rows, vocabulary]
+            name: frozen(values, values.dtype if name == "count_table" else np.int64)
+            for name, values in self.calls.items()})
 
     @property
     def num_states(self) -> int:

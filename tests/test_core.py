@@ -193,23 +193,51 @@ def test_pushdown_walk_edges():
     call_start[0, [ord("a"), ord("(")]] = 1
     call_ret = np.zeros((1, 256), i32)
     call_ret[0, [ord("a"), ord("(")]] = 4
+    no_counts = (np.full(5, -1, i32), np.zeros(5, bool), np.zeros(1, i64), np.full(1, -1, i64))
     data = np.frombuffer(b"((a)" + b"(" * 10, np.uint8)
     starts = np.array([1, 1, 2], i32)
     spans = np.array([0, 4, 3], i64), np.array([3, 14, 4], i64)
-    kind, nxt, pos, push_len, pushes = _core.pushdown_walk(
-        table, final, call_row, call_start, call_ret, starts, data, *spans, 4)
+    kind, nxt, pos, push_len, pushes, count = _core.pushdown_walk(
+        table, final, call_row, call_start, call_ret, *no_counts, starts, data, *spans, 4)
     # "((a" stays in 2 with two returns pushed; ten "(" open more than 4 calls; ")" returns
     assert kind.tolist() == [1, 0, 2] and nxt[0] == 2 and push_len.tolist() == [2, 5, 0]
-    assert pushes[0, :2].tolist() == [4, 4] and pos[2] == 0
-    none = _core.pushdown_walk(table, final, call_row, call_start, call_ret,
+    assert pushes[0, :2].tolist() == [4, 4] and pos[2] == 0 and count[[0, 2]].tolist() == [0, 0]
+    none = _core.pushdown_walk(table, final, call_row, call_start, call_ret, *no_counts,
                                np.zeros(0, i32), data, np.zeros(0, i64), np.zeros(0, i64), 4)
-    assert [len(a) for a in none] == [0, 0, 0, 0, 0]
+    assert [len(a) for a in none] == [0] * 6
     with pytest.raises(ValueError, match="span"):
-        _core.pushdown_walk(table, final, call_row, call_start, call_ret, starts, data,
-                            spans[0], spans[1] + 1, 4)
+        _core.pushdown_walk(table, final, call_row, call_start, call_ret, *no_counts, starts,
+                            data, spans[0], spans[1] + 1, 4)
     with pytest.raises(ValueError, match="call_start"):
-        _core.pushdown_walk(table, final, call_row, call_start + 5, call_ret, starts, data,
-                            *spans, 4)
+        _core.pushdown_walk(table, final, call_row, call_start + 5, call_ret, *no_counts,
+                            starts, data, *spans, 4)
+
+
+def test_pushdown_walk_counts():
+    # root 1 calls C on '"' and returns to 5 (final); C: 2 -"-> 3 (loop), 3 -a-> 3 (one more
+    # repetition), 3 -"-> 4 (final): strings of 2 to 3 "a"s
+    table = np.zeros((6, 256), i32)
+    table[2, ord('"')], table[3, ord("a")], table[3, ord('"')] = 3, 3, 4
+    final = np.array([False, False, False, False, True, True])
+    call_row = np.array([-1, 0, -1, -1, -1, -1], i32)
+    call_start = np.full((1, 256), -1, i32)
+    call_start[0, ord('"')] = 2
+    call_ret = np.zeros((1, 256), i32)
+    call_ret[0, ord('"')] = 5
+    loop_machine = np.array([-1, -1, -1, 1, -1, -1], i32)
+    in_loop = np.array([False, False, False, True, False, False])
+    counts = loop_machine, in_loop, np.array([0, 2], i64), np.array([-1, 3], i64)
+    texts = [b'"aa"', b'"a"', b'"aaaa"', b'"aa', b'aa"x', b'aaaaaaa']
+    data = np.frombuffer(b"".join(texts), np.uint8)
+    lo = np.cumsum([0] + [len(t) for t in texts[:-1]]).astype(i64)
+    starts = np.array([1, 1, 1, 1, 3, 3], i32)
+    kind, nxt, _, _, _, count = _core.pushdown_walk(
+        table, final, call_row, call_start, call_ret, *counts, starts, data, lo,
+        lo + [len(t) for t in texts], 4)
+    # a frame the walk opened is checked (too few, too many); in the start frame the
+    # repetitions are only counted, for the caller to check
+    assert kind.tolist() == [1, 0, 0, 1, 2, 1]
+    assert nxt[[0, 3, 5]].tolist() == [4, 3, 3] and count[[0, 3, 4, 5]].tolist() == [0, 2, 2, 7]
 
 
 def _program(kind, children, extra):

@@ -62,12 +62,19 @@ class Alt(_CachedHash):
 
 @dataclass(frozen=True)
 class Repeat(_CachedHash):
-    """`item` repeated from `min` to `max` times; `max=None` means without bound."""
+    """`item` repeated from `min` to `max` times; `max=None` means without bound.
+
+    A `counted` repeat is the same language, marked for a count register: as the body of a
+    machine (a literal prefix, this repeat, a suffix; see `machines.counter_form`) its count
+    is kept in the machine's frame at run time instead of one copy of `item` per count. Its
+    item must be a prefix code (one character in any spelling), so every return to the loop
+    state ends exactly one repetition. Anywhere else it is an ordinary repeat."""
 
     item: "Expr"
     min: int
     max: int | None
-    _fields = ("item", "min", "max")
+    counted: bool = False
+    _fields = ("item", "min", "max", "counted")
     __hash__ = _CachedHash.__hash__
 
 

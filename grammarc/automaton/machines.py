@@ -74,6 +74,11 @@ class PushdownDFA:
     call_return: np.ndarray         # int32 [C]
     first: np.ndarray               # bool [M, 256]: the bytes a machine's text can start with
     follow: np.ndarray              # bool [M, 256]: the bytes that may follow a machine's text
+    counters: "Counters"
+
+    @property
+    def has_counters(self) -> bool:
+        return bool(self.counters.loop.any())
 
     @property
     def num_states(self) -> int:
@@ -85,17 +90,19 @@ class PushdownDFA:
     def accepts(self, data: bytes) -> bool:
         """Whether the whole text is in the language (the rules of the module docstring)."""
         table = self.byte_table()
-        q, stack = 1, []
+        counters = self.counters
+        q, stack, count = 1, [], 0
         for byte in data:
             while q:
                 if table[q, byte]:
-                    q = int(table[q, byte])
+                    q, count = counters.step(q, int(table[q, byte]), count,
+                                             int(self.state_machine[q]))
                     break
                 calls = range(self.call_ptr[q], self.call_ptr[q + 1])
                 k = next((k for k in calls if self.first[self.call_machine[k], byte]), None)
                 if k is not None:
                     stack.append(int(self.call_return[k]))
-                    q = int(self.machine_start[self.call_machine[k]])
+                    q, count = int(self.machine_start[self.call_machine[k]]), 0
                 elif self.dfa.accepting[q] and stack:
                     q = stack.pop()
                 else:
@@ -103,6 +110,84 @@ class PushdownDFA:
             if not q:
                 return False
         return bool(self.dfa.accepting[q]) and all(self.dfa.accepting[r] for r in stack)
+
+
+@dataclass(frozen=True)
+class Counters:
+    """Count registers of machines whose body is a counted repeat (`counter_form`).
+
+    Machine m keeps a count when `loop[m]` (its loop state) is not 0: a transition out of the
+    loop state into `in_loop` states starts one repetition (the count goes up and may not pass
+    `count_max[m]`, -1 for no bound); one out of it to other states leaves the loop (the count
+    must be at least `count_min[m]`). A counted machine calls no other.
+    """
+
+    loop: np.ndarray       # int32 [M]
+    count_min: np.ndarray  # int64 [M]
+    count_max: np.ndarray  # int64 [M]
+    in_loop: np.ndarray    # bool [S]: the loop state and the states inside one repetition
+
+    def step(self, q: int, nxt: int, count: int, machine: int) -> tuple[int, int]:
+        """(next state, count) of the transition q -> nxt in `machine`; (0, 0) if the count
+        forbids it. Outside counted machines the count stays 0."""
+        if machine < 0 or q != self.loop[machine]:
+            return (nxt, count if self.in_loop[nxt] else 0)
+        if self.in_loop[nxt]:
+            bound = int(self.count_max[machine])
+            return (0, 0) if 0 <= bound <= count else (nxt, count + 1)
+        return (nxt, 0) if count >= self.count_min[machine] else (0, 0)
+
+
+def counter_form(body: Expr) -> tuple[tuple[Expr, ...], bytes, Repeat, Expr] | None:
+    """(prefix, its bytes, counted repeat, suffix) of a machine body made of literal
+    characters, a counted `Repeat` and a suffix, none of them calling, or None."""
+    if not isinstance(body, Concat):
+        return None
+    at = next((i for i, p in enumerate(body.parts)
+               if isinstance(p, Repeat) and p.counted), None)
+    if at is None or not all(isinstance(p, CharSet) and len(p.ranges) == 1 and
+                             p.ranges[0][0] == p.ranges[0][1] for p in body.parts[:at]):
+        return None
+    prefix = body.parts[:at]
+    suffix = concat(*body.parts[at + 1:])
+    if called_names(body.parts[at].item) or called_names(suffix):
+        return None
+    spelled = "".join(chr(p.ranges[0][0]) for p in prefix).encode()
+    return prefix, spelled, body.parts[at], suffix
+
+
+def _counter_dfa(body: Expr, counted: bool, max_states: int,
+                 codes: dict[str, bytes]) -> tuple[ByteDFA, tuple | None]:
+    """The DFA of a machine body; if `counted` and the body has a counter form whose loop the
+    next byte tells from its exit, the DFA of its unbounded loop and the counter (loop state,
+    min, max, in-loop states); otherwise the body with its bounds, and None."""
+    form = counter_form(body) if counted else None
+    if form is not None:
+        prefix, spelled, repeat_node, suffix = form
+        item_first = starting_bytes(repeat_node.item, lambda name: None)
+        exit_first = starting_bytes(suffix, lambda name: None)
+        if item_first is None or exit_first is None or (item_first & exit_first).any():
+            form = None
+    if form is None:
+        return build_dfa(body, max_states=max_states, call_codes=codes), None
+    loop_body = concat(*prefix, Repeat(repeat_node.item, 0, None), suffix)
+    dfa = build_dfa(loop_body, max_states=max_states, call_codes=codes)
+    table = dfa.byte_table()
+    loop = 1
+    for byte in spelled:
+        loop = int(table[loop, byte])
+    in_loop = np.zeros(len(table), bool)
+    in_loop[loop] = True
+    todo = [int(t) for t in np.unique(table[loop][item_first]) if t]
+    while todo:  # the states inside one repetition: until the walk is back at the loop
+        q = todo.pop()
+        if not in_loop[q]:
+            in_loop[q] = True
+            todo.extend(int(t) for t in np.unique(table[q]) if t and t != loop)
+    if in_loop[np.unique(table[loop][exit_first])].any() or dfa.accepting[in_loop].any():
+        raise AssertionError("the item of a counted repeat must be a prefix code")
+    bound = -1 if repeat_node.max is None else repeat_node.max
+    return dfa, (loop, repeat_node.min, bound, in_loop)
 
 
 def call_codes(names: list[str]) -> dict[str, bytes]:
@@ -121,30 +206,31 @@ def call_codes(names: list[str]) -> dict[str, bytes]:
 
 
 def build_pushdown(machines: MachineSet, max_states: int,
-                   built: dict[int, tuple[Expr, ByteDFA]] | None = None,
+                   built: dict[tuple, tuple] | None = None,
                    codes: dict[str, bytes] | None = None) -> PushdownDFA:
     """The pushdown automaton of a machine set; `NotDeterministicError` when the next byte
     cannot decide between a machine's own transitions, its calls and its return. `built`
     keeps each body's DFA (by identity) for a later call with the same `codes` (call codes
-    of a superset of the machines)."""
+    of a superset of the machines) and its counter."""
     names = ["", *(name for name, _ in machines.machines)]
     bodies = [machines.root, *(body for _, body in machines.machines)]
     codes = call_codes(names) if codes is None else codes
     code_of = {code: index for index, code in enumerate(codes[n] for n in names)}
     built = {} if built is None else built
-    tables, finals, calls = [], [], []
-    for body in bodies:
-        hit = built.get(id(body))
+    tables, finals, calls, counters = [], [], [], []
+    for index, body in enumerate(bodies):
+        key = (id(body), index > 0)  # the root keeps no count: it is never called
+        hit = built.get(key)
         if hit is None or hit[0] is not body:
-            hit = built[id(body)] = (body, build_dfa(body, max_states=max_states,
-                                                     call_codes=codes))
+            hit = built[key] = (body, *_counter_dfa(body, index > 0, max_states, codes))
         dfa = hit[1]
         table = dfa.byte_table()
         calls.append(_read_calls(table, code_of))
         table[:, _CODE_BYTES] = 0  # call codes are not text
         tables.append(table)
         finals.append(dfa.accepting)
-    return _link(names, tables, finals, calls, max_states)
+        counters.append(hit[2])
+    return _link(names, tables, finals, calls, counters, max_states)
 
 
 def language_automaton(language: Expr | MachineSet, max_states: int, max_depth: int,
@@ -172,7 +258,7 @@ def deterministic_pushdown(machines: MachineSet, max_states: int) -> PushdownDFA
     """`build_pushdown`, after inlining the machines whose calls the next byte cannot decide,
     as long as they do not recurse (inlining them is then exact); `NotDeterministicError`
     when a recursive one is at fault."""
-    built: dict[int, tuple[Expr, ByteDFA]] = {}
+    built: dict[tuple, tuple] = {}
     codes = call_codes(["", *(name for name, _ in machines.machines)])
     while True:
         try:
@@ -399,7 +485,8 @@ def _read_calls(table: np.ndarray, code_of: dict[bytes, int]) -> list[tuple[int,
 
 
 def _link(names: list[str], tables: list[np.ndarray], finals: list[np.ndarray],
-          calls: list[list[tuple[int, int, int]]], max_states: int) -> PushdownDFA:
+          calls: list[list[tuple[int, int, int]]], counters: list[tuple | None],
+          max_states: int) -> PushdownDFA:
     """Number every machine's live states in one table and check determinism."""
     # the states of each machine reached from its start by text or by returning from a call
     local_ids = []
@@ -446,8 +533,18 @@ def _link(names: list[str], tables: list[np.ndarray], finals: list[np.ndarray],
     first = _first_bytes(byte_table, accepting, machine_start, call_ptr, call_machine, names)
     follow = _check_deterministic(byte_table, accepting, state_machine, call_ptr,
                                   call_machine, call_return, first, names)
+    loop = np.zeros(len(names), np.int32)
+    count_min = np.zeros(len(names), np.int64)
+    count_max = np.full(len(names), -1, np.int64)
+    in_loop = np.zeros(total, bool)
+    for m, (ids, counter, mapping) in enumerate(zip(local_ids, counters, glob)):
+        if counter is not None:
+            local_loop, count_min[m], count_max[m], local_in_loop = counter
+            loop[m] = mapping[local_loop]
+            in_loop[mapping[ids][local_in_loop[ids]]] = True
     return PushdownDFA(byte_dfa(byte_table, accepting), tuple(names), machine_start,
-                       state_machine, call_ptr, call_machine, call_return, first, follow)
+                       state_machine, call_ptr, call_machine, call_return, first, follow,
+                       Counters(loop, count_min, count_max, in_loop))
 
 
 def _first_bytes(byte_table, accepting, machine_start, call_ptr, call_machine,

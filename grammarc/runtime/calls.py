@@ -1,6 +1,7 @@
 """The runtime of grammars whose machines call each other (artifact format version 2).
 
-A runtime state is a *configuration*: a table state and a stack of return states. Callers
+A runtime state is a *configuration*: a table state, a stack of return states and, inside
+the loop of a counted machine, the count of repetitions started in its frame. Callers
 keep handing ints around: each configuration met gets an id the first time (0 dead, 1 the
 start with an empty stack), interned in the grammar object, and stacks are interned as a
 tree (a stack is its top return state and the stack below), so a step costs a dictionary
@@ -9,7 +10,8 @@ lookup. Ids are handles into this object: valid in the process that made them.
 Masks: the ordinary table gives the tokens that stay in the state's machine frame without a
 call; each *stack token* of the state either ends in a state with return states pushed, or
 returns past the frame with a suffix that is resolved against the stack (docs/FORMAT.md).
-Numpy only.
+Inside a counted loop, a token is allowed only if the repetitions it starts keep the count
+within the machine's bounds. Numpy only.
 """
 
 from __future__ import annotations
@@ -53,6 +55,7 @@ class CallGrammar(Grammar):
                                           self._suffix_next, self._suffix_arg)
         self._suffix_key = self._suffix_state * max(self._num_suffixes, 1) + self._suffix_id
         self._eos = np.asarray(self.eos_token_ids, np.int64)
+        self._counts = _Counts(calls, self.table.min_tokens_to_accept)
         # stacks: node 0 is the empty stack; node n is (below, return state)
         self._node_below: list[int] = [0]
         self._node_top: list[int] = [0]
@@ -62,8 +65,10 @@ class CallGrammar(Grammar):
         # configurations: id 0 dead, id 1 the start
         self._config_state: list[int] = [0, 1]
         self._config_node: list[int] = [0, 0]
-        self._config_ids: dict[tuple[int, int], int] = {(0, 0): 0, (1, 0): 1}
-        self._config_masks: OrderedDict[int, np.ndarray] = OrderedDict()
+        self._config_count: list[int] = [0, 0]
+        self._config_ids: dict[tuple[int, int, int], int] = {(0, 0, 0): 0, (1, 0, 0): 1}
+        # masks by configuration, where counts far from the bounds share one (`_Counts.key`)
+        self._config_masks: OrderedDict[tuple, np.ndarray] = OrderedDict()
 
     # ------------------------------------------------------------ configurations
     @property
@@ -79,15 +84,20 @@ class CallGrammar(Grammar):
             node = self._node_below[node]
         return self._config_state[config], tuple(reversed(returns))
 
-    def _config(self, table_state: int, node: int) -> int:
+    def count(self, state: int) -> int:
+        """The repetitions started in the counted loop a state id is in (0 outside loops)."""
+        return self._config_count[self._check_state(state)]
+
+    def _config(self, table_state: int, node: int, count: int = 0) -> int:
         if table_state == 0:
             return 0
-        key = (table_state, node)
+        key = (table_state, node, count)
         found = self._config_ids.get(key)
         if found is None:
             found = self._config_ids[key] = len(self._config_state)
             self._config_state.append(table_state)
             self._config_node.append(node)
+            self._config_count.append(count)
         return found
 
     def _push(self, node: int, sequence: int) -> int:
@@ -106,20 +116,20 @@ class CallGrammar(Grammar):
             self._node_cost.append(-1 if cost < 0 or below < 0 else cost + below)
         return found
 
-    def _resolve(self, suffix: int, node: int) -> tuple[int, int]:
-        """(table state, stack) after returning to the top of `node` and reading the suffix;
-        table state _DEAD when the text dies."""
+    def _resolve(self, suffix: int, node: int) -> tuple[int, int, int]:
+        """(table state, stack, count) after returning to the top of `node` and reading the
+        suffix; table state _DEAD when the text dies."""
         while node:
             below, ret = self._node_below[node], self._node_top[node]
             key = ret * max(self._num_suffixes, 1) + suffix
             j = int(np.searchsorted(self._suffix_key, key))
             if j == len(self._suffix_key) or self._suffix_key[j] != key:
-                return _DEAD, 0
+                return _DEAD, 0, 0
             nxt, arg = int(self._suffix_next[j]), int(self._suffix_arg[j])
             if nxt >= 0:
-                return nxt, self._push(below, arg)
+                return nxt, self._push(below, arg), self._counts.reps_after_suffix(j, nxt)
             suffix, node = arg, below
-        return _DEAD, 0
+        return _DEAD, 0, 0
 
     def _stack_entry(self, table_state: int, token: int) -> int:
         lo, hi = self._stack_ptr[table_state], self._stack_ptr[table_state + 1]
@@ -143,28 +153,31 @@ class CallGrammar(Grammar):
         """Tokens that reach an accepting state from `state` (an upper bound of the fewest;
         -1: none), the final EOS not counted."""
         config = self._check_state(state)
-        return self._cost(self._config_state[config], self._config_node[config])
+        return self._cost(self._config_state[config], self._config_node[config],
+                          self._config_count[config])
 
-    def _cost(self, table_state: int, node: int) -> int:
+    def _cost(self, table_state: int, node: int, count: int = 0) -> int:
         """`tokens_to_accept` of a configuration, without giving it an id."""
         if table_state == _DEAD:
             return -1
-        cost, below = int(self.table.min_tokens_to_accept[table_state]), self._node_cost[node]
+        cost, below = self._counts.cost(table_state, count), self._node_cost[node]
         return -1 if cost < 0 or below < 0 else cost + below
 
     def mask(self, state: int, *, budget: int | None = None) -> np.ndarray:
         if budget is not None:
             return read_only(self.mask_within(state, budget))
         config = self._check_state(state)
-        mask = self._config_masks.get(config)
+        q, node = self._config_state[config], self._config_node[config]
+        key = (q, node, *self._counts.key(q, self._config_count[config]))
+        mask = self._config_masks.get(key)
         if mask is None:
             mask = self._build_mask(config)
             mask.flags.writeable = False
-            self._config_masks[config] = mask
+            self._config_masks[key] = mask
             if len(self._config_masks) * self.vocab_size > MASK_CACHE_BYTES:
                 self._config_masks.popitem(last=False)
         else:
-            self._config_masks.move_to_end(config)
+            self._config_masks.move_to_end(key)
         return mask
 
     def _build_mask(self, config: int) -> np.ndarray:
@@ -177,6 +190,8 @@ class CallGrammar(Grammar):
         returning = np.flatnonzero(nxt < 0)
         alive = {s: self._resolve(s, node)[0] != _DEAD for s in set(arg[returning].tolist())}
         mask[tokens[returning[[alive[s] for s in arg[returning].tolist()]]]] = True
+        if self._counts.row[q] >= 0:
+            mask &= self._counts.allowed(q, self._config_count[config])
         mask[self._eos] = self.is_accepting(config)
         return mask
 
@@ -187,17 +202,20 @@ class CallGrammar(Grammar):
         if token_id in self.eos_token_ids:
             return config if self.is_accepting(config) else 0
         q, node = self._config_state[config], self._config_node[config]
+        count = self._counts.after(q, self._config_count[config], token_id)
+        if count is None:
+            return 0
         plain = self._table_next(q, token_id)
         if plain:
-            return self._config(plain, node)
+            return self._config(plain, node, count if self._counts.row[plain] >= 0 else 0)
         j = self._stack_entry(q, token_id)
         if j < 0:
             return 0
         nxt, arg = int(self._stack_next[j]), int(self._stack_arg[j])
         if nxt >= 0:
-            return self._config(nxt, self._push(node, arg))
-        table_state, node = self._resolve(arg, node)
-        return 0 if table_state == _DEAD else self._config(table_state, node)
+            return self._config(nxt, self._push(node, arg), self._counts.reps_after_stack(j, nxt))
+        table_state, node, count = self._resolve(arg, node)
+        return 0 if table_state == _DEAD else self._config(table_state, node, count)
 
     def advance(self, states, tokens):
         if is_torch(states) or is_torch(tokens):
@@ -218,16 +236,26 @@ class CallGrammar(Grammar):
         `budget` more tokens, the final EOS included, counting by `tokens_to_accept` (an
         upper bound here: a token may be refused that a shorter ending would allow)."""
         config = self._check_state(state)
-        q, node = self._config_state[config], self._config_node[config]
+        q, node, count = (self._config_state[config], self._config_node[config],
+                          self._config_count[config])
         below = self._node_cost[node]  # the frames below finish after the ordinary tokens
-        mask = self._row_within(q, budget - below) if below >= 0 else \
-            np.zeros(self.vocab_size, np.bool_)
+        if below < 0:
+            mask = np.zeros(self.vocab_size, np.bool_)
+        elif self._counts.row[q] >= 0:
+            mask = self._counts.row_within(self.table, q, count, budget - below)
+        else:
+            mask = self._row_within(q, budget - below)
         lo, hi = self._stack_ptr[q], self._stack_ptr[q + 1]
-        for token, nxt, arg in zip(self._stack_token[lo:hi].tolist(),
-                                   self._stack_next[lo:hi].tolist(),
-                                   self._stack_arg[lo:hi].tolist()):
-            need = self._cost(nxt, self._push(node, arg)) if nxt >= 0 else \
-                self._cost(*self._resolve(arg, node))
+        for j, token, nxt, arg in zip(range(lo, hi), self._stack_token[lo:hi].tolist(),
+                                      self._stack_next[lo:hi].tolist(),
+                                      self._stack_arg[lo:hi].tolist()):
+            if self._counts.after(q, count, token) is None:
+                need = -1
+            elif nxt >= 0:
+                need = self._cost(nxt, self._push(node, arg),
+                                  self._counts.reps_after_stack(j, nxt))
+            else:
+                need = self._cost(*self._resolve(arg, node))
             mask[token] = 0 <= need and need + 2 <= budget
         mask[self._eos] = self.is_accepting(config) and budget >= 1
         return mask
@@ -274,22 +302,129 @@ class CallGrammar(Grammar):
         return [(b, b, nxt) for b in following if (nxt := self._byte_step(state, b))]
 
     def _byte_step(self, state: int, byte: int) -> int:
-        """One byte by the machines' rules: a transition, else a call its first byte opens,
-        else a return when the state is final (docs/FORMAT.md)."""
+        """One byte by the machines' rules: a transition (within the count's bounds), else a
+        call its first byte opens, else a return when the state is final (docs/FORMAT.md)."""
         table = self._byte_dfa()
-        q, node = self._config_state[state], self._config_node[state]
+        q, node, count = (self._config_state[state], self._config_node[state],
+                          self._config_count[state])
         while q:
             nxt = int(table[q, byte])
             if nxt:
-                return self._config(nxt, node)
+                nxt, count = self._counts.byte_step(q, nxt, count)
+                return self._config(nxt, node, count)
             callee = next((k for k in range(self._call_ptr[q], self._call_ptr[q + 1])
                            if self._machine_first[self._call_machine[k], byte]), None)
             if callee is not None:
                 node = self._push_return(node, int(self._call_return[callee]))
-                q = int(self._machine_start[self._call_machine[callee]])
+                q, count = int(self._machine_start[self._call_machine[callee]]), 0
                 continue
             if self.table.accepting[q] and node:
-                q, node = self._node_top[node], self._node_below[node]
+                q, node, count = self._node_top[node], self._node_below[node], 0
                 continue
             return 0
         return 0
+
+
+class _Counts:
+    """The count registers of counted machines (docs/FORMAT.md): what a token does to the
+    count inside a loop, and the fewest-token bounds that depend on it. Without counters
+    every state is outside every loop."""
+
+    def __init__(self, calls, min_tokens: np.ndarray) -> None:
+        num_states = len(min_tokens)
+        self.min_tokens = min_tokens
+        self.row = calls.get("count_row", np.full(num_states, -1, np.int64))
+        self.table = calls.get("count_table", np.zeros((0, 0), np.uint8))
+        self.stack_reps = calls.get("stack_reps")
+        self.suffix_reps = calls.get("suffix_reps")
+        self.complete_cost = calls.get("count_complete_cost")
+        loop = calls.get("machine_loop")
+        # per state, its machine's loop state, bounds and cost of one repetition
+        self.loop = np.zeros(num_states, np.int64)
+        self.low = np.zeros(num_states, np.int64)
+        self.high = np.full(num_states, -1, np.int64)
+        self.item_cost = np.full(num_states, -1, np.int64)
+        if loop is not None:
+            machine = np.searchsorted(calls["machine_start"], np.arange(num_states),
+                                      side="right") - 1
+            inside = np.flatnonzero(self.row >= 0)
+            self.loop[inside] = loop[machine[inside]]
+            self.low[inside] = calls["machine_count_min"][machine[inside]]
+            self.high[inside] = calls["machine_count_max"][machine[inside]]
+            self.item_cost[inside] = calls["machine_item_cost"][machine[inside]]
+        # the most repetitions a token starts: counts further from a bound share a mask
+        self.reach = int(self.table.max(initial=0)) // 2 + 1
+
+    def key(self, q: int, count: int) -> tuple[int, int]:
+        """What of the count decides the mask of loop state q (nothing outside loops)."""
+        if self.row[q] < 0:
+            return (0, 0)
+        room = self.reach if self.high[q] < 0 else min(int(self.high[q]) - count, self.reach)
+        return (room, min(max(int(self.low[q]) - count, 0), self.reach))
+
+    def allowed(self, q: int, count: int) -> np.ndarray:
+        """The tokens whose repetitions keep the count of loop state q within bounds."""
+        values = self.table[self.row[q]]
+        started = values >> 1
+        ok = ~(((values & 1) == 1) & (started < self.low[q] - count))
+        if self.high[q] >= 0:
+            ok &= started <= self.high[q] - count
+        return ok
+
+    def after(self, q: int, count: int, token: int) -> int | None:
+        """The count after `token` from loop state q (None: the bounds forbid it); 0 outside
+        loops."""
+        if self.row[q] < 0:
+            return 0
+        value = int(self.table[self.row[q], token])
+        total = count + (value >> 1)
+        if 0 <= self.high[q] < total or (value & 1 and total < self.low[q]):
+            return None
+        return total
+
+    def reps_after_stack(self, entry: int, nxt: int) -> int:
+        return int(self.stack_reps[entry]) if self.row[nxt] >= 0 else 0
+
+    def reps_after_suffix(self, entry: int, nxt: int) -> int:
+        return int(self.suffix_reps[entry]) if self.row[nxt] >= 0 else 0
+
+    def byte_step(self, q: int, nxt: int, count: int) -> tuple[int, int]:
+        """(next state, count) of a byte transition; state 0 when the count forbids it."""
+        if self.row[q] < 0 or q != self.loop[q]:
+            return nxt, count if self.row[nxt] >= 0 else 0
+        if self.row[nxt] >= 0:  # one more repetition
+            return (0, 0) if 0 <= self.high[q] <= count else (nxt, count + 1)
+        return (nxt, 0) if count >= self.low[q] else (0, 0)
+
+    def cost(self, q: int, count: int) -> int:
+        """Tokens that finish q's machine from q with `count` (an upper bound; -1: none):
+        below the minimum, end the repetition under way, read the missing ones, then leave."""
+        if self.row[q] < 0 or count >= self.low[q]:
+            return int(self.min_tokens[q])
+        parts = (int(self.complete_cost[q]), int(self.item_cost[q]),
+                 int(self.min_tokens[self.loop[q]]))
+        if min(parts) < 0:
+            return -1
+        return parts[0] + parts[1] * (int(self.low[q]) - count) + parts[2]
+
+    def row_within(self, table, q: int, count: int, budget: int) -> np.ndarray:
+        """The ordinary tokens of loop state q allowed with `count` after which its machine
+        can finish within `budget` tokens (`_row_within` with counts)."""
+        lo, hi = table.row_ptr[table.state_row[q]], table.row_ptr[table.state_row[q] + 1]
+        delta = np.zeros(table.num_classes, np.int64)
+        listed = np.zeros(table.num_classes, np.bool_)
+        delta[table.row_class[lo:hi]] = table.row_delta[lo:hi]
+        listed[table.row_class[lo:hi]] = True
+        nxt = q + delta[table.token_class]
+        values = self.table[self.row[q]].astype(np.int64)
+        total = count + (values >> 1)
+        need = self.min_tokens[nxt].copy()
+        short = (self.row[nxt] >= 0) & (total < self.low[nxt])
+        if short.any():
+            at = nxt[short]
+            parts = np.stack([self.complete_cost[at], self.item_cost[at],
+                              self.min_tokens[self.loop[at]]])
+            more = parts[0] + parts[1] * (self.low[at] - total[short]) + parts[2]
+            need[short] = np.where((parts < 0).any(axis=0), -1, more)
+        return listed[table.token_class] & self.allowed(q, count) & (need >= 0) & \
+            (need + 2 <= budget)

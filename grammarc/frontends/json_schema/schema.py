@@ -36,8 +36,8 @@ from ...automaton import (
 )
 from ...automaton.expr import Call, MachineSet
 from ...automaton.machines import (
-    called_names, flat_language, inline_calls, reachable_machines, recursive_machines, replace_calls,
-    starting_bytes, with_first_bytes,
+    called_names, counter_form, flat_language, inline_calls, reachable_machines,
+    recursive_machines, replace_calls, starting_bytes, with_first_bytes,
 )
 from ...deepcall import call_with_deep_stack
 from ...errors import GrammarError, UnresolvedCallError, UnsupportedError
@@ -61,6 +61,7 @@ _UNSUPPORTED = ("unevaluatedProperties", "unevaluatedItems", "$dynamicRef", "$re
 _MAX_PATTERN_REGIONS = 8   # patternProperties per object (2^n key regions)
 _MAX_INLINE_REPEAT = 16    # more counted array items than this: the item is a machine
 _MAX_UNIQUE_VALUES = 10    # values an array with uniqueItems may draw from
+_MAX_COUNT = 2**31 - 1     # the largest bound a count register holds (docs/FORMAT.md)
 _TYPES = ("null", "boolean", "object", "array", "number", "integer", "string")
 _FIRST_BYTES = {"object": b"{", "array": b"[", "string": b'"', "null": b"n", "boolean": b"tf",
                 "number": b"-0123456789"}  # the bytes a JSON value of each type starts with
@@ -401,8 +402,9 @@ class Compiler:
                 "there (--max-depth)")
         if expr == NOTHING:
             raise GrammarError("the schema accepts no value at all")
-        if isinstance(expr, Call):  # the document is one machine: its body is the root
-            expr = self._machines[expr.name]
+        if isinstance(expr, Call) and counter_form(self._machines[expr.name]) is None:
+            expr = self._machines[expr.name]  # the document is one machine: its body is the
+            # root (a counted machine stays called: the root keeps no count)
         used = reachable_machines(called_names(expr), self._machines)  # products inline some
         machines = tuple((name, body) for name, body in self._machines.items() if name in used)
         return MachineSet(expr, machines) if machines else expr
@@ -688,6 +690,12 @@ class Compiler:
     def string(self, node: dict) -> Expr:
         texts: list[Expr] = []
         lo, hi = _count(node, "minLength"), _count(node, "maxLength")
+        only_lengths = not isinstance(node.get("pattern"), str) and \
+            not isinstance(node.get("format"), str)
+        if only_lengths and strings.COUNTED_LENGTH < max(lo or 0, hi or 0) <= _MAX_COUNT and \
+                (hi is None or (lo or 0) <= hi):
+            return self.machine(f"string{{{lo or 0},{'' if hi is None else hi}}}",
+                                lambda: strings.counted_string(lo or 0, hi))
         if lo is not None or hi is not None:
             texts.append(strings.json_string(strings.length_between(lo or 0, hi)))
         if isinstance(node.get("pattern"), str):

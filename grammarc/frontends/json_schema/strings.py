@@ -128,6 +128,15 @@ def length_between(lo: int, hi: int | None) -> Expr:
     return repeat(ANY_CHAR, lo, hi)
 
 
+COUNTED_LENGTH = 128  # length bounds past this are counted at run time, not spelled in states
+
+
+def counted_string(lo: int, hi: int | None) -> Expr:
+    """JSON texts of strings of lo..hi characters as a machine body whose count of characters
+    is kept at run time (`Repeat.counted`): a few states for any bounds."""
+    return concat(QUOTE, Repeat(_spellings(ANY_CHAR.ranges), lo, hi, counted=True), QUOTE)
+
+
 # ---------------------------------------------------------------------------- patterns
 _ECMA_SPACE = ("\\t\\n\\x0b\\x0c\\r \\xa0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f"
                "\\u3000\\ufeff")
@@ -342,5 +351,6 @@ def format_language(name: str) -> Expr | None:
     return None if regex is None else parse_regex(regex)
 
 
-__all__ = ["ANY_CHAR", "FORMATS", "format_language", "json_string", "length_between",
+__all__ = ["ANY_CHAR", "COUNTED_LENGTH", "FORMATS", "counted_string", "format_language",
+           "json_string", "length_between",
            "pattern_texts", "serialized", "string_literal", "NOTHING"]

@@ -1,0 +1,200 @@
+"""Count registers: JSON strings with length bounds past `COUNTED_LENGTH` are machines whose
+count of characters is kept at run time, a few states for any bound (issue 14).
+
+Checked against `jsonschema` and against the byte-level walk of the machines, which reads the
+count by its own rule (`_Counts.byte_step`), at and around every bound."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import jsonschema
+import numpy as np
+import pytest
+
+import grammarc
+from grammarc.artifact import read_artifact, write_artifact
+from grammarc.automaton.machines import PushdownDFA
+from grammarc.compiler import build_automaton
+from grammarc.errors import ArtifactError
+from grammarc.frontends import FrontendOptions
+from grammarc.frontends.json_schema.strings import COUNTED_LENGTH
+from grammarc.runtime.calls import CallGrammar
+from tests.grammar_oracles import greedy_tokens
+
+LOW, HIGH = COUNTED_LENGTH + 2, COUNTED_LENGTH + 7
+SCHEMA = {
+    "type": "object",
+    "properties": {
+        "short": {"type": "string", "maxLength": HIGH},
+        "band": {"type": "string", "minLength": LOW, "maxLength": HIGH},
+        "long": {"type": "string", "minLength": LOW},
+        "list": {"type": "array", "items": {"type": "string", "maxLength": HIGH}},
+    },
+    "additionalProperties": False,
+}
+# characters of every spelling: one byte, two, three, four, short and \u escapes, a quote
+PIECES = ["x", "é", "日", "😀", "\\n", "\\\\", '\\"', "\\u00e9", "\\ud83d\\ude00", " "]
+
+
+def _string(rng: random.Random, length: int) -> str:
+    return "".join(rng.choice(PIECES) for _ in range(length))
+
+
+def _texts(rng: random.Random) -> list[str]:
+    """Documents whose strings are around every bound, and mutants of them."""
+    texts = []
+    for length in [0, 1, LOW - 2, LOW - 1, LOW, LOW + 1, HIGH - 1, HIGH, HIGH + 1, HIGH + 2]:
+        for key in ("short", "band", "long"):
+            texts.append(f'{{"{key}": "{_string(rng, length)}"}}')
+        texts.append(f'{{"list": ["{_string(rng, length)}", "{_string(rng, HIGH - length)}"]}}')
+    for text in list(texts):
+        i = rng.randrange(len(text))
+        texts.append(text[:i] + text[i + 1:])
+        texts.append(text[:i] + rng.choice(['"', "x", "\\", ","]) + text[i:])
+    return texts
+
+
+@pytest.fixture(scope="module")
+def counted(smollm2) -> CallGrammar:
+    return grammarc.compile(json.dumps(SCHEMA), smollm2, "json-schema")
+
+
+def test_counted_strings_are_a_few_states_whatever_their_bounds():
+    small = build_automaton("json-schema", json.dumps(SCHEMA), None, FrontendOptions())
+    huge = build_automaton("json-schema", json.dumps(
+        {"type": "string", "minLength": 3, "maxLength": 2**31 - 1}), None, FrontendOptions())
+    for pd in (small, huge):
+        assert isinstance(pd, PushdownDFA) and pd.has_counters
+    assert huge.num_states < 40 and small.num_states < 400
+    bounded = [m for m in range(len(huge.machine_names)) if huge.counters.loop[m]]
+    assert [(huge.counters.count_min[m], huge.counters.count_max[m]) for m in bounded] == \
+        [(3, 2**31 - 1)]
+    # short bounds stay spelled in states: no count register
+    plain = build_automaton("json-schema", json.dumps({"type": "string", "maxLength": 20}),
+                            None, FrontendOptions())
+    assert not isinstance(plain, PushdownDFA) or not plain.has_counters
+
+
+def test_bytes_are_accepted_exactly_at_every_bound(counted):
+    validator = jsonschema.Draft202012Validator(SCHEMA)
+    pd = build_automaton("json-schema", json.dumps(SCHEMA), None, FrontendOptions())
+    rng = random.Random(7)
+    for text in _texts(rng):
+        try:  # a lone surrogate escape is no character (Python's json reads it anyway)
+            value = json.loads(text)
+            valid = validator.is_valid(value) and bool(json.dumps(value).encode("utf-8"))
+            json.dumps(value, ensure_ascii=False).encode("utf-8")
+        except ValueError:  # UnicodeEncodeError included
+            valid = False
+        assert counted.matches(text) == valid, text
+        assert pd.accepts(text.encode()) == valid, text
+
+
+def test_masks_agree_with_byte_walks_near_the_bounds(counted, smollm2):
+    """Along token walks of documents at the bounds: a token is allowed exactly when its bytes
+    keep the text a prefix of the language, and it leads to the configuration (stack and
+    count) its bytes reach."""
+    rng = random.Random(3)
+    token_bytes = smollm2.token_bytes
+    sample = [t for t in random.Random(5).sample(range(len(token_bytes)), 600)
+              if token_bytes[t] and t not in smollm2.eos_token_ids]
+    sample += greedy_tokens(smollm2, '"x", "é"日😀\\n\\u00e9x"}')  # closers and escapes
+    for length in (LOW - 1, LOW, HIGH - 1, HIGH, HIGH + 1):
+        for key in ("band", "list"):
+            body = _string(rng, length)
+            text = f'{{"{key}": "{body}"}}' if key == "band" else f'{{"list": ["{body}"]}}'
+            valid = length <= HIGH and (key == "list" or length >= LOW)
+            state = counted.initial_state
+            for token in greedy_tokens(smollm2, text):
+                mask = counted.mask(state)
+                for candidate in sample + [token]:
+                    walked = counted.walk_bytes(token_bytes[candidate], state)
+                    assert bool(mask[candidate]) == bool(walked), (text, candidate)
+                    if walked:
+                        after = counted.next_state(state, candidate)
+                        assert counted.stack(after) == counted.stack(walked)
+                        assert counted.count(after) == counted.count(walked)
+                if not mask[token]:
+                    break
+                state = counted.next_state(state, token)
+            else:
+                assert counted.is_accepting(state) == valid, text
+                continue
+            assert not valid, text
+
+
+def test_masks_far_from_the_bounds_are_shared(counted):
+    inside = '{"long": "' + "x" * (LOW + 50)
+    a, b = counted.walk_bytes(inside.encode()), counted.walk_bytes((inside + "xx").encode())
+    assert counted.count(b) == counted.count(a) + 2
+    assert counted.mask(a) is counted.mask(b)
+    near = counted.walk_bytes(('{"band": "' + "x" * (HIGH - 1)).encode())
+    assert not np.array_equal(counted.mask(near), counted.mask(
+        counted.walk_bytes(('{"band": "' + "x" * LOW).encode())))
+
+
+def test_sampled_documents_are_valid_and_budgets_a_guarantee(counted, smollm2):
+    validator = jsonschema.Draft202012Validator(SCHEMA)
+    rng = np.random.default_rng(4)
+    eos = set(smollm2.eos_token_ids)
+    for budget in (LOW + 5, HIGH + 20, 3 * HIGH):
+        for _ in range(6):
+            tokens = counted.sample_tokens(budget, rng, eos_probability=0.02)
+            assert tokens is not None and len(tokens) <= budget and tokens[-1] in eos
+            text = smollm2.decode_bytes([t for t in tokens if t not in eos]).decode()
+            assert validator.is_valid(json.loads(text)), text
+    # from inside a string below its minimum, the budget still holds
+    state = counted.walk_bytes(('{"band": "' + "é" * 3).encode())
+    need = counted.tokens_to_accept(state)
+    assert need >= LOW - 3
+    left = need + 1
+    while True:
+        allowed = np.flatnonzero(counted.mask_within(state, left))
+        assert len(allowed), left
+        token = int(rng.choice(allowed))
+        left -= 1
+        if token in eos:
+            break
+        state = counted.next_state(state, token)
+    assert left >= 0 and counted.is_accepting(state)
+
+
+@pytest.mark.parametrize("suffix", [".safetensors", ".npz"])
+def test_counted_artifacts_round_trip(counted, tmp_path, suffix):
+    path = tmp_path / f"counted{suffix}"
+    counted.save(path)
+    loaded = grammarc.load(path)
+    assert loaded.metadata["format_version"] == 3
+    for length in (LOW - 1, LOW, HIGH, HIGH + 1):
+        text = '{"band": "' + "x" * length + '"}'
+        assert loaded.matches(text) == (LOW <= length <= HIGH)
+        prefix = text[:-3].encode()
+        assert np.array_equal(loaded.mask(loaded.walk_bytes(prefix)),
+                              counted.mask(counted.walk_bytes(prefix)))
+
+
+@pytest.mark.parametrize("tensor,value,message", [
+    ("count_row", 10**6, "count_row out of range"),
+    ("machine_loop", 10**6, "machine_loop out of range"),
+    ("machine_count_max", -2, "machine_count_max must be"),
+    ("stack_reps", None, "stack_reps has the wrong length"),
+])
+def test_forged_counter_tensors_are_refused(counted, tmp_path, tensor, value, message):
+    path = tmp_path / "counted.npz"
+    counted.save(path)
+    data = read_artifact(path)
+    tensors = {name: np.array(data.tensors[name]) for name in data.tensors}
+    tensors["accepting"] = tensors["accepting"].astype(np.uint8)
+    if value is None:
+        tensors[tensor] = tensors[tensor][:-1]
+    else:
+        counted_machine = int(np.flatnonzero(tensors["machine_loop"])[0])
+        at = counted_machine if tensor.startswith("machine") else \
+            int(np.flatnonzero(tensors["count_row"] >= 0)[0])
+        tensors[tensor][at] = value
+    metadata = {k: v for k, v in data.metadata.items() if k != "checksum"}
+    write_artifact(path, metadata, tensors)
+    with pytest.raises(ArtifactError, match=message):
+        grammarc.load(path)
