@@ -198,3 +198,17 @@ def test_forged_counter_tensors_are_refused(counted, tmp_path, tensor, value, me
     write_artifact(path, metadata, tensors)
     with pytest.raises(ArtifactError, match=message):
         grammarc.load(path)
+
+
+def test_a_document_compiled_flat_spells_long_strings_in_states(smollm2):
+    """A recursive $ref inside its own allOf makes the whole document flat (unrolled, with a
+    notice): its long strings are then ordinary bounded repeats, not calls."""
+    node = {"type": "object", "properties": {
+        "s": {"type": "string", "maxLength": HIGH},
+        "c": {"allOf": [{"$ref": "#/$defs/n"}, {"required": ["s"]}]}}}
+    schema = {"$defs": {"n": node}, "$ref": "#/$defs/n"}
+    with pytest.warns(grammarc.GrammarcNotice, match="unrolled"):
+        grammar = grammarc.compile(json.dumps(schema), smollm2, "json-schema")
+    assert not isinstance(grammar, CallGrammar)
+    assert grammar.matches('{"s": "' + "é" * HIGH + '"}')
+    assert not grammar.matches('{"s": "' + "é" * (HIGH + 1) + '"}')

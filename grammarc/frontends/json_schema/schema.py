@@ -692,7 +692,8 @@ class Compiler:
         lo, hi = _count(node, "minLength"), _count(node, "maxLength")
         only_lengths = not isinstance(node.get("pattern"), str) and \
             not isinstance(node.get("format"), str)
-        if only_lengths and strings.COUNTED_LENGTH < max(lo or 0, hi or 0) <= _MAX_COUNT and \
+        if self.calls and only_lengths and \
+                strings.COUNTED_LENGTH < max(lo or 0, hi or 0) <= _MAX_COUNT and \
                 (hi is None or (lo or 0) <= hi):
             return self.machine(f"string{{{lo or 0},{'' if hi is None else hi}}}",
                                 lambda: strings.counted_string(lo or 0, hi))
