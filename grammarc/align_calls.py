@@ -60,7 +60,7 @@ class CallTable:
     return_cost: np.ndarray  # int32 [S]: tokens that finish the state's machine, -1 if none
     x_count: np.ndarray      # int32 [X]: the count of the counted frame a stack token ends in
     s_count: np.ndarray      # int32: the same for a suffix
-    counts: "CountRows | None"  # None when no machine keeps a count
+    counts: CountRows | None  # None when no machine keeps a count
 
 
 @dataclass(frozen=True)
@@ -252,7 +252,7 @@ def _outcomes(kind, nxt, pos, pushes, tokens, push_ids: _PushSequences,
     return next_out, arg
 
 
-def _resolve_suffixes(pd: PushdownDFA, kernel: "_Kernel", suffixes: "_Suffixes",
+def _resolve_suffixes(pd: PushdownDFA, kernel: _Kernel, suffixes: _Suffixes,
                       returned: set[tuple[int, int]], push_ids: _PushSequences) -> tuple:
     """Each suffix from each return state it can meet, until no new suffix appears.
     `returned` holds (machine returned from, suffix) of the returning tokens."""

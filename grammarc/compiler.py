@@ -16,14 +16,17 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-
 from ._version import __version__
 from .align import align, token_table, tokenizer_trie
 from .align_calls import align_calls
-from .artifact import CALLS_FORMAT_VERSION, COUNTERS_FORMAT_VERSION, FORMAT_NAME, FORMAT_VERSION
+from .artifact import (
+    CALLS_FORMAT_VERSION,
+    COUNTERS_FORMAT_VERSION,
+    FORMAT_NAME,
+    FORMAT_VERSION,
+)
 from .automaton import ByteDFA
-from .automaton.machines import PushdownDFA
-from .automaton.machines import language_automaton
+from .automaton.machines import PushdownDFA, language_automaton
 from .deepcall import call_with_deep_stack
 from .errors import GrammarcError, GrammarError, TooManyStatesError
 from .frontends import FrontendOptions, kind_for_path, parser_for, source_text

@@ -180,3 +180,18 @@ def b_then_a_or_bb() -> grammarc.Grammar:
     dense[2, [0, 1, 2]] = [2, 2, 3]
     dense[3, [2]] = [2]
     return table_grammar(dense, [2], [1, 1, 2])
+
+
+def walk_within_budget(grammar: grammarc.Grammar, state: int, budget: int,
+                       rng: np.random.Generator) -> tuple[int, int]:
+    """A random walk by `mask_within` from `state` until an EOS token: (tokens of the budget
+    left, the state it ended in). Every step must allow some token."""
+    left = budget
+    while True:
+        allowed = np.flatnonzero(grammar.mask_within(state, left))
+        assert len(allowed), (budget, left, state)
+        token = int(rng.choice(allowed))
+        left -= 1
+        if token in grammar.eos_token_ids:
+            return left, state
+        state = grammar.next_state(state, token)

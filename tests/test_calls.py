@@ -18,6 +18,7 @@ from grammarc.automaton.machines import (
 )
 from grammarc.errors import ArtifactError
 from grammarc.runtime.calls import CallGrammar
+from helpers import walk_within_budget
 
 DIGITS = charset([(48, 57)])
 LIST = MachineSet(  # nested lists of numbers: [1, [22, []], 3]
@@ -200,18 +201,10 @@ def test_sampled_token_sequences_are_valid_instances(open_grammar, smollm2):
 def test_budgets_are_a_guarantee(open_grammar, smollm2):
     """With `mask_within`, any walk ends within the budget, EOS included."""
     rng = np.random.default_rng(2)
-    eos = list(smollm2.eos_token_ids)
     for budget in (12, 20, 35):
         for _ in range(5):
-            state, left = open_grammar.initial_state, budget
-            while True:
-                allowed = np.flatnonzero(open_grammar.mask_within(state, left))
-                assert len(allowed), (budget, left, open_grammar.stack(state))
-                token = int(rng.choice(allowed))
-                left -= 1
-                if token in eos:
-                    break
-                state = open_grammar.next_state(state, token)
+            left, state = walk_within_budget(open_grammar, open_grammar.initial_state, budget,
+                                             rng)
             assert left >= 0 and open_grammar.is_accepting(state)
 
 

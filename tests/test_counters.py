@@ -12,6 +12,8 @@ import random
 import jsonschema
 import numpy as np
 import pytest
+from grammar_oracles import greedy_tokens
+from helpers import walk_within_budget
 
 import grammarc
 from grammarc.artifact import read_artifact, write_artifact
@@ -21,7 +23,6 @@ from grammarc.errors import ArtifactError
 from grammarc.frontends import FrontendOptions
 from grammarc.frontends.json_schema.strings import COUNTED_LENGTH
 from grammarc.runtime.calls import CallGrammar
-from tests.grammar_oracles import greedy_tokens
 
 LOW, HIGH = COUNTED_LENGTH + 2, COUNTED_LENGTH + 7
 SCHEMA = {
@@ -149,15 +150,7 @@ def test_sampled_documents_are_valid_and_budgets_a_guarantee(counted, smollm2):
     state = counted.walk_bytes(('{"band": "' + "é" * 3).encode())
     need = counted.tokens_to_accept(state)
     assert need >= LOW - 3
-    left = need + 1
-    while True:
-        allowed = np.flatnonzero(counted.mask_within(state, left))
-        assert len(allowed), left
-        token = int(rng.choice(allowed))
-        left -= 1
-        if token in eos:
-            break
-        state = counted.next_state(state, token)
+    left, state = walk_within_budget(counted, state, need + 1, rng)
     assert left >= 0 and counted.is_accepting(state)
 
 

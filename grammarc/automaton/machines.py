@@ -74,7 +74,7 @@ class PushdownDFA:
     call_return: np.ndarray         # int32 [C]
     first: np.ndarray               # bool [M, 256]: the bytes a machine's text can start with
     follow: np.ndarray              # bool [M, 256]: the bytes that may follow a machine's text
-    counters: "Counters"
+    counters: Counters
 
     @property
     def has_counters(self) -> bool:
