@@ -53,6 +53,10 @@ class VocabTrie:
     tok_ptr: np.ndarray     # int64 [N + 1]: tokens ending at node i are toks[tok_ptr[i]:tok_ptr[i+1]]
     toks: np.ndarray        # int32 [T]
     tok_node: np.ndarray    # int64 [T]: the node where toks[j] ends
+    # every token's bytes by id: token t is token_data[token_offsets[t]:token_offsets[t+1]]
+    # (empty for the tokens left out of the trie)
+    token_data: np.ndarray     # uint8
+    token_offsets: np.ndarray  # int64 [V + 1]
 
     @property
     def num_nodes(self) -> int:
@@ -90,8 +94,12 @@ def build_trie(token_bytes: list[bytes | None] | tuple[bytes | None, ...],
     order = np.argsort(node_of_item, kind="stable")  # tokens by node, equal bytes by id
     tok_ptr = np.zeros(len(node_byte) + 1, np.int64)
     np.cumsum(np.bincount(node_of_item, minlength=len(node_byte)), out=tok_ptr[1:])
+    lengths = np.zeros(len(token_bytes), np.int64)
+    lengths[ids] = np.diff(offsets)
+    token_offsets = np.zeros(len(token_bytes) + 1, np.int64)
+    np.cumsum(lengths, out=token_offsets[1:])  # ids increase: `data` is in id order
     return VocabTrie(node_byte, node_depth, node_end, tok_ptr, ids[order],
-                     node_of_item[order].astype(np.int64))
+                     node_of_item[order].astype(np.int64), data, token_offsets)
 
 
 #: The trie of each tokenizer object that `tokenizer_trie` has seen, kept as long as it lives.

@@ -82,11 +82,11 @@ class CountRows:
     item_cost: np.ndarray      # int32 [M]
 
 
-def align_calls(pd: PushdownDFA, trie: VocabTrie, token_bytes, vocab_size: int,
+def align_calls(pd: PushdownDFA, trie: VocabTrie, vocab_size: int,
                 eos_token_ids: tuple[int, ...],
                 progress: Callable[[int, int], None] | None = None,
                 timings: dict[str, float] | None = None) -> CallTable:
-    """The token tables of `pd` over a vocabulary (`token_bytes[t]`: the bytes of token t)."""
+    """The token tables of `pd` over the vocabulary in `trie`."""
     started = time.perf_counter()
     table = pd.byte_table()
     num_states = len(table)
@@ -108,7 +108,7 @@ def align_calls(pd: PushdownDFA, trie: VocabTrie, token_bytes, vocab_size: int,
     walked = time.perf_counter()
 
     kernel = _Kernel(pd, table)
-    data, offsets = _token_data(token_bytes)
+    data, offsets = trie.token_data, trie.token_offsets
     x_state, x_token = _pairs_into(entries, sink)
     kind, nxt, pos, pushes, count = kernel.walk(x_state, data, offsets[x_token],
                                                 offsets[x_token + 1])
@@ -156,14 +156,6 @@ def _without_unused_classes(entries: TokenEntries) -> TokenEntries:
     new_id[used] = np.arange(1, len(used) + 1, dtype=np.int32)
     return TokenEntries(new_id[entries.token_class], entries.state_ptr,
                         new_id[entries.entry_class], entries.entry_next)
-
-
-def _token_data(token_bytes) -> tuple[np.ndarray, np.ndarray]:
-    """All tokens' bytes in one array, token t at data[offsets[t]:offsets[t+1]]."""
-    chunks = [b or b"" for b in token_bytes]
-    offsets = np.zeros(len(chunks) + 1, np.int64)
-    np.cumsum([len(c) for c in chunks], out=offsets[1:])
-    return np.frombuffer(b"".join(chunks), np.uint8), offsets
 
 
 def _pairs_into(entries: TokenEntries, sink: int) -> tuple[np.ndarray, np.ndarray]:

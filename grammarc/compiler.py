@@ -72,7 +72,7 @@ def _call_grammar(pd: PushdownDFA, trie, tok: Tokenizer, metadata: dict[str, Any
                   progress: Progress | None, timings: dict[str, float] | None) -> CallGrammar:
     """The tables of machines linked by calls (artifact format version 2, or 3 with count
     registers)."""
-    calls = align_calls(pd, trie, tok.token_bytes, tok.vocab_size, tok.eos_token_ids,
+    calls = align_calls(pd, trie, tok.vocab_size, tok.eos_token_ids,
                         progress=progress, timings=timings)
     metadata.update(format_version=CALLS_FORMAT_VERSION, machines=list(pd.machine_names))
     tensors = dict(machine_start=pd.machine_start, call_ptr=pd.call_ptr,
