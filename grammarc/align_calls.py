@@ -237,9 +237,10 @@ def _outcomes(kind, nxt, pos, pushes, tokens, push_ids: _PushSequences,
     back = np.flatnonzero(kind == _RETURNS)
     next_out[back] = -1
     if len(back):
-        distinct, inverse = np.unique(np.stack([tokens[back], pos[back]], axis=1), axis=0,
+        width = int(pos[back].max()) + 1  # (token, position) as one key: a 1-D unique
+        distinct, inverse = np.unique(tokens[back].astype(np.int64) * width + pos[back],
                                       return_inverse=True)
-        ids = [suffixes.id(int(token), int(at)) for token, at in distinct]
+        ids = [suffixes.id(int(token), int(at)) for token, at in zip(*np.divmod(distinct, width))]
         arg[back] = np.asarray(ids, np.int32)[inverse.reshape(-1)]
     return next_out, arg
 

@@ -354,15 +354,20 @@ def replace_calls(expr: Expr, replacement: Callable[[str], Expr]) -> Expr:
 
 
 def called_names(expr: Expr) -> set[str]:
-    """The machines `expr` calls directly."""
-    found: set[str] = set()
+    """The machines `expr` calls directly (kept on the node: trees are immutable, and the
+    same bodies are asked about again and again while machines are linked)."""
+    cached = expr.__dict__.get("_called")
+    if cached is None:
+        found: set[str] = set()
 
-    def note(name: str) -> Expr:
-        found.add(name)
-        return Call(name)
+        def note(name: str) -> Expr:
+            found.add(name)
+            return Call(name)
 
-    replace_calls(expr, note)
-    return found
+        replace_calls(expr, note)
+        cached = frozenset(found)
+        object.__setattr__(expr, "_called", cached)
+    return set(cached)
 
 
 def starting_bytes(expr: Expr, body_of: Callable[[str], Expr | None],
@@ -491,13 +496,21 @@ def _link(names: list[str], tables: list[np.ndarray], finals: list[np.ndarray],
     # the states of each machine reached from its start by text or by returning from a call
     local_ids = []
     for table, edges in zip(tables, calls):
+        # each state's distinct successors, ascending (one sort for the whole table), then
+        # its calls' return states
+        size = len(table)
+        pairs = np.unique(np.repeat(np.arange(size, dtype=np.int64), 256) * size +
+                          table.reshape(-1))
+        source, target = np.divmod(pairs[pairs % size != 0], size)
+        ptr = np.zeros(size + 1, np.int64)
+        np.cumsum(np.bincount(source, minlength=size), out=ptr[1:])
         returns: dict[int, list[int]] = {}
         for state, _, ret in edges:
             returns.setdefault(state, []).append(ret)
         order, seen = [1], {1}
         for state in order:
-            for nxt in [*np.unique(table[state]).tolist(), *returns.get(state, [])]:
-                if nxt and nxt not in seen:
+            for nxt in [*target[ptr[state]:ptr[state + 1]].tolist(), *returns.get(state, [])]:
+                if nxt not in seen:
                     seen.add(nxt)
                     order.append(nxt)
         local_ids.append(order)
@@ -646,12 +659,12 @@ class _Faults:
 
 
 def byte_dfa(byte_table: np.ndarray, accepting: np.ndarray) -> ByteDFA:
-    """The byte table as a `ByteDFA` over byte classes (bytes with equal columns)."""
-    _, first, byte_class = np.unique(byte_table.T, axis=0, return_index=True,
-                                     return_inverse=True)
-    rank = np.empty(len(first), np.int32)
-    rank[np.argsort(first, kind="stable")] = np.arange(len(first), dtype=np.int32)
-    byte_class = rank[byte_class.reshape(-1)]
-    trans = np.zeros((byte_table.shape[0], len(first)), np.int32)
+    """The byte table as a `ByteDFA` over byte classes (bytes with equal columns), numbered
+    in the order of their first byte."""
+    columns = np.ascontiguousarray(byte_table.T)
+    ids: dict[bytes, int] = {}  # a column's bytes as the key: 256 lookups, no sort of rows
+    byte_class = np.array([ids.setdefault(column.tobytes(), len(ids)) for column in columns],
+                          np.int32)
+    trans = np.zeros((byte_table.shape[0], len(ids)), np.int32)
     trans[:, byte_class] = byte_table
-    return ByteDFA(trans, byte_class.astype(np.int32), accepting)
+    return ByteDFA(trans, byte_class, accepting)
