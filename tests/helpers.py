@@ -195,3 +195,14 @@ def walk_within_budget(grammar: grammarc.Grammar, state: int, budget: int,
         if token in grammar.eos_token_ids:
             return left, state
         state = grammar.next_state(state, token)
+
+
+def reloaded(grammar: grammarc.Grammar, path: Path) -> grammarc.Grammar:
+    """`grammar` saved to `path` and loaded again."""
+    grammar.save(path)
+    return grammarc.load(path)
+
+
+def assert_same_mask(a: grammarc.Grammar, b: grammarc.Grammar, prefix: bytes) -> None:
+    """Both grammars allow the same tokens after `prefix`."""
+    assert np.array_equal(a.mask(a.walk_bytes(prefix)), b.mask(b.walk_bytes(prefix))), prefix

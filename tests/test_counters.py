@@ -13,7 +13,7 @@ import jsonschema
 import numpy as np
 import pytest
 from grammar_oracles import greedy_tokens
-from helpers import walk_within_budget
+from helpers import assert_same_mask, reloaded, walk_within_budget
 
 import grammarc
 from grammarc.artifact import read_artifact, write_artifact
@@ -156,16 +156,12 @@ def test_sampled_documents_are_valid_and_budgets_a_guarantee(counted, smollm2):
 
 @pytest.mark.parametrize("suffix", [".safetensors", ".npz"])
 def test_counted_artifacts_round_trip(counted, tmp_path, suffix):
-    path = tmp_path / f"counted{suffix}"
-    counted.save(path)
-    loaded = grammarc.load(path)
+    loaded = reloaded(counted, tmp_path / f"counted{suffix}")
     assert loaded.metadata["format_version"] == 3
     for length in (LOW - 1, LOW, HIGH, HIGH + 1):
         text = '{"band": "' + "x" * length + '"}'
         assert loaded.matches(text) == (LOW <= length <= HIGH)
-        prefix = text[:-3].encode()
-        assert np.array_equal(loaded.mask(loaded.walk_bytes(prefix)),
-                              counted.mask(counted.walk_bytes(prefix)))
+        assert_same_mask(loaded, counted, text[:-3].encode())
 
 
 @pytest.mark.parametrize("tensor,value,message", [
