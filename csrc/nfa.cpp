@@ -259,6 +259,26 @@ class Builder {
 
     void lay_out(Stamper& stamper, int32_t node, int32_t entry, int32_t exit, Tails& tails) {
         Nesting nesting(depth_);
+        if (shared_[node] && kind_[node] != kCharSet && kind_[node] != kCall) {
+            stamper.epsilon(entry, shared_copy(stamper, node, exit, tails));
+            return;
+        }
+        lay_out_here(stamper, node, entry, exit, tails);
+    }
+
+    // A node with several parents is laid out once per exit state, from an entry of its own
+    // (the other uses jump there, or end their previous part there): uses that end in the
+    // same state have the same continuation, so they may share the copy.
+    int32_t shared_copy(Stamper& stamper, int32_t node, int32_t exit, Tails& tails) {
+        const auto key = std::make_pair(node, exit);
+        auto hit = tails.find(key);
+        if (hit != tails.end()) return hit->second;
+        const int32_t copy_entry = tails[key] = stamper.new_state();
+        lay_out_here(stamper, node, copy_entry, exit, tails);
+        return copy_entry;
+    }
+
+    void lay_out_here(Stamper& stamper, int32_t node, int32_t entry, int32_t exit, Tails& tails) {
         switch (kind_[node]) {
             case kCharSet:
                 stamper.chars(sequences(node), entry, exit);
@@ -268,27 +288,11 @@ class Builder {
                 return;
             case kConcat:
             case kAlt:
-                break;
-            default: {
-                const Fragment& frag = build(node);
-                stamper.place(frag, {entry}, {exit});
+                lay_out_inline(stamper, node, entry, exit, tails);
                 return;
-            }
+            default:
+                stamper.place(build(node), {entry}, {exit});
         }
-        if (shared_[node]) {
-            const auto key = std::make_pair(node, exit);
-            auto hit = tails.find(key);
-            int32_t copy_entry;
-            if (hit == tails.end()) {
-                copy_entry = tails[key] = stamper.new_state();
-                lay_out_inline(stamper, node, copy_entry, exit, tails);
-            } else {
-                copy_entry = hit->second;
-            }
-            stamper.epsilon(entry, copy_entry);
-            return;
-        }
-        lay_out_inline(stamper, node, entry, exit, tails);
     }
 
     void lay_out_inline(Stamper& stamper, int32_t node, int32_t entry, int32_t exit, Tails& tails) {
@@ -302,11 +306,20 @@ class Builder {
             stamper.epsilon(entry, exit);
             return;
         }
-        int32_t joint = entry;
-        for (int64_t i = 0; i < n; ++i) {
-            const int32_t next = i + 1 == n ? exit : stamper.new_state();
-            lay_out(stamper, child(node, i), joint, next, tails);
-            joint = next;
+        // Last part first: a shared part's copy is keyed by the state it ends in, so the part
+        // before it ends in the copy's own entry, and two concatenations that end alike (a
+        // value, then the rest of an object) share the copies of their common end.
+        int32_t next = exit;
+        for (int64_t i = n - 1; i >= 0; --i) {
+            const int32_t part = child(node, i);
+            if (i > 0 && shared_[part]) {  // characters too: what comes before may share
+                Nesting nesting(depth_);
+                next = shared_copy(stamper, part, next, tails);
+                continue;
+            }
+            const int32_t here = i == 0 ? entry : stamper.new_state();
+            lay_out(stamper, part, here, next, tails);
+            next = here;
         }
     }
 

@@ -209,6 +209,22 @@ def test_optional_properties_grow_the_automaton_linearly(additional):
     assert not accepts(dfa, json.dumps({"key17": "b", "key3": "a"}))
 
 
+def test_nested_inline_objects_grow_the_nfa_linearly():
+    """A member value is followed by the same rest of its object whether it is the first
+    member (no comma) or not: the NFA builder shares its copy (keyed by the state it ends
+    in) instead of copying it per variant, which doubled it at every level of nesting."""
+    from grammarc.automaton.nfa import build_nfa
+
+    def nfa_states(levels: int) -> int:
+        schema: dict = {"type": "string"}
+        for i in range(levels):
+            schema = {"type": "object", "properties": {"a": {"type": "integer"},
+                                                       f"b{i}": schema, "c": {"type": "null"}}}
+        flat = compile_schema(schema, FrontendOptions(additional_properties=False))
+        return build_nfa(flat, 10**8)[0].num_states
+    assert nfa_states(32) - nfa_states(16) <= 1.1 * 2 * (nfa_states(16) - nfa_states(8))
+
+
 # ------------------------------------------------------------------ serialisation rules
 def test_keys_follow_the_ranking_and_whitespace_styles():
     schema = {"type": "object", "properties": {"b": {"type": "integer"}, "a": {"type": "string"}},

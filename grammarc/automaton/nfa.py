@@ -26,7 +26,10 @@ present" and "this property absent"). Concatenations and unions are laid out inl
 fragment being built, and a sub-expression referenced more than once is laid out once per
 exit state: its other uses jump to that copy's dedicated entry by an epsilon edge. Uses that
 end in the same state have the same continuation, so sharing the copy keeps the language, and
-the NFA grows with the DAG rather than with its unfolding into a tree.
+the NFA grows with the DAG rather than with its unfolding into a tree. A concatenation is laid
+out from its last part: a shared part ends where the part after it begins, and the part before
+it ends in the copy's own entry, so two concatenations that end alike (a member value and the
+rest of its object, after a comma or not) share one copy of their common end.
 
 `flatten` numbers the DAG's nodes once (by identity) and writes each as a kind, its children
 and a small integer payload (a CharSet's code point ranges, a Repeat's bounds, a Graph's
