@@ -399,6 +399,170 @@ def test_recursion_inside_a_boolean_operation_is_unrolled_with_a_notice():
     assert not accepts(dfa, canonical_dumps(schema, deeper))
 
 
+# arrays of arrays through two machines per level (u is t with a sibling `type`), so that a
+# level of unrolled calls is not a level of nesting
+CHAINED = {"t": {"type": "array", "items": {"$ref": "#/$defs/u"}},
+           "u": {"$ref": "#/$defs/t", "type": "array"}}
+
+
+@pytest.mark.parametrize("applicator", ["not-condition", "not-product", "oneOf"])
+def test_subtracting_unrolled_recursion_never_accepts_an_invalid_value(applicator):
+    """A recursive language inside a boolean operation is cut at --max-depth levels of
+    nesting; subtracting it must not let through the deep values it lost (they were
+    accepted when the cut counted calls instead of levels)."""
+    nested = {"properties": {"a": {"$ref": "#/$defs/t"}}, "required": ["a"]}
+    if applicator == "not-product":
+        nested = {**nested, "minProperties": 1}  # not a condition on keys: a product
+    schema = {"$schema": "https://json-schema.org/draft/2020-12/schema", "$defs": CHAINED,
+              "type": "object", "properties": {"a": {}}}
+    schema.update({"oneOf": [nested, {"required": ["a"]}]} if applicator == "oneOf"
+                  else {"not": nested})
+    automaton, notices = dfa_of(schema, max_depth=4)
+    assert any("unrolled to depth 4" in n for n in notices)
+    validator = jsonschema.Draft202012Validator(schema)
+    verdicts = []
+    for depth in range(7):
+        for leaf in ([], [1], 1, "x"):
+            value = leaf
+            for _ in range(depth):
+                value = [value]
+            instance = {"a": value}
+            valid = validator.is_valid(instance)
+            accepted = accepts(automaton, canonical_dumps(schema, instance))
+            assert valid or not accepted, instance  # never an invalid one
+            if depth <= 2:
+                assert accepted == valid, instance  # exact where nothing was cut
+            verdicts.append(valid)
+    assert True in verdicts and False in verdicts
+
+
+def test_any_value_below_a_schema_is_exact_at_any_depth():
+    """Where a schema constrains something below a value but not the value itself, its any
+    value is a machine (keys in that position's ranking) called at every level: depth 30 is
+    accepted, with no notice, and the constraint below still holds."""
+    schema = {"type": "object", "properties": {"a": {}},
+              "allOf": [{"properties": {"a": {"properties": {"b": {"type": "string"}}}}}]}
+    automaton, notices = dfa_of(schema)
+    assert not notices
+    validator = jsonschema.Draft202012Validator(schema)
+    deep: Any = 1
+    for level in range(30):
+        deep = [deep] if level % 2 else {"b": "x", "c": deep}
+    for instance in ({"a": {"c": deep}}, {"a": {"b": "y", "c": [deep, deep]}}, {"a": deep},
+                     {"a": {"b": 1}}, {"a": {"b": "y", "c": {"b": 2}}}, {"a": [{"b": 3}]}):
+        assert accepts(automaton, canonical_dumps(schema, instance)) == \
+            validator.is_valid(instance), instance
+
+
+def test_discriminated_conditions_need_no_product():
+    """if/then branches keyed by a `type` const over a recursive schema (a number provider,
+    as Minecraft's loot tables write it) are one object automaton with the branches as key
+    states: judged by jsonschema on every combination of a discriminator and the keys."""
+    provider = {"type": "object", "properties": {"type": {"enum": ["const", "uniform", "binomial"]}},
+                "required": ["type"], "allOf": [
+                    {"if": {"properties": {"type": {"const": "const"}}},
+                     "then": {"properties": {"value": {"type": "number"}}, "required": ["value"]}},
+                    {"if": {"properties": {"type": {"const": "uniform"}}},
+                     "then": {"properties": {"min": {"$ref": "#/$defs/p"},
+                                             "max": {"$ref": "#/$defs/p"}}}},
+                    {"if": {"properties": {"type": {"const": "binomial"}}},
+                     "then": {"properties": {"n": {"type": "integer"}, "p": {"type": "number"}}}}]}
+    schema = {"$defs": {"p": {"anyOf": [{"type": "number"}, {"$ref": "#/$defs/provider"}]},
+                        "provider": provider}, "$ref": "#/$defs/provider"}
+    automaton, notices = dfa_of(schema)
+    assert not notices and not isinstance(automaton, type(None))
+    validator = jsonschema.Draft202012Validator(schema)
+    values = {"value": [1, "x"], "min": [2, {"type": "const", "value": 3},
+                                         {"type": "const", "value": "y"}],
+              "max": [{"type": "uniform", "min": {"type": "binomial", "n": 1}}],
+              "n": [4, 0.5], "p": [0.5, "z"]}
+    verdicts = set()
+    for kind in ("const", "uniform", "binomial", "other", None):
+        objects = [{} if kind is None else {"type": kind}]
+        for key, options in values.items():
+            objects += [{**o, key: v} for o in objects for v in options][:40]
+        for instance in objects:
+            valid = validator.is_valid(instance)
+            verdicts.add(valid)
+            assert accepts(automaton, canonical_dumps(schema, instance)) == valid, instance
+    assert verdicts == {True, False}
+
+
+# ------------------------------------------------------------------ conditions on keys
+KEYED = {"type": "object", "properties": {"kind": {"enum": ["a", "b", 3]},
+                                          "p": {"type": ["number", "string"]},
+                                          "q": {"type": "integer"}, "r": {"type": "string"}}}
+KEY_CONDITIONS = [
+    {"anyOf": [{"required": ["p"]}, {"required": ["q"]}]},
+    {"oneOf": [{"required": ["p"]}, {"required": ["q"]}, {"required": ["r"]}]},
+    {"not": {"required": ["p", "q"]}},
+    {"not": {"anyOf": [{"required": ["p"]}, {"properties": {"kind": {"const": "a"}}}]}},
+    {"if": {"properties": {"kind": {"const": "a"}}, "required": ["kind"]},
+     "then": {"required": ["p"]}, "else": {"not": {"required": ["q"]}}},
+    {"dependentRequired": {"r": ["p", "q"]}, "dependentSchemas": {
+        "p": {"properties": {"kind": {"enum": ["b", 3]}}}}},
+    {"allOf": [{"$ref": "#/$defs/needs-p"}, {"properties": {"p": {"type": "number"}}}]},
+    {"oneOf": [{"type": "object", "required": ["p"]}, {"required": ["q"]}]},
+    {"anyOf": [{"properties": {"kind": {"const": "a"}, "q": {"minimum": 5}}},
+               {"properties": {"kind": {"const": "b"}}, "required": ["kind", "r"]}]},
+    # tests of types: by the first byte, but integers are not told from other numbers so
+    {"oneOf": [{"properties": {"p": {"type": "integer"}}, "required": ["p"]},
+               {"properties": {"p": {"type": ["number", "boolean"]}}}]},
+    {"not": {"properties": {"p": {"type": "number"}, "kind": {"type": "string"}}}},
+]
+
+
+def _instances():
+    """Objects with every combination of the keys (values of several types), and values of
+    other types."""
+    values = {"kind": ["a", "b", 3], "p": [1, -1, 2.5, "x"], "q": [2, 7], "r": ["s"]}
+    objects = [{}]
+    for key, options in values.items():
+        objects = objects + [{**o, key: v} for o in objects for v in options]
+    return objects + [None, 5, "text", [1], True]
+
+
+@pytest.mark.parametrize("keyword", ["local", "typeless"])
+@pytest.mark.parametrize("index", range(len(KEY_CONDITIONS)))
+def test_conditions_on_keys_are_exact(index, keyword):
+    """anyOf/oneOf/not/if/dependencies over `required` and `properties` are compiled into
+    the object (a state per combination of the keys they name), judged by jsonschema on
+    every combination of keys and values, and on values that are not objects."""
+    condition = KEY_CONDITIONS[index]
+    local = KEYED if keyword == "local" else {"properties": KEYED["properties"]}
+    schema = {**local, **condition,
+              "$defs": {"needs-p": {"required": ["p"], "properties": {"p": {"minimum": 0}}}}}
+    automaton, notices = dfa_of(schema)
+    assert not notices
+    validator = jsonschema.Draft202012Validator(schema)
+    verdicts = set()
+    for instance in _instances():
+        valid = validator.is_valid(instance)
+        verdicts.add(valid)
+        assert accepts(automaton, canonical_dumps(schema, instance)) == valid, instance
+    assert verdicts == {True, False}
+
+
+def test_conditions_on_keys_need_no_product_of_objects():
+    """An object of 60 properties with conditions on 8 of its keys: as products of automata
+    each operand was a whole object with "any value" unrolled in every slot; as conditions
+    the object's automaton is a small multiple of the plain one."""
+    properties = {f"k{i}": {"type": "string", "format": "date"} for i in range(60)}
+    plain = {"type": "object", "properties": properties, "additionalProperties": False}
+    schema = {**plain, "anyOf": [{"required": [f"k{i}"]} for i in range(0, 40, 8)],
+              "not": {"required": ["k1", "k2"]},
+              "oneOf": [{"required": ["k50"]}, {"required": ["k59"]}]}
+    base, _ = dfa_of(plain)
+    conditioned, notices = dfa_of(schema)
+    assert not notices and conditioned.num_states <= 8 * base.num_states
+    validator = jsonschema.Draft202012Validator(schema)
+    for keys in (["k0", "k50"], ["k8", "k1", "k59"], ["k1", "k2", "k8", "k50"], ["k50"],
+                 ["k0", "k50", "k59"], ["k3", "k59"]):
+        instance = {k: "2024-02-29" for k in keys}
+        assert accepts(conditioned, canonical_dumps(schema, instance)) == \
+            validator.is_valid(instance), keys
+
+
 SHAPES = {
     "$defs": {
         "point": {"type": "object", "properties": {"x": {"type": "integer"},

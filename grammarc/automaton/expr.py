@@ -97,9 +97,19 @@ class Graph:
 @dataclass(frozen=True, eq=False)
 class Automaton:
     """A language given by an already built byte DFA (the result of a boolean operation).
-    Compared and hashed by identity."""
+    Compared and hashed by identity.
+
+    A truncated automaton stands for a recursive language cut at some depth of nesting (an
+    under-approximation): `exact_to` is the nesting depth, counted from its own start, up to
+    which its texts are exactly those of the language it stands for (see `automaton.ops`);
+    None for an automaton that is exact."""
 
     dfa: ByteDFA
+    exact_to: int | None = None
+
+    @property
+    def truncated(self) -> bool:
+        return self.exact_to is not None
 
 
 @dataclass(frozen=True)
@@ -180,6 +190,32 @@ def repeat(item: Expr, lo: int, hi: int | None) -> Expr:
     return Repeat(item, lo, hi)
 
 
+def exact_to(expr: Expr) -> int | None:
+    """The nesting depth up to which `expr` is exact: the least `exact_to` of its truncated
+    automata (each counted from its own start, so at least this from the start of `expr`);
+    None if it holds none. The answer is kept on each node: trees are immutable and asked
+    again and again."""
+    cached = expr.__dict__.get("_exact_to", False)
+    if cached is False:
+        if isinstance(expr, Automaton):
+            cached = expr.exact_to
+        else:
+            if isinstance(expr, Concat):
+                children = expr.parts
+            elif isinstance(expr, Alt):
+                children = expr.options
+            elif isinstance(expr, Repeat):
+                children = (expr.item,)
+            elif isinstance(expr, Graph):
+                children = tuple(label for _, _, label in expr.edges)
+            else:
+                children = ()
+            depths = [d for d in map(exact_to, children) if d is not None]
+            cached = min(depths) if depths else None
+        object.__setattr__(expr, "_exact_to", cached)
+    return cached
+
+
 def nullable(expr: Expr) -> bool:
     """Whether the language contains the empty string."""
     if isinstance(expr, CharSet):
@@ -205,5 +241,5 @@ def nullable(expr: Expr) -> bool:
 __all__ = [  # the range helpers are re-exported: front ends import them from here
     "EMPTY", "MAX_CODE_POINT", "NOTHING", "SURROGATES", "Alt", "Automaton", "Call", "CharSet",
     "Concat", "Expr", "Graph", "MachineSet", "Repeat", "alt", "charset", "complement_ranges",
-    "concat", "literal", "normalize_ranges", "nullable", "repeat",
+    "concat", "exact_to", "literal", "normalize_ranges", "nullable", "repeat",
 ]

@@ -374,8 +374,9 @@ def starting_bytes(expr: Expr, body_of: Callable[[str], Expr | None],
                    memo: dict | None = None) -> np.ndarray | None:
     """The bytes a text of `expr` can start with (bool [256]), or None when `expr` may match
     the empty text or the answer is not known (a call of a machine `body_of` does not know,
-    left recursion, a `Graph`): languages with disjoint starting bytes are disjoint. `memo`
-    keeps the answers of subtrees for later questions about the same tree."""
+    left recursion, a `Graph`, a truncated automaton): languages with disjoint starting bytes
+    are disjoint. `memo` keeps the answers of subtrees for later questions about the same
+    tree."""
     memo = {} if memo is None else memo
     open_calls: set[str] = set()
 
@@ -390,8 +391,10 @@ def starting_bytes(expr: Expr, body_of: Callable[[str], Expr | None],
                 first[sequence[0][0]:sequence[0][1] + 1] = True
             out = (first, False)
         elif isinstance(node, Automaton):
+            # a truncated one stands for more than its texts (deeper ones): never narrowed
             dfa = node.dfa
-            out = (dfa.trans[1][dfa.byte_class] != 0, bool(dfa.accepting[1]))
+            out = None if node.truncated else (dfa.trans[1][dfa.byte_class] != 0,
+                                               bool(dfa.accepting[1]))
         elif isinstance(node, Concat):  # the parts up to the first that cannot be empty
             first, out = np.zeros(256, bool), None
             for part in node.parts:

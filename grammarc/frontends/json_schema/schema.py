@@ -26,24 +26,29 @@ from functools import cached_property
 from graphlib import CycleError, TopologicalSorter
 from heapq import heapify, heappop, heappush
 from itertools import combinations
-from typing import Any
+from typing import Any, Callable
 from urllib.parse import unquote, urldefrag, urljoin
 
 import numpy as np
 
 from ...automaton import (
-    EMPTY, NOTHING, Automaton, Expr, Ops, alt, charset, concat, literal, repeat,
+    EMPTY, NOTHING, Automaton, ByteDFA, Expr, Ops, alt, charset, concat, literal, repeat,
 )
 from ...automaton.expr import Call, MachineSet
 from ...automaton.machines import (
-    called_names, counter_form, flat_language, inline_calls, reachable_machines,
+    called_names, counter_form, flat_language, reachable_machines,
     recursive_machines, replace_calls, starting_bytes, with_first_bytes,
 )
+from ...charsets import MAX_CODE_POINT, complement_ranges
 from ...deepcall import call_with_deep_stack
 from ...errors import GrammarError, UnresolvedCallError, UnsupportedError
 from .. import FrontendOptions
 from ..regex import parse_regex
 from . import numbers, strings
+from .conditions import (
+    APPLICATORS, MAX_KEY_STATES, ConditionReader, Formula, KeyCondition, dependencies_of, holds,
+    value_key,
+)
 
 _ROOT_URI = "https://grammarc.invalid/root.json"
 _DRAFTS = (("draft-04", 4), ("draft-06", 6), ("draft-07", 7), ("2019-09", 2019),
@@ -66,6 +71,11 @@ _TYPES = ("null", "boolean", "object", "array", "number", "integer", "string")
 _FIRST_BYTES = {"object": b"{", "array": b"[", "string": b'"', "null": b"n", "boolean": b"tf",
                 "number": b"-0123456789"}  # the bytes a JSON value of each type starts with
 _ANY_MACHINE = "any"  # the machine of any JSON value (where no schema applies)
+_ANY_CHARACTER = charset([(0, MAX_CODE_POINT)])
+# a recursive $ref cut without calls: no value, and exact for none (an operation that
+# subtracts it keeps nothing of its minuend, see `Ops`)
+_CUT = Automaton(ByteDFA(np.zeros((2, 1), np.int32), np.zeros(256, np.int32),
+                         np.zeros(2, bool)), -1)
 
 
 @dataclass(frozen=True)
@@ -373,7 +383,8 @@ class Compiler:
         self.root = _exact_numbers(self.root)
         self.draft = draft_of(self.root)
         self.registry = Registry(self.root, self.draft)
-        self.ops = Ops(self.options.max_states, self.flat_calls if self.calls else None)
+        self.ops = Ops(self.options.max_states, self.flat_calls if self.calls else None,
+                       self._nested_at_most)
         self.layout = Layout.from_style(self.options.whitespace)
         self._active: dict[int, int] = {}
         self._unrolled: set[str] = set()
@@ -384,6 +395,9 @@ class Compiler:
         self._flat_unrolled: set[str] = set()
         self._ref_names: dict[tuple, str] = {}
         self._item_names: dict[tuple, str] = {}
+        self._any_names: dict[frozenset[int], str] = {}  # any value at positions, by schemas
+        self._any_positions: dict[str, Position] = {}   # the position of each such machine
+        self._nested: dict[int, Expr] = {}  # nested_at_most, by levels
         self._key_dfas: dict[str, Any] = {}
         self._check_supported()
 
@@ -435,21 +449,56 @@ class Compiler:
         found = self._flat.get(name)
         if found is not None:
             return found
+        position = self._any_positions.get(name)
+        if position is not None:  # any value: --max-depth levels below its position
+            self._flat_unrolled.add(_ANY_MACHINE)
+            found = self._flat[name] = self.any(position)
+            return found
         bodies = self._machines
         reached = reachable_machines({name}, bodies)
         if reached & self._building:
             raise UnresolvedCallError(f"machine {name!r} is used by a boolean operation "
                                       "inside its own definition")
-        limit = self.options.max_states
-        if name in recursive_machines({n: bodies[n] for n in reached}):
+        recursive = recursive_machines({n: bodies[n] for n in reached})
+        if name in recursive:
             self._flat_unrolled.add(name)
-            # values nested --max-depth levels, and scalars (or empty ones) one level below
-            found = inline_calls(MachineSet(Call(name), tuple(bodies.items())),
-                                 self.options.max_depth + 1, limit)
+            self._flat.update(self._nested_within_bound(recursive))
         else:
-            found = flat_language(replace_calls(bodies[name], self._flat_machine), limit)
-        self._flat[name] = found
+            self._flat[name] = flat_language(replace_calls(bodies[name], self._flat_machine),
+                                             self.options.max_states)
+        return self._flat[name]
+
+    def _nested_at_most(self, levels: int) -> Expr:
+        found = self._nested.get(levels)
+        if found is None:
+            found = self._nested[levels] = nested_at_most(levels)
         return found
+
+    def _nested_within_bound(self, names: set[str]) -> dict[str, Expr]:
+        """The values of the recursive machines `names` nested at most --max-depth levels,
+        exactly (each a truncated automaton): the least fixpoint of "a machine's body, its
+        calls of `names` replaced by the previous round's languages, cut to the bound". Each
+        round adds the values one call deeper; as the bound limits the nesting of values and
+        no machine calls itself before reading a byte, the rounds stop."""
+        depth = self.options.max_depth
+        bound = self._nested_at_most(depth)
+        levels: dict[str, Expr] = {name: NOTHING for name in names}
+
+        def callee(name: str) -> Expr:
+            return levels[name] if name in levels else self._flat_machine(name)
+
+        # a value within the bound is found in at most (levels + 1) x (chains of calls that
+        # read no bracket in between, at most one per machine) rounds
+        for _ in range((depth + 1) * len(names) + 1):
+            nxt = {}
+            for name in names:
+                cut = self.ops.intersect(replace_calls(self._machines[name], callee), bound)
+                nxt[name] = NOTHING if cut == NOTHING else \
+                    Automaton(cut.dfa, min(depth, cut.exact_to or depth))
+            if all(_same_language(nxt[name], levels[name]) for name in names):
+                return nxt
+            levels = nxt
+        raise RuntimeError("internal error: nested values within the depth bound do not settle")
 
     def _check_supported(self) -> None:
         found = []
@@ -503,8 +552,10 @@ class Compiler:
             if self.calls and (depth or _is_container(target.node)):
                 referenced = self.ref_machine(target, position)
             elif depth >= self.options.max_depth + 1:
+                # nested this deep, a recursive $ref is past the depth a value can be exact
+                # to: no value, in a truncated automaton (see `Ops`)
                 self._unrolled.add(node["$ref"])
-                return NOTHING
+                return _CUT
             else:
                 self._active[id(target.node)] = depth + 1
                 try:
@@ -514,25 +565,26 @@ class Compiler:
             if self.draft <= 7:
                 return referenced  # draft 7 and earlier: $ref replaces its siblings
             parts.append(referenced)
-        if _constrains_locally(node) and not type_only:
-            parts.append(self.local(ref, position))
-        for branch in node.get("allOf", []) if isinstance(node.get("allOf"), list) else []:
+        condition, rest = self._key_condition(ref)
+        if condition is not None or (_constrains_locally(node) and not type_only):
+            parts.append(self.local(ref, position, condition))
+        for branch in rest.get("allOf", []) if isinstance(rest.get("allOf"), list) else []:
             parts.append(self.value(Ref(branch, ref.base), position))
-        if isinstance(node.get("anyOf"), list):
-            parts.append(alt(*(self.value(Ref(b, ref.base), position) for b in node["anyOf"])))
-        if isinstance(node.get("oneOf"), list):
+        if isinstance(rest.get("anyOf"), list):
+            parts.append(alt(*(self.value(Ref(b, ref.base), position) for b in rest["anyOf"])))
+        if isinstance(rest.get("oneOf"), list):
             parts.append(self.exactly_one([self.value(Ref(b, ref.base), position)
-                                           for b in node["oneOf"]]))
-        if "not" in node:
+                                           for b in rest["oneOf"]]))
+        if "not" in rest:
             parts.append(self.ops.difference(self.any(position),
-                                              self.value(Ref(node["not"], ref.base), position)))
-        if "if" in node and ("then" in node or "else" in node):
-            condition = self.value(Ref(node["if"], ref.base), position)
-            then = self.value(Ref(node.get("then", True), ref.base), position)
-            otherwise = self.value(Ref(node.get("else", True), ref.base), position)
-            parts.append(alt(self.ops.intersect(condition, then),
-                             self.ops.difference(otherwise, condition)))
-        for key, dependency in self._dependent_schemas(node).items():
+                                              self.value(Ref(rest["not"], ref.base), position)))
+        if "if" in rest and ("then" in rest or "else" in rest):
+            test = self.value(Ref(rest["if"], ref.base), position)
+            then = self.value(Ref(rest.get("then", True), ref.base), position)
+            otherwise = self.value(Ref(rest.get("else", True), ref.base), position)
+            parts.append(alt(self.ops.intersect(test, then),
+                             self.ops.difference(otherwise, test)))
+        for key, dependency in rest.get("dependentSchemas", {}).items():
             # objects with `key` must also satisfy the schema; others are unaffected
             with_key = self.object_with_key(key, position)
             parts.append(alt(self.ops.difference(self.any(position), with_key),
@@ -548,16 +600,26 @@ class Compiler:
             self.ops.intersect(combined, self.local(ref, position))
 
     def _of_types(self, expr: Expr, types: set[str]) -> Expr | None:
-        """The values of `expr` of one of `types`, told apart by their first byte without a
-        product (a call of a machine that has other values too calls a narrower machine);
-        None where the first byte cannot tell them (integers among other numbers)."""
+        """The values of `expr` of one of `types`, told apart by their first byte: without a
+        product where the tree separates them (a call of a machine that has other values too
+        calls a narrower machine), else by one with the texts that start so; None where the
+        first byte cannot tell them (integers among other numbers)."""
         if "integer" in types and "number" not in types:
             return None
         allowed = np.zeros(256, bool)
         for name, spelled in _FIRST_BYTES.items():
             if name in types:
                 allowed[list(spelled)] = True
+        narrowed = self._starting_with(expr, allowed, "|".join(sorted(types)))
+        if narrowed is not None:
+            return narrowed
+        first = charset((int(b), int(b)) for b in np.flatnonzero(allowed))  # ASCII bytes
+        return self.ops.intersect(expr, concat(first, repeat(_ANY_CHARACTER, 0, None)))
 
+    def _starting_with(self, expr: Expr, allowed: np.ndarray, label: str) -> Expr | None:
+        """The texts of `expr` that start with an `allowed` byte, without a product (a call
+        of a machine that has other texts too calls a narrower machine, named with `label`);
+        None where the tree does not tell them apart."""
         def narrower(name: str) -> Expr | None:
             if name in self._building:
                 return None
@@ -565,7 +627,7 @@ class Compiler:
                                     narrower)
             if body is None:
                 return None
-            return self.machine(f"{name} [{'|'.join(sorted(types))}]", lambda: body)
+            return self.machine(f"{name} [{label}]", lambda: body)
 
         return with_first_bytes(expr, allowed, self._known_machine, narrower)
 
@@ -590,22 +652,58 @@ class Compiler:
             options.append(self.ops.difference(branch, others))
         return alt(*options)
 
-    @staticmethod
-    def _dependent_schemas(node: dict) -> dict[str, Any]:
-        out = {}
-        for key in ("dependentSchemas", "dependencies"):
-            if isinstance(node.get(key), dict):
-                out.update({k: v for k, v in node[key].items() if not isinstance(v, list)})
-        return out
+    def _key_condition(self, ref: Ref) -> tuple[KeyCondition | None, dict]:
+        """The applicators of a schema that read as conditions on an object's keys
+        (`conditions.py`: compiled into the schema's object, not as products), and the schema
+        with the applicators left to products (dependent schemas under "dependentSchemas").
+        A schema with no keyword of its own keeps its `allOf` and `anyOf`: an intersection of
+        one operand needs no product, nor does a union, and they keep their operands'
+        machines."""
+        node = ref.node
+        local = _constrains_locally(node)
+        reader = ConditionReader(self.registry.at, self.registry.resolve, self.draft,
+                                 _KEYWORDS)
+        rest = {k: v for k, v in node.items()
+                if k not in ("dependentRequired", "dependentSchemas", "dependencies")}
+        rest["dependentSchemas"] = {}  # the dependencies that are not taken, as schemas
 
-    def local(self, ref: Ref, position: Position) -> Expr:
-        """The language of the schema's own (non-applicator) keywords."""
+        def take(read: Callable[[], Formula | None]) -> bool:
+            saved = reader.snapshot()
+            formula = read()
+            if formula is not None and reader.condition.key_states() <= MAX_KEY_STATES:
+                reader.add(formula)
+                return True
+            reader.restore(saved)
+            return False
+
+        for key, dependency in dependencies_of(node).items():
+            if not take(lambda k=key, d=dependency: reader.dependency(k, d, ref.base)):
+                rest["dependentSchemas"][key] = {"required": dependency} \
+                    if isinstance(dependency, list) else dependency
+        if isinstance(node.get("allOf"), list) and local:  # each branch on its own
+            rest["allOf"] = [b for b in node["allOf"]
+                             if not take(lambda b=b: reader.read(b, ref.base))]
+        for keyword in APPLICATORS[1:]:
+            if keyword in node and (keyword != "if" or "then" in node or "else" in node) and \
+                    (local or keyword != "anyOf") and \
+                    take(lambda k=keyword: reader.applicator(node, k, ref.base)):
+                for taken in (keyword, "then", "else") if keyword == "if" else (keyword,):
+                    rest.pop(taken, None)
+        condition = reader.condition
+        return (condition if condition.keys or condition.formula[1] else None), rest
+
+    def local(self, ref: Ref, position: Position,
+              condition: KeyCondition | None = None) -> Expr:
+        """The language of the schema's own (non-applicator) keywords, and of the `condition`
+        its applicators put on an object's keys."""
         node = ref.node
         types = self._types(node)
+        if condition is not None and not condition.holds_for_others():
+            types &= {"object"}
         if "const" in node or "enum" in node:
             values = node["enum"] if "enum" in node else [node["const"]]
             if "const" in node:  # both apply: the enum's values equal to the const
-                values = [v for v in values if _value_key(v) == _value_key(node["const"])]
+                values = [v for v in values if value_key(v) == value_key(node["const"])]
             allowed = [v for v in values if _json_type(v) in types or
                        (_json_type(v) == "integer" and "number" in types)]
             literals = alt(*(self.literal_value(v, position) for v in allowed))
@@ -613,10 +711,11 @@ class Compiler:
             # language decides), while the value 10 equals 10.0
             integral_spelling = "number" not in types and "integer" in types and \
                 (self.draft == 4 or not self.options.integer_fractions)
-            if not _constrains_beyond_type(node) and not integral_spelling:
+            if not _constrains_beyond_type(node) and not integral_spelling and \
+                    condition is None:
                 return literals
-            return self.ops.intersect(literals, self._typed(ref, position, types))
-        return self._typed(ref, position, types)
+            return self.ops.intersect(literals, self._typed(ref, position, types, condition))
+        return self._typed(ref, position, types, condition)
 
     def _types(self, node: dict) -> set[str]:
         declared = node.get("type")
@@ -630,7 +729,8 @@ class Compiler:
             types.add("integer")
         return types
 
-    def _typed(self, ref: Ref, position: Position, types: set[str]) -> Expr:
+    def _typed(self, ref: Ref, position: Position, types: set[str],
+               condition: KeyCondition | None = None) -> Expr:
         node = ref.node
         options = []
         if "null" in types:
@@ -644,7 +744,7 @@ class Compiler:
         if "array" in types:
             options.append(self.array(ref, position))
         if "object" in types:
-            options.append(self.object(ref, position))
+            options.append(self.object(ref, position, condition))
         return alt(*options)
 
     # ------------------------------------------------------------------ scalars
@@ -760,26 +860,23 @@ class Compiler:
 
     # ------------------------------------------------------------------ any value
     def any_value(self, position: Position) -> Expr:
-        """Any JSON value at this position: a call of the "any value" machine where no schema
-        applies (and calls are on), else the flat language of `any`."""
-        if not self.calls or not position.is_open:
+        """Any JSON value at this position. With calls, a call of the machine of any value at
+        positions with the same schemas (keys in their ranking, and so on at every level
+        below, so exact at any depth; where no schema applies, the one bare "any value"
+        machine); without, the flat language of `any`."""
+        if not self.calls:
             return self.any(position)
-        return self.machine(_ANY_MACHINE, self._any_machine_body)
-
-    def _any_machine_body(self) -> Expr:
-        """Any JSON value, each element and member value a call of this same machine."""
-        layout = self.layout
-        item = Call(_ANY_MACHINE)
-        string = strings.json_string(strings.length_between(0, None))
-        entry = concat(string, layout.colon, item)
-        return alt(
-            literal("null"), literal("true"), literal("false"), self._any_number, string,
-            concat(layout.open_array,
-                   repeat(concat(item, repeat(concat(layout.comma, item), 0, None)), 0, 1),
-                   layout.close_array),
-            concat(layout.open_object,
-                   repeat(concat(entry, repeat(concat(layout.comma, entry), 0, None)), 0, 1),
-                   layout.close_object))
+        if position.is_open:
+            self._any_positions.setdefault(_ANY_MACHINE, position)
+            return self.machine(_ANY_MACHINE, lambda: self._any_of(
+                position, lambda inner: Call(_ANY_MACHINE)))
+        key = frozenset(id(ref.node) for ref in position.closure)
+        name = self._any_names.get(key)
+        if name is None:
+            pointer = self.registry.pointer(position.closure[0].node)
+            name = self._any_names[key] = f"any value at {pointer} ({len(self._any_names) + 1})"
+            self._any_positions[name] = position
+        return self.machine(name, lambda: self._any_of(position, self.any_value))
 
     def any(self, position: Position, budget: int | None = None) -> Expr:
         """Any JSON value at this position, containers nested at most `budget` levels."""
@@ -789,29 +886,39 @@ class Compiler:
         cached = self._any_cache.get(key)
         if cached is not None:
             return cached
-        layout = self.layout
-        scalars = alt(literal("null"), literal("true"), literal("false"), self._any_number,
-                      strings.json_string(strings.length_between(0, None)))
         if budget <= 0:
-            options = [scalars, concat(layout.open_array, layout.close_array),
-                       concat(layout.open_object, layout.close_object)]
+            layout = self.layout
+            language = alt(self._scalars, concat(layout.open_array, layout.close_array),
+                           concat(layout.open_object, layout.close_object))
         else:
-            item = self.any(position.items, budget - 1)
-            array = concat(layout.open_array,
-                           repeat(concat(item, repeat(concat(layout.comma, item), 0, None)), 0, 1),
-                           layout.close_array)
-            options = [scalars, array, self._object_language(
-                position, [(k, self.any(position.child(k), budget - 1), False)
-                           for k in position.ranking],
-                self._unranked_key(position), self.any(position.additional, budget - 1),
-                (0, None), {})]
-        # as a minimal DFA, so the next level up embeds it once per use, not a whole tree
-        dfa = self.ops.dfa(alt(*options))
-        result = self._any_cache[key] = NOTHING if dfa is None else Automaton(dfa)
+            language = self._any_of(position, lambda inner: self.any(inner, budget - 1))
+        # as a minimal DFA, so the next level up embeds it once per use, not a whole tree;
+        # exact for values nested `budget` + 1 levels (see `Ops`)
+        dfa = self.ops.dfa(language)
+        result = self._any_cache[key] = NOTHING if dfa is None else Automaton(dfa, budget + 1)
         return result
 
+    def _any_of(self, position: Position, inner: Callable[[Position], Expr]) -> Expr:
+        """Any JSON value at this position, the elements and member values below it any
+        values by `inner(their position)`; object keys in the position's ranking."""
+        layout = self.layout
+        item = inner(position.items)
+        array = concat(layout.open_array,
+                       repeat(concat(item, repeat(concat(layout.comma, item), 0, None)), 0, 1),
+                       layout.close_array)
+        members = [(k, inner(position.child(k)), False) for k in position.ranking]
+        return alt(self._scalars, array, self._object_language(
+            position, members, self._unranked_key(position), inner(position.additional),
+            (0, None)))
+
+    @cached_property
+    def _scalars(self) -> Expr:
+        return alt(literal("null"), literal("true"), literal("false"), self._any_number,
+                   strings.json_string(strings.length_between(0, None)))
+
     # ------------------------------------------------------------------ objects
-    def object(self, ref: Ref, position: Position) -> Expr:
+    def object(self, ref: Ref, position: Position,
+               condition: KeyCondition | None = None) -> Expr:
         node = ref.node
         properties = node.get("properties") if isinstance(node.get("properties"), dict) else {}
         patterns = _pattern_properties(node)
@@ -827,6 +934,7 @@ class Compiler:
         names_pos = position.keys
         names_schema = node.get("propertyNames")
         slots = []
+        regions: dict[str, _KeyValues] = {}  # the values of the keys the condition names
         for name in position.ranking:
             child = position.child(name)
             applicable = [properties[name]] if name in properties else []
@@ -839,6 +947,12 @@ class Compiler:
             language = self.intersect_all([self.value(Ref(s, ref.base), child)
                                            for s in applicable])
             slots.append((name, language, name in required))
+            if condition is not None and name in condition.keys:
+                anything = not any(s is False or isinstance(s, dict) and
+                                   _constrains_anything(s) for s in applicable)
+                regions[name] = _KeyValues(self, language, anything,
+                                           condition.tests.get(name, []),
+                                           condition.satisfiable(name), child)
         # keys outside the ranking, by which patterns they match
         unranked = self._unranked_key(position)
         if names_schema is not None:
@@ -846,8 +960,8 @@ class Compiler:
                                                                          names_pos))
         entries = self._extra_entries(ref, position, unranked, patterns, extra_schema)
         counts = (_count(node, "minProperties") or 0, _count(node, "maxProperties"))
-        return self._object_language(position, slots, None, entries, counts,
-                                     self._dependent_required(node))
+        return self._object_language(position, slots, None, entries, counts, condition,
+                                     regions)
 
     def _unranked_key(self, position: Position) -> Expr:
         """JSON texts of keys that are not in the position's ranking."""
@@ -885,47 +999,61 @@ class Compiler:
 
     def _object_language(self, position: Position, slots: list[tuple[str, Expr, bool]],
                          unranked_key: Expr | None, extra: Expr, counts: tuple[int, int | None],
-                         dependencies: dict[str, list[str]]) -> Expr:
+                         condition: KeyCondition | None = None,
+                         regions: dict[str, _KeyValues] | None = None) -> Expr:
         """`{...}` with the ranked slots in order (each present or absent), then any number of
-        `extra` entries, honouring required keys, property counts and dependencies."""
+        `extra` entries, honouring required keys, property counts and the `condition` on the
+        keys it names (their values split by the condition's tests in `regions`)."""
         layout = self.layout
         if unranked_key is not None:  # `extra` is a value language; pair it with the keys
             extra = concat(unranked_key, layout.colon, extra) if extra != NOTHING else NOTHING
         min_count, max_count = counts
         counting = bool(min_count) or max_count is not None
         cap = max(min_count, max_count or 0) + 1 if counting else 1
-        names = [name for name, _, _ in slots]
-        involved = sorted({n for k, vs in dependencies.items() for n in [k, *vs] if n in names},
-                          key=names.index)
-        bit = {name: 1 << i for i, name in enumerate(involved)}
+        named = [name for name, _, _ in slots if condition is not None and
+                 name in condition.keys]
+        if condition is not None and len(named) < len(condition.keys):
+            raise RuntimeError(f"internal error: {sorted(set(condition.keys) - set(named))} "
+                               "missing from the key ranking of a condition")
+        regions = regions or {}
+        level = {name: j for j, name in enumerate(named)}
+        weights, residual = _residual_states(condition, named, regions)
+
         memo: dict[tuple[int, int, int], Expr] = {}
 
-        def members(i: int, count: int, present: int) -> Expr:
-            key = (i, count, present)
+        def members(i: int, count: int, state: int) -> Expr:
+            """The rest of the object from slot i on, after `count` members, the named keys
+            before it in the residual `state` of the condition."""
+            key = (i, count, state)
             if key in memo:
                 return memo[key]
             if i == len(slots):
                 result = self._sequence(extra, count, min_count, max_count)
             else:
                 name, language, required = slots[i]
+                j = level.get(name)
+                following = residual[j + 1] if j is not None else None
                 options = []
-                demanded = required or any(present & bit.get(k, 0) and name in vs
-                                           for k, vs in dependencies.items())
-                if not demanded:
-                    options.append(members(i + 1, count, present))
-                needs_earlier = all(present & bit[n] for n in dependencies.get(name, [])
-                                    if n in bit and names.index(n) < i)
-                fits = max_count is None or count + 1 <= max_count
-                if language != NOTHING and needs_earlier and fits:
-                    entry = concat(strings.string_literal(name), layout.colon, language)
-                    options.append(concat(layout.comma if count else EMPTY, entry,
-                                          members(i + 1, min(count + 1, cap), present |
-                                                  bit.get(name, 0))))
+                if not required:
+                    after = state if j is None else following[state]
+                    if after >= 0:
+                        options.append(members(i + 1, count, after))
+                if max_count is None or count + 1 <= max_count:
+                    # the values that lead to each next state (only the splits that matter)
+                    values = [(language, state)] if j is None else \
+                        regions[name].by_next_state(following, state, weights[j])
+                    for value, after in values:
+                        if value == NOTHING:
+                            continue
+                        entry = concat(strings.string_literal(name), layout.colon, value)
+                        options.append(concat(layout.comma if count else EMPTY, entry,
+                                              members(i + 1, min(count + 1, cap), after)))
                 result = alt(*options)
             memo[key] = result
             return result
 
-        body = members(0, 0, 0)
+        start = residual[0][0]
+        body = members(0, 0, start) if start >= 0 else NOTHING
         if body == NOTHING:
             return NOTHING
         return concat(layout.open_object, body, layout.close_object)
@@ -947,22 +1075,12 @@ class Compiler:
         nonempty = concat(entry, rest)
         return alt(EMPTY, nonempty) if lo == 0 else nonempty
 
-    @staticmethod
-    def _dependent_required(node: dict) -> dict[str, list[str]]:
-        out: dict[str, list[str]] = {}
-        for key in ("dependentRequired", "dependencies"):
-            if isinstance(node.get(key), dict):
-                for name, value in node[key].items():
-                    if isinstance(value, list):
-                        out.setdefault(name, []).extend(v for v in value if isinstance(v, str))
-        return out
-
     def object_with_key(self, key: str, position: Position) -> Expr:
         """Objects at this position (any values) that contain `key`."""
         budget = self.options.max_depth - 1
         slots = [(k, self.any(position.child(k), budget), k == key) for k in position.ranking]
         return self._object_language(position, slots, self._unranked_key(position),
-                                     self.any(position.additional, budget), (0, None), {})
+                                     self.any(position.additional, budget), (0, None))
 
     def _names_language(self, names_schema: Any, ref: Ref, position: Position) -> Expr:
         strings_only = strings.json_string(strings.length_between(0, None))
@@ -1099,14 +1217,14 @@ class Compiler:
         keys: list[Any] = []
         for values in choices:
             for v in values:
-                if _value_key(v) not in keys:
-                    keys.append(_value_key(v))
+                if value_key(v) not in keys:
+                    keys.append(value_key(v))
                     universe.append(v)
         if len(universe) > _MAX_UNIQUE_VALUES:
             raise UnsupportedError(f"{pointer}: uniqueItems over {len(universe)} possible values "
                                f"(grammarc supports up to {_MAX_UNIQUE_VALUES})")
         literals = [self.literal_value(v, item_pos) for v in universe]
-        allowed = [{keys.index(_value_key(v)) for v in values} for values in choices]
+        allowed = [{keys.index(value_key(v)) for v in values} for values in choices]
         longest = len(universe) if max_items is None else min(max_items, len(universe))
         layout = self.layout
         memo: dict[tuple[int, int], Expr] = {}
@@ -1150,6 +1268,114 @@ class Compiler:
                 (_json_type(v) == "integer" and "number" in types)]
 
 
+class _KeyValues:
+    """The values of a key that a condition names, split by which of its tests (sub-schemas)
+    they satisfy, built only as far as the condition needs: where every set of satisfied tests
+    leads to the same state, the values stay whole (no product); a split by one test is one
+    product, or none where the first byte decides (a test of types only) or the key's own
+    schema accepts any value (then the values that satisfy the test are the test's own)."""
+
+    def __init__(self, compiler: Compiler, language: Expr, anything: bool,
+                 tests: list[tuple[Any, str]], sets: list[frozenset[int]],
+                 position: Position) -> None:
+        self.compiler = compiler
+        self.language = language
+        self.anything = anything  # `language` is any JSON value
+        self.tests = tests
+        self.sets = sets  # the sets of tests a value can satisfy together (numbered)
+        self.position = position
+        self._compiled: dict[int, Expr] = {}
+        self._splits: dict[tuple[int, bool], Expr] = {}
+        self._groups: dict[frozenset[int], Expr] = {}
+
+    @property
+    def num_sets(self) -> int:
+        return len(self.sets)
+
+    def by_next_state(self, following: np.ndarray, state: int,
+                      weight: int) -> list[tuple[Expr, int]]:
+        """(values, next state) for each live next state of `state`, given the states
+        `following` it by the digit of this key (weight `weight`)."""
+        groups: dict[int, list[int]] = {}
+        for m in range(self.num_sets):
+            after = int(following[state + (m + 1) * weight])
+            if after >= 0:
+                groups.setdefault(after, []).append(m)
+        return [(self.values(frozenset(sets)), after) for after, sets in groups.items()]
+
+    def values(self, sets: frozenset[int]) -> Expr:
+        """The values whose set of satisfied tests is one of the numbered `sets`."""
+        found = self._groups.get(sets)
+        if found is None:
+            if len(sets) == self.num_sets:
+                found = self.language
+            else:
+                single = [(i, i in self.sets[m]) for m in [min(sets)]
+                          for i in range(len(self.tests))
+                          if sets == {n for n in range(self.num_sets)
+                                      if (i in self.sets[n]) == (i in self.sets[m])}]
+                found = self._split(*single[0]) if single else \
+                    alt(*(self._exactly(self.sets[m]) for m in sorted(sets)))
+            self._groups[sets] = found
+        return found
+
+    def _exactly(self, satisfied: frozenset[int]) -> Expr:
+        """The values that satisfy the tests `satisfied` and no other."""
+        out = self.language
+        for i in range(len(self.tests)):
+            out = self.compiler.ops.intersect(out, self._split(i, i in satisfied))
+        return out
+
+    def _split(self, i: int, satisfied: bool) -> Expr:
+        """The values that satisfy test i (or do not)."""
+        key = (i, satisfied)
+        found = self._splits.get(key)
+        if found is None:
+            compiler, language = self.compiler, self.language
+            schema, _ = self.tests[i]
+            types = _types_tested(schema)
+            by_type = None if types is None else compiler._of_types(
+                language, types if satisfied else set(_TYPES) - types)
+            if by_type is not None:
+                found = by_type
+            elif satisfied:
+                test = self._test(i)
+                found = test if self.anything else compiler.ops.intersect(language, test)
+            else:
+                found = compiler.ops.difference(language, self._test(i))
+            self._splits[key] = found
+        return found
+
+    def _test(self, i: int) -> Expr:
+        """Test i's values at this key, narrowed to the first bytes of the key's values."""
+        found = self._compiled.get(i)
+        if found is None:
+            compiler = self.compiler
+            schema, base = self.tests[i]
+            found = compiler.value(Ref(schema, base), self.position)
+            first = starting_bytes(self.language, compiler._known_machine)
+            if first is not None:
+                label = "".join(chr(b) for b in np.flatnonzero(first))
+                narrowed = compiler._starting_with(found, first, label)
+                found = found if narrowed is None else narrowed
+            self._compiled[i] = found
+        return found
+
+
+def _types_tested(schema: Any) -> set[str] | None:
+    """The types a schema that tests only the type allows (integer with number), or None for
+    another schema and for one that tells integers from other numbers (the first byte does
+    not)."""
+    if not isinstance(schema, dict) or set(schema) & _KEYWORDS != {"type"}:
+        return None
+    declared = schema["type"]
+    types = {declared} if isinstance(declared, str) else set(declared) \
+        if isinstance(declared, list) else set()
+    if not types or not types <= set(_TYPES) or "integer" in types and "number" not in types:
+        return None
+    return types | {"integer"} if "number" in types else types
+
+
 def check_against_meta_schema(root: Any) -> None:
     """Raise `GrammarError` at the JSON pointer of the first keyword that the meta-schema of
     the document's draft rejects (a keyword of the wrong type would otherwise be ignored)."""
@@ -1166,6 +1392,74 @@ def check_against_meta_schema(root: Any) -> None:
     pointer = "#" + "".join("/" + _escape(str(part)) for part in error.absolute_path)
     message = error.message if len(error.message) <= 120 else error.message[:117] + "..."
     raise GrammarError(f"{pointer}: invalid schema: {message}")
+
+
+def _residual_states(condition: KeyCondition | None, named: list[str],
+                     regions: dict[str, _KeyValues]) -> tuple[list[int], list[np.ndarray]]:
+    """The states an object's automaton needs for `condition` while its `named` keys are read
+    in order. A state numbers what the keys read so far hold, in mixed radix (digit j, of
+    weight `weights[j]`: 0 when the j-th named key is absent, m + 1 when its value satisfies
+    the set of tests numbered m, `_KeyValues.sets`). `residual[j][state]`, for a state of
+    the first j keys, is the smallest state with the same verdict for every way the other keys
+    can follow (-1: no way satisfies the condition), so that prefixes with the same future
+    share the rest of the automaton."""
+    weights = [1]
+    for name in named:
+        weights.append(weights[-1] * (1 + regions[name].num_sets))
+    verdict = np.ones(weights[-1], bool)
+    if condition is not None:
+        states = np.arange(weights[-1])
+        digits = {name: states // weights[j] % (1 + regions[name].num_sets)
+                  for j, name in enumerate(named)}
+
+        def leaf(formula: Formula) -> Any:
+            if formula[0] == "object":
+                return True
+            digit = digits[formula[1]]
+            if formula[0] == "present":
+                return digit != 0
+            satisfied = [True] + [formula[2] in tests for tests in regions[formula[1]].sets]
+            return np.array(satisfied)[digit]  # an absent key satisfies every test
+
+        verdict[:] = holds(condition.formula, leaf)
+    residual = []
+    for width in weights:
+        table = verdict.reshape(-1, width)  # a row per future, a column per state
+        _, first, inverse = np.unique(table.T, axis=0, return_index=True, return_inverse=True)
+        canonical = first[inverse.reshape(-1)].astype(np.int64)
+        canonical[~table.any(axis=0)] = -1
+        residual.append(canonical)
+    return weights, residual
+
+
+def nested_at_most(levels: int) -> Expr:
+    """JSON texts whose arrays and objects nest at most `levels` deep (brackets inside strings
+    do not count; no text for a negative `levels`): the bound within which truncated
+    languages are exact."""
+    if levels < 0:
+        return NOTHING
+    quote, backslash, brackets = ord('"'), ord("\\"), [ord(c) for c in "[]{}"]
+    string = concat(literal('"'), repeat(alt(
+        charset(complement_ranges([(quote, quote), (backslash, backslash)])),
+        concat(literal("\\"), charset([(0, MAX_CODE_POINT)]))), 0, None), literal('"'))
+    other = charset(complement_ranges(sorted((b, b) for b in [quote, *brackets])))
+    flat = alt(other, string)
+    nested = repeat(flat, 0, None)
+    for _ in range(levels):
+        nested = repeat(alt(flat, concat(charset([(ord("["), ord("[")), (ord("{"), ord("{"))]),
+                                         nested,
+                                         charset([(ord("]"), ord("]")), (ord("}"), ord("}"))]))),
+                        0, None)
+    return nested
+
+
+def _same_language(a: Expr, b: Expr) -> bool:
+    """Whether two minimal automata (or NOTHING) are the same language (canonical DFAs)."""
+    if a == NOTHING or b == NOTHING:
+        return a == b
+    x, y = a.dfa, b.dfa
+    return x.trans.shape == y.trans.shape and np.array_equal(x.byte_class, y.byte_class) and \
+        np.array_equal(x.trans, y.trans) and np.array_equal(x.accepting, y.accepting)
 
 
 def _count(node: dict, key: str) -> int | None:
@@ -1234,23 +1528,14 @@ def _merged_order(sequences: list[list[str]]) -> tuple[str, ...]:
     return tuple(out)
 
 
-def _value_key(value: Any) -> Any:
-    """A hashable identity of a JSON value, with JSON's equality (1 == 1.0, true != 1)."""
-    if isinstance(value, bool) or value is None:
-        return ("literal", value)
-    if isinstance(value, (int, float, Decimal)):
-        return ("number", Decimal(str(value)) if isinstance(value, float) else Decimal(value))
-    if isinstance(value, str):
-        return ("string", value)
-    return ("json", json.dumps(value, sort_keys=True, default=str))
-
-
 _TYPE_SPECIFIC = {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf",
                   "minLength", "maxLength", "pattern", "format", "items", "prefixItems",
                   "additionalItems", "minItems", "maxItems", "uniqueItems", "contains",
                   "properties", "patternProperties", "additionalProperties", "required",
                   "minProperties", "maxProperties", "propertyNames", "dependentRequired",
                   "dependencies"}
+
+_KEYWORDS = frozenset({*_TYPE_SPECIFIC, "type", "enum", "const", *_APPLICATORS})  # not annotations
 
 
 def _constrains_beyond_type(node: dict) -> bool:
