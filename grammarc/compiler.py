@@ -59,10 +59,15 @@ def compile(source: str | os.PathLike, tokenizer: Tokenizer | str | os.PathLike,
     with _timed(timings, "trie"):
         trie = tokenizer_trie(tok)
     metadata = grammar_metadata(kind, text, name, tok, options)
-    if isinstance(automaton, PushdownDFA):
-        return _call_grammar(automaton, trie, tok, metadata, progress, timings)
-    table = align(automaton, trie, tok.vocab_size, tok.eos_token_ids, progress=progress,
-                  timings=timings)
+    try:
+        if isinstance(automaton, PushdownDFA):
+            return _call_grammar(automaton, trie, tok, metadata, progress, timings)
+        table = align(automaton, trie, tok.vocab_size, tok.eos_token_ids, progress=progress,
+                      timings=timings)
+    except MemoryError:  # freed by unwinding; a clean error like the automaton stage's
+        raise TooManyStatesError(f"the token tables of {automaton.num_states:,} states do not "
+                                 "fit in memory (lower --max-states or simplify the grammar)",
+                                 source_name=name) from None
     if automaton.labels is not None:
         metadata["state_names"] = list(automaton.label_names)
     return Grammar(metadata, table)

@@ -11,11 +11,13 @@ from __future__ import annotations
 import math
 from decimal import Decimal
 from fractions import Fraction
+from functools import lru_cache
 
 import numpy as np
 
 from ...automaton import (
-    EMPTY, NOTHING, Automaton, Expr, Ops, alt, charset, concat, literal, repeat,
+    DEFAULT_MAX_STATES, EMPTY, NOTHING, Automaton, Expr, Ops, alt, charset, concat, literal,
+    repeat,
 )
 from ...automaton.dfa import minimize
 from ...errors import GrammarError, UnsupportedError
@@ -32,6 +34,14 @@ ANY_NUMBER = concat(repeat(MINUS, 0, 1), NATURAL, repeat(FRACTION, 0, 1), repeat
 ZERO_FRACTION = repeat(concat(DOT, repeat(literal("0"), 1, None)), 0, 1)  # (\.0+)?
 
 MAX_MODULUS = 100_000
+
+
+@lru_cache(maxsize=None)
+def any_number() -> Expr:
+    """Every JSON number text but negative zero, as a minimal DFA built once per process
+    (nearly every schema has one)."""
+    negative_zero = concat(literal("-0"), ZERO_FRACTION, repeat(EXPONENT, 0, 1))
+    return Ops(DEFAULT_MAX_STATES).difference(ANY_NUMBER, negative_zero)
 
 
 def digit_class(lo: int, hi: int) -> Expr:

@@ -771,7 +771,7 @@ class Compiler:
             fractions = self.draft >= 6 and self.options.integer_fractions
             base = numbers.integers(lo, hi, lo_excl, hi_excl, zero_fraction=fractions)
         elif lo is None and hi is None and step is None:
-            return self._any_number
+            return numbers.any_number()
         else:
             base = numbers.decimals(self.ops, lo, hi, lo_excl, hi_excl)
         if isinstance(step, (int, Decimal)) and not isinstance(step, bool):
@@ -780,12 +780,6 @@ class Compiler:
             except GrammarError as exc:
                 raise type(exc)(f"{self.registry.pointer(node)}: {exc}") from None
         return base
-
-    @cached_property
-    def _any_number(self) -> Expr:
-        negative_zero = concat(literal("-0"), numbers.ZERO_FRACTION,
-                               repeat(numbers.EXPONENT, 0, 1))
-        return self.ops.difference(numbers.ANY_NUMBER, negative_zero)
 
     def string(self, node: dict) -> Expr:
         texts: list[Expr] = []
@@ -810,7 +804,7 @@ class Compiler:
             else:
                 texts.append(strings.json_string(language))
         if not texts:
-            texts.append(strings.json_string(strings.length_between(0, None)))
+            texts.append(strings.any_string())
         return self.intersect_all(texts)
 
     def literal_value(self, value: Any, position: Position) -> Expr:
@@ -913,8 +907,8 @@ class Compiler:
 
     @cached_property
     def _scalars(self) -> Expr:
-        return alt(literal("null"), literal("true"), literal("false"), self._any_number,
-                   strings.json_string(strings.length_between(0, None)))
+        return alt(literal("null"), literal("true"), literal("false"), numbers.any_number(),
+                   strings.any_string())
 
     # ------------------------------------------------------------------ objects
     def object(self, ref: Ref, position: Position,
@@ -965,7 +959,7 @@ class Compiler:
 
     def _unranked_key(self, position: Position) -> Expr:
         """JSON texts of keys that are not in the position's ranking."""
-        any_key = strings.json_string(strings.length_between(0, None))
+        any_key = strings.any_string()
         if not position.ranking:
             return any_key
         return self.ops.difference(any_key, alt(*(strings.string_literal(k)
@@ -1083,7 +1077,7 @@ class Compiler:
                                      self.any(position.additional, budget), (0, None))
 
     def _names_language(self, names_schema: Any, ref: Ref, position: Position) -> Expr:
-        strings_only = strings.json_string(strings.length_between(0, None))
+        strings_only = strings.any_string()
         return self.ops.intersect(self.value(Ref(names_schema, ref.base), position),
                                   strings_only)
 

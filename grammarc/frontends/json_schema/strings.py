@@ -19,8 +19,8 @@ from collections.abc import Iterator
 from functools import lru_cache
 
 from ...automaton import (
-    EMPTY, NOTHING, Alt, Automaton, CharSet, Concat, Expr, Repeat, alt, charset, concat,
-    literal, repeat,
+    EMPTY, NOTHING, Alt, Automaton, CharSet, Concat, Expr, Repeat, alt, build_dfa, charset,
+    concat, literal, repeat,
 )
 from ...charsets import MAX_CODE_POINT, complement_ranges, intersect_ranges, normalize_ranges
 from ...errors import GrammarError, UnsupportedError
@@ -116,6 +116,13 @@ def _surrogate_pairs(lo: int, hi: int) -> list[Expr]:
     if high_hi - high_lo > 1:
         out.append(pairs(high_lo + 1, high_hi - 1, 0, 0x3FF))
     return out
+
+
+@lru_cache(maxsize=None)
+def any_string() -> Expr:
+    """Every JSON string text, as a minimal DFA built once per process (nearly every schema
+    has one, and its many escape spellings are slow to lay out again)."""
+    return Automaton(build_dfa(json_string(length_between(0, None))))
 
 
 def string_literal(text: str) -> Expr:
