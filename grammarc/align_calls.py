@@ -435,7 +435,6 @@ def _return_cost(table: FactoredRows, pd: PushdownDFA, x_ptr, x_next, x_arg, x_c
     final = pd.dfa.accepting
     num_states = len(final)
     inf = np.int64(1) << 40
-    cost = np.where(final, 0, inf).astype(np.int64)
     lengths = np.diff(table.row_ptr)[table.state_row]
     entry_ptr = np.zeros(num_states + 1, np.int64)
     np.cumsum(lengths, out=entry_ptr[1:])
@@ -444,6 +443,11 @@ def _return_cost(table: FactoredRows, pd: PushdownDFA, x_ptr, x_next, x_arg, x_c
         table.row_delta[np.repeat(table.row_ptr[table.state_row], lengths) + within]
     if counts is not None:
         entry_ptr, entry_next = _without_repetitions(table, counts, entry_ptr, entry_next)
+    # the costs through the table's own tokens first (one breadth-first pass), so that the
+    # rounds below only carry what stack tokens add
+    plain = _core.min_tokens_to_accept(entry_ptr, entry_next.astype(np.int32),
+                                       np.ascontiguousarray(final, dtype=np.bool_))
+    cost = np.where(plain < 0, inf, plain).astype(np.int64)
     # the stack tokens that stay (end in a state, with return states pushed), per state
     stays = x_next >= 0
     kept = np.zeros(len(x_ptr), np.int64)

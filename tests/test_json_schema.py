@@ -225,6 +225,37 @@ def test_nested_inline_objects_grow_the_nfa_linearly():
     assert nfa_states(32) - nfa_states(16) <= 1.1 * 2 * (nfa_states(16) - nfa_states(8))
 
 
+META_SCHEMA_CASES = [
+    {"type": 5}, {"properties": []}, {"items": "x"}, {"$defs": {"a": {"minLength": -1}}},
+    {"allOf": [{"pattern": 3}]}, {"anyOf": {}}, {"properties": {"a": {"properties": {
+        "b": {"enum": 5}}}}}, {"definitions": {"x": {"type": "nope"}}},
+    {"dependencies": {"a": [1]}}, {"required": "a"}, {"$id": "#frag"},
+    {"$schema": "https://json-schema.org/draft/2019-09/schema", "items": [{"type": 3}]},
+    {"$schema": "https://json-schema.org/draft/2019-09/schema", "$recursiveAnchor": 1},
+    {"$schema": "http://json-schema.org/draft-07/schema#", "additionalItems": 4},
+    *(json.loads(path.read_text()) for path in SCHEMAS),
+]
+
+
+@pytest.mark.parametrize("schema", META_SCHEMA_CASES)
+def test_meta_schema_errors_are_jsonschemas(schema):
+    """The 2019-09 and 2020-12 meta-schemas are checked as one merged schema (their
+    vocabularies' dynamic references resolved once): the same verdict and error location as
+    jsonschema's own check of the meta-schema as published."""
+    from jsonschema import Draft202012Validator, exceptions, validators
+
+    from grammarc.frontends.json_schema.schema import check_against_meta_schema
+
+    cls = validators.validator_for(schema, default=Draft202012Validator)
+    expected = exceptions.best_match(cls(cls.META_SCHEMA).iter_errors(schema))
+    if expected is None:
+        check_against_meta_schema(schema)
+        return
+    pointer = "#" + "".join(f"/{part}" for part in expected.absolute_path)
+    with pytest.raises(GrammarError, match=re.escape(f"{pointer}: invalid schema: ")):
+        check_against_meta_schema(schema)
+
+
 # ------------------------------------------------------------------ serialisation rules
 def test_keys_follow_the_ranking_and_whitespace_styles():
     schema = {"type": "object", "properties": {"b": {"type": "integer"}, "a": {"type": "string"}},

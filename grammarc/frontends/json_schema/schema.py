@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from decimal import Decimal
-from functools import cached_property
+from functools import cached_property, lru_cache
 from graphlib import CycleError, TopologicalSorter
 from heapq import heapify, heappop, heappush
 from itertools import combinations
@@ -1380,12 +1380,63 @@ def check_against_meta_schema(root: Any) -> None:
         raise GrammarError(f"#/$schema: invalid schema: {given} is not a meta-schema URI "
                            "(a string)")
     cls = validators.validator_for(root, default=Draft202012Validator)
-    error = exceptions.best_match(cls(cls.META_SCHEMA).iter_errors(root))
+    error = exceptions.best_match(_meta_validator(cls).iter_errors(root))
     if error is None:
         return
     pointer = "#" + "".join("/" + _escape(str(part)) for part in error.absolute_path)
     message = error.message if len(error.message) <= 120 else error.message[:117] + "..."
     raise GrammarError(f"{pointer}: invalid schema: {message}")
+
+
+@lru_cache(maxsize=None)
+def _meta_validator(cls: type) -> Any:
+    """A validator of documents of `cls`'s draft against its meta-schema, built once. The
+    2019-09 and 2020-12 meta-schemas are an `allOf` of vocabularies that refer back to the
+    whole meta-schema with `$recursiveRef`/`$dynamicRef`, which jsonschema resolves through the
+    dynamic scope at every level of every vocabulary (a large part of a small schema's compile
+    time). Here the vocabularies, each only `type`, `properties` and `$defs`, are merged into
+    one schema and those references point at its root, which is what they resolve to when the
+    meta-schema itself is the root: the same verdicts and error locations, 4-5x faster."""
+    from jsonschema_specifications import REGISTRY
+
+    top = cls.META_SCHEMA
+    if "allOf" not in top or not any("$vocabulary" in key for key in top):
+        return cls(top)
+    base = top["$id"].rsplit("/", 1)[0] + "/"
+    names = [part["$ref"] for part in top["allOf"]]
+
+    def static(node: Any, name: str | None) -> Any:  # a subschema of vocabulary `name`
+        if isinstance(node, list):
+            return [static(item, name) for item in node]
+        if not isinstance(node, dict):
+            return node
+        out = {}
+        for key, value in node.items():
+            if key in ("$dynamicRef", "$recursiveRef"):
+                out["$ref"] = "#"
+            elif key == "$ref":
+                document, _, fragment = value.partition("#")
+                document = document or name
+                out["$ref"] = f"#/$defs/{names.index(document)}{fragment}" if document else \
+                    "#" + fragment
+            elif key in _MAP_KEYWORDS:  # names, each with a subschema
+                out[key] = {k: static(v, name) for k, v in value.items()}
+            elif key not in ("$id", "$dynamicAnchor", "$recursiveAnchor", "$vocabulary") and \
+                    (key != "$schema" or name is None):
+                out[key] = static(value, name)
+        return out
+
+    merged = static({k: v for k, v in top.items() if k != "allOf"}, None)
+    merged["$defs"], properties = {}, dict(merged.get("properties", {}))
+    for i, name in enumerate(names):
+        vocabulary = static(REGISTRY.contents(base + name), name)
+        if not set(vocabulary) <= {"title", "type", "properties", "$defs"} or \
+                vocabulary.get("type") != top.get("type") or \
+                set(vocabulary.get("properties", {})) & set(properties):
+            return cls(top)  # not the shape known to merge: the meta-schema as it is
+        properties.update(vocabulary.get("properties", {}))
+        merged["$defs"][str(i)] = {"$defs": vocabulary.get("$defs", {})}
+    return cls({**merged, "properties": properties})
 
 
 def _residual_states(condition: KeyCondition | None, named: list[str],
