@@ -156,8 +156,11 @@ class TokenEntries:
 
 def walk_entries(dfa: ByteDFA, trie: VocabTrie, vocab_size: int,
                  eos_token_ids: tuple[int, ...],
-                 progress: Callable[[int, int], None] | None = None) -> TokenEntries:
-    """Walk the vocabulary from every state: token classes and each state's entries."""
+                 progress: Callable[[int, int], None] | None = None,
+                 walked: int | None = None) -> TokenEntries:
+    """Walk the vocabulary from every state: token classes and each state's entries. With
+    `walked`, only the states below it are walked (the others get no entries): a state that
+    allows every token and goes to itself splits no class."""
     num_states, num_classes = dfa.trans.shape
     byte_class = dfa.byte_class.astype(np.int32)
     if _byte_walk_estimate(dfa, trie) < trie.num_nodes:
@@ -184,7 +187,7 @@ def walk_entries(dfa: ByteDFA, trie: VocabTrie, vocab_size: int,
     accepting = np.ascontiguousarray(dfa.accepting, dtype=np.bool_)
 
     walk = _core.TrieWalk(code, end, trans_off, num_classes, accepting, eos_item if eos else -1)
-    forests = _refine_all(walk, eos_item + 1, num_states, progress)
+    forests = _refine_all(walk, eos_item + 1, num_states, walked or num_states, progress)
     token_class, canon_of_item = _core.canonical_classes(
         np.stack([f.classes for f in forests]), item_of_token)
     state_ptr, entry_class, entry_next = _expand_all(forests, canon_of_item, num_states,
@@ -215,7 +218,7 @@ def _byte_walk_estimate(dfa: ByteDFA, trie: VocabTrie) -> int:
     return int(((dfa.trans[1:] != 0).astype(np.int64) @ per_class.astype(np.int64)).sum())
 
 
-def _refine_all(walk: _core.TrieWalk, num_items: int, num_states: int,
+def _refine_all(walk: _core.TrieWalk, num_items: int, num_states: int, walked: int,
                 progress: Callable[[int, int], None] | None) -> list[_core.SplitForest]:
     """Refine over all states, on up to two threads, each with its own split forest (the
     kernel releases the GIL).
@@ -227,14 +230,14 @@ def _refine_all(walk: _core.TrieWalk, num_items: int, num_states: int,
     do not depend on which forest saw which state: they are the common refinement of all
     forests (`_core.canonical_classes`).
     """
-    chunks = [(lo, min(lo + _CHUNK, num_states)) for lo in range(1, num_states, _CHUNK)]
+    chunks = [(lo, min(lo + _CHUNK, walked)) for lo in range(1, walked, _CHUNK)]
     workers = min(len(chunks), os.cpu_count() or 1, 2)
     forests = [_core.SplitForest(num_items, num_states) for _ in range(workers)]
     if workers <= 1:
         for lo, hi in chunks:
             forests[0].refine(walk, lo, hi)
             if progress:
-                progress(hi - 1, num_states - 1)
+                progress(hi - 1, walked - 1)
         return forests
     queue = iter(chunks)
     lock = threading.Lock()
@@ -255,7 +258,7 @@ def _refine_all(walk: _core.TrieWalk, num_items: int, num_states: int,
         while not all(f.done() for f in futures):
             wait(futures, timeout=0.1)
             if progress:
-                progress(done[0], num_states - 1)
+                progress(done[0], walked - 1)
         for future in futures:
             future.result()
     return forests

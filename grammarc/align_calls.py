@@ -104,7 +104,7 @@ def align_calls(pd: PushdownDFA, trie: VocabTrie, vocab_size: int,
     augmented[sink] = sink
     accepting = np.append(pd.dfa.accepting, True)
     entries = walk_entries(byte_dfa(augmented, accepting), trie, vocab_size, eos_token_ids,
-                           progress)
+                           progress, walked=sink)
     walked = time.perf_counter()
 
     kernel = _Kernel(pd, table)

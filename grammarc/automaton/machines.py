@@ -499,12 +499,13 @@ def _link(names: list[str], tables: list[np.ndarray], finals: list[np.ndarray],
     # the states of each machine reached from its start by text or by returning from a call
     local_ids = []
     for table, edges in zip(tables, calls):
-        # each state's distinct successors, ascending (one sort for the whole table), then
-        # its calls' return states
+        # each state's distinct successors, ascending (each row sorted, repeats and the dead
+        # state dropped), then its calls' return states
         size = len(table)
-        pairs = np.unique(np.repeat(np.arange(size, dtype=np.int64), 256) * size +
-                          table.reshape(-1))
-        source, target = np.divmod(pairs[pairs % size != 0], size)
+        ordered = np.sort(table, axis=1)
+        distinct = ordered != 0
+        distinct[:, 1:] &= ordered[:, 1:] != ordered[:, :-1]
+        source, target = np.nonzero(distinct)[0], ordered[distinct]
         ptr = np.zeros(size + 1, np.int64)
         np.cumsum(np.bincount(source, minlength=size), out=ptr[1:])
         returns: dict[int, list[int]] = {}
