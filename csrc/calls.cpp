@@ -84,7 +84,7 @@ py::tuple pushdown_walk(In<int32_t> table, In<bool> final, In<int32_t> call_row,
                         if (m >= 0 && looping[t]) {  // one more repetition
                             if (sp == 0) {
                                 ++started;
-                            } else if (at_most[m] >= 0 && ++reps > at_most[m]) {
+                            } else if (++reps > at_most[m] && at_most[m] >= 0) {
                                 state = kDies;
                                 break;
                             }

@@ -98,32 +98,88 @@ def test_masks_agree_with_byte_walks_near_the_bounds(counted, smollm2):
     keep the text a prefix of the language, and it leads to the configuration (stack and
     count) its bytes reach."""
     rng = random.Random(3)
-    token_bytes = smollm2.token_bytes
-    sample = [t for t in random.Random(5).sample(range(len(token_bytes)), 600)
-              if token_bytes[t] and t not in smollm2.eos_token_ids]
-    sample += greedy_tokens(smollm2, '"x", "é"日😀\\n\\u00e9x"}')  # closers and escapes
+    # closers and escapes; tokens that open a string and read characters of it (" ",)
+    sample = _token_sample(smollm2, '"x", "é"日😀\\n\\u00e9x"} ", "_ "__')
     for length in (LOW - 1, LOW, HIGH - 1, HIGH, HIGH + 1):
-        for key in ("band", "list"):
+        for key in ("band", "list", "long"):
             body = _string(rng, length)
-            text = f'{{"{key}": "{body}"}}' if key == "band" else f'{{"list": ["{body}"]}}'
-            valid = length <= HIGH and (key == "list" or length >= LOW)
-            state = counted.initial_state
-            for token in greedy_tokens(smollm2, text):
-                mask = counted.mask(state)
-                for candidate in sample + [token]:
-                    walked = counted.walk_bytes(token_bytes[candidate], state)
-                    assert bool(mask[candidate]) == bool(walked), (text, candidate)
-                    if walked:
-                        after = counted.next_state(state, candidate)
-                        assert counted.stack(after) == counted.stack(walked)
-                        assert counted.count(after) == counted.count(walked)
-                if not mask[token]:
-                    break
-                state = counted.next_state(state, token)
-            else:
-                assert counted.is_accepting(state) == valid, text
-                continue
+            text = f'{{"list": ["{body}"]}}' if key == "list" else f'{{"{key}": "{body}"}}'
+            valid = {"band": LOW <= length <= HIGH, "list": length <= HIGH,
+                     "long": length >= LOW}[key]
+            _assert_masks_follow_bytes(counted, smollm2, text, valid, sample)
+
+
+def _token_sample(tokenizer, extra: str) -> list[int]:
+    """600 random tokens and those of `extra`."""
+    token_bytes = tokenizer.token_bytes
+    sample = [t for t in random.Random(5).sample(range(len(token_bytes)), 600)
+              if token_bytes[t] and t not in tokenizer.eos_token_ids]
+    return sample + greedy_tokens(tokenizer, extra)
+
+
+def _assert_masks_follow_bytes(grammar: CallGrammar, tokenizer, text: str, valid: bool,
+                               sample: list[int]) -> None:
+    """Along the greedy tokens of `text`, each sampled token is allowed exactly when its bytes
+    walk on, to the stack and count they reach; the text is accepted exactly if `valid`."""
+    token_bytes = tokenizer.token_bytes
+    state = grammar.initial_state
+    for token in greedy_tokens(tokenizer, text):
+        mask = grammar.mask(state)
+        for candidate in sample + [token]:
+            walked = grammar.walk_bytes(token_bytes[candidate], state)
+            assert bool(mask[candidate]) == bool(walked), (text, candidate)
+            if walked:
+                after = grammar.next_state(state, candidate)
+                assert grammar.stack(after) == grammar.stack(walked)
+                assert grammar.count(after) == grammar.count(walked)
+        if not mask[token]:
             assert not valid, text
+            return
+        state = grammar.next_state(state, token)
+    assert grammar.is_accepting(state) == valid, text
+
+
+PATTERNS = {
+    "type": "object",
+    "properties": {
+        "id": {"type": "string", "pattern": f"^[0-9a-f]{{{LOW},{HIGH}}}x$"},
+        "key": {"type": "string", "pattern": f"^ab[0-9a-f]{{{LOW},{HIGH}}}$"},  # spelled
+        "tag": {"type": "string", "pattern": f"^[a-z_]{{{LOW},}}$"},
+    },
+    "additionalProperties": False,
+}
+
+
+def test_long_repeats_of_a_pattern_are_counted(smollm2):
+    """`^[0-9a-f]{m,n}x$` with n past COUNTED_LENGTH is a counted machine like a long
+    string, exact at and around its bounds (checked with jsonschema, by bytes and by masks).
+    After a literal prefix the repeat stays spelled in states (see `counter_form`)."""
+    pd = build_automaton("json-schema", json.dumps(PATTERNS), None, FrontendOptions())
+    assert isinstance(pd, PushdownDFA) and pd.has_counters and pd.num_states < 250
+    bounded = [m for m in range(len(pd.machine_names)) if pd.counters.loop[m]]
+    assert sorted((pd.counters.count_min[m], pd.counters.count_max[m]) for m in bounded) == \
+        [(LOW, -1), (LOW, HIGH)]
+    grammar = grammarc.compile(json.dumps(PATTERNS), smollm2, "json-schema")
+    validator = jsonschema.Draft202012Validator(PATTERNS)
+    rng = random.Random(11)
+    sample = _token_sample(smollm2, '"ab0123456789abcdefx", "tag": "abc_z"}')
+    sample += greedy_tokens(smollm2, "aba abad abe ab0")
+    for length in [0, 1, LOW - 1, LOW, LOW + 1, HIGH - 1, HIGH, HIGH + 1, 3 * HIGH]:
+        hexes = "".join(rng.choice("0123456789abcdef") for _ in range(length))
+        word = "".join(rng.choice("abcz_") for _ in range(length))
+        texts = [f'{{"id": "{hexes}x"}}', f'{{"key": "ab{hexes}"}}', f'{{"tag": "{word}"}}',
+                 f'{{"id": "{hexes}x", "key": "ab{hexes}", "tag": "{word}"}}']
+        for text in list(texts):
+            i = rng.randrange(len(text))
+            texts += [text[:i] + text[i + 1:], text[:i] + rng.choice("g-x0_\"") + text[i:]]
+        for text in texts:
+            try:
+                valid = validator.is_valid(json.loads(text))
+            except ValueError:
+                valid = False
+            assert grammar.matches(text) == valid, text
+            if length in (LOW - 1, LOW, HIGH, HIGH + 1) and text in texts[:4]:
+                _assert_masks_follow_bytes(grammar, smollm2, text, valid, sample)
 
 
 def test_masks_far_from_the_bounds_are_shared(counted):

@@ -139,14 +139,17 @@ class Counters:
 
 
 def counter_form(body: Expr) -> tuple[tuple[Expr, ...], bytes, Repeat, Expr] | None:
-    """(prefix, its bytes, counted repeat, suffix) of a machine body made of literal
-    characters, a counted `Repeat` and a suffix, none of them calling, or None."""
+    """(prefix, its bytes, counted repeat, suffix) of a machine body made of one literal
+    byte, a counted `Repeat` and a suffix, none of them calling, or None. The prefix is the
+    byte that opens the machine's call, so a token that starts repetitions from outside the
+    loop opens the call too and its count is that of the frame it pushes (a longer prefix
+    would leave such tokens to the machine's own table, which keeps no count)."""
     if not isinstance(body, Concat):
         return None
     at = next((i for i, p in enumerate(body.parts)
                if isinstance(p, Repeat) and p.counted), None)
-    if at is None or not all(isinstance(p, CharSet) and len(p.ranges) == 1 and
-                             p.ranges[0][0] == p.ranges[0][1] for p in body.parts[:at]):
+    if at != 1 or not all(isinstance(p, CharSet) and len(p.ranges) == 1 and
+                          p.ranges[0][0] == p.ranges[0][1] < 0x80 for p in body.parts[:at]):
         return None
     prefix = body.parts[:at]
     suffix = concat(*body.parts[at + 1:])
@@ -154,6 +157,24 @@ def counter_form(body: Expr) -> tuple[tuple[Expr, ...], bytes, Repeat, Expr] | N
         return None
     spelled = "".join(chr(p.ranges[0][0]) for p in prefix).encode()
     return prefix, spelled, body.parts[at], suffix
+
+
+def with_counted_repeat(body: Expr, longer_than: int, most: int) -> Expr | None:
+    """`body` with its first repeat marked counted (`Repeat.counted`) when that makes a counter
+    form whose repeat reads one byte per repetition (a byte is a prefix code) and is bounded
+    past `longer_than` (at most `most`); None otherwise."""
+    if not isinstance(body, Concat):
+        return None
+    at = next((i for i, p in enumerate(body.parts) if isinstance(p, Repeat)), None)
+    if at is None:
+        return None
+    node = body.parts[at]
+    bound = node.min if node.max is None else node.max
+    if not isinstance(node.item, CharSet) or not longer_than < bound <= most:
+        return None
+    marked = Concat((*body.parts[:at], Repeat(node.item, node.min, node.max, counted=True),
+                     *body.parts[at + 1:]))
+    return marked if counter_form(marked) is not None else None
 
 
 def _counter_dfa(body: Expr, counted: bool, max_states: int,

@@ -37,7 +37,7 @@ from ...automaton import (
 from ...automaton.expr import Call, MachineSet
 from ...automaton.machines import (
     called_names, counter_form, flat_language, reachable_machines,
-    recursive_machines, replace_calls, starting_bytes, with_first_bytes,
+    recursive_machines, replace_calls, starting_bytes, with_counted_repeat, with_first_bytes,
 )
 from ...charsets import MAX_CODE_POINT, complement_ranges
 from ...deepcall import call_with_deep_stack
@@ -794,8 +794,13 @@ class Compiler:
         if lo is not None or hi is not None:
             texts.append(strings.json_string(strings.length_between(lo or 0, hi)))
         if isinstance(node.get("pattern"), str):
-            texts.append(strings.pattern_texts(node["pattern"],
-                                               self.registry.pointer(node) + "/pattern"))
+            pattern = node["pattern"]
+            texts.append(strings.pattern_texts(pattern, self.registry.pointer(node) + "/pattern"))
+            counted = with_counted_repeat(texts[-1], strings.COUNTED_LENGTH, _MAX_COUNT) \
+                if self.calls and len(texts) == 1 and not isinstance(node.get("format"), str) \
+                else None
+            if counted is not None:  # `^[a-z]{1,1000}$`: a machine that counts its bytes
+                return self.machine(f"pattern {pattern}", lambda: counted)
         if isinstance(node.get("format"), str):
             language = strings.format_language(node["format"])
             if language is None:
