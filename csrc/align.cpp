@@ -179,6 +179,8 @@ SplitForest::SplitForest(int64_t num_items, int64_t num_states)
     : num_items_(num_items), num_states_(num_states), cls_(checked_size(num_items)),
       out_item_(num_items + 1), out_next_(num_items + 1) {
     require(num_states >= 1, "a forest needs states");
+    size_.assign(1, num_items);  // every item starts in class 0
+    has_child_.assign(1, 0);
     rec_start_.assign(num_states, 0);
     rec_end_.assign(num_states, 0);  // records of state s: rec_start[s]..rec_end[s]
     first_stamp_.assign(4096, 0);
@@ -249,6 +251,7 @@ void SplitForest::refine_with(const TrieWalk& walk, const Offset* trans_off, int
             first_next_.resize(size, 0);
             first_new_.resize(size, 0);
         }
+        if (k > static_cast<int64_t>(group_size_.size())) group_size_.resize(2 * k);
         const uint64_t mask = ht_stamp_.size() - 1;
         // the split: one new class per (current class, next state) among allowed items. The
         // first next state of each class in this state sits in first_*; others in a hash table.
@@ -258,6 +261,7 @@ void SplitForest::refine_with(const TrieWalk& walk, const Offset* trans_off, int
             const int32_t c = cls_[item];
             if (first_stamp_[c] == mark && first_next_[c] == t) {
                 cls_[item] = first_new_[c];
+                ++group_size_[first_new_[c] - n_ids];
                 continue;
             }
             const int32_t fresh = static_cast<int32_t>(parent_.size());
@@ -280,6 +284,7 @@ void SplitForest::refine_with(const TrieWalk& walk, const Offset* trans_off, int
                     });
                 if (!found.inserted) {
                     cls_[item] = ht_new_[found.slot];
+                    ++group_size_[ht_new_[found.slot] - n_ids];
                     continue;
                 }
             }
@@ -287,9 +292,47 @@ void SplitForest::refine_with(const TrieWalk& walk, const Offset* trans_off, int
             rec_id_.push_back(fresh);
             rec_next_.push_back(t);
             cls_[item] = fresh;
+            group_size_[fresh - n_ids] = 1;
         }
         rec_end_[s] = rec_id_.size();
+        keep_splits(n_ids, k);
     }
+}
+
+void SplitForest::keep_splits(int64_t first_new, int64_t k) {
+    // Once the forest is large (its walk in `expand` then misses the cache at every id), a
+    // group that holds every item of a class without children splits nothing: the class
+    // itself is recorded and the group's id dropped, so ids grow with the classes rather than
+    // with states x groups (a grammar of 80,000 states made 10^8 ids otherwise).
+    const int64_t made = static_cast<int64_t>(parent_.size()) - first_new;
+    if (made == 0) return;
+    const bool compact = first_new > kCompactIds * num_items_;
+    new_id_.resize(made);
+    bool dropped = false;
+    for (int64_t g = 0; g < made; ++g) {  // decided on the sizes before this state's splits
+        const int32_t c = parent_[first_new + g];
+        new_id_[g] = compact && group_size_[g] == size_[c] && !has_child_[c] ? c : -1;
+        dropped |= new_id_[g] >= 0;
+    }
+    int64_t kept = 0;
+    for (int64_t g = 0; g < made; ++g) {
+        if (new_id_[g] >= 0) continue;
+        const int32_t c = parent_[first_new + g];
+        const int32_t id = static_cast<int32_t>(first_new + kept++);
+        new_id_[g] = id;
+        parent_[id] = c;
+        size_[c] -= group_size_[g];
+        has_child_[c] = 1;
+        size_.push_back(group_size_[g]);
+        has_child_.push_back(0);
+    }
+    if (!dropped) return;  // every group kept its id
+    parent_.resize(first_new + kept);
+    for (int64_t j = 0; j < k; ++j) cls_[out_item_[j]] = new_id_[cls_[out_item_[j]] - first_new];
+    // this state's records are the last `made`, one per group
+    for (int64_t r = static_cast<int64_t>(rec_id_.size()) - made;
+         r < static_cast<int64_t>(rec_id_.size()); ++r)
+        rec_id_[r] = new_id_[rec_id_[r] - first_new];
 }
 
 py::array_t<int32_t> SplitForest::classes() const { return to_numpy(cls_.data(), num_items_); }
@@ -345,17 +388,33 @@ py::tuple SplitForest::expand(In<int32_t> canon_of_item, int64_t n_classes) cons
         }
         out_class.resize(total);
         out_next.resize(total);
+        // a state's classes are distinct (its records are disjoint groups): a long row is
+        // scattered by class and read back in order, a short one sorted
+        std::vector<int32_t> next_of_class(n_canon, -1);
         std::vector<std::pair<int32_t, int32_t>> row;
         int64_t pos = 0;
         for (int64_t s = 0; s < num_states_; ++s) {
+            const bool dense = counts[s] * 16 >= n_canon;
             row.clear();
             for (int64_t r = rec_start_[s]; r < rec_end_[s]; ++r) {
                 const int32_t next = static_cast<int32_t>(rec_next_[r] / n_classes);
-                for (int64_t f = range_lo[rec_id_[r]]; f < range_hi[rec_id_[r]]; ++f)
-                    row.emplace_back(order[f], next);
+                for (int64_t f = range_lo[rec_id_[r]]; f < range_hi[rec_id_[r]]; ++f) {
+                    if (dense)
+                        next_of_class[order[f]] = next;
+                    else
+                        row.emplace_back(order[f], next);
+                }
             }
-            std::stable_sort(row.begin(), row.end(),
-                             [](const auto& x, const auto& y) { return x.first < y.first; });
+            if (dense) {
+                for (int32_t c = 0; c < n_canon; ++c) {
+                    if (next_of_class[c] < 0) continue;
+                    out_class[pos] = c;
+                    out_next[pos++] = next_of_class[c];
+                    next_of_class[c] = -1;
+                }
+                continue;
+            }
+            std::sort(row.begin(), row.end());
             for (const auto& [klass, next] : row) {
                 out_class[pos] = klass;
                 out_next[pos++] = next;

@@ -51,11 +51,17 @@ class SplitForest {
    private:
     template <class Offset>
     void refine_with(const TrieWalk& walk, const Offset* trans_off, int64_t lo, int64_t hi);
+    void keep_splits(int64_t first_new, int64_t k);
+    static constexpr int64_t kCompactIds = 8;  // ids per item past which splits are compacted
 
     int64_t num_items_, num_states_;
     ZeroedArray<int32_t> cls_, out_item_;  // per item: its class; the items of one walk
     ZeroedArray<int64_t> out_next_;        // the next state of each item of one walk
     std::vector<int32_t> parent_{0}, rec_id_;
+    std::vector<int64_t> size_;       // per id: the items whose class it is
+    std::vector<uint8_t> has_child_;  // per id: whether a split made children of it
+    std::vector<int64_t> group_size_;
+    std::vector<int32_t> new_id_;
     std::vector<int64_t> rec_next_, rec_start_, rec_end_;
     std::vector<int64_t> first_stamp_, first_next_;
     std::vector<int32_t> first_new_;
