@@ -161,8 +161,9 @@ def counter_form(body: Expr) -> tuple[tuple[Expr, ...], bytes, Repeat, Expr] | N
 
 def with_counted_repeat(body: Expr, longer_than: int, most: int) -> Expr | None:
     """`body` with its first repeat marked counted (`Repeat.counted`) when that makes a counter
-    form whose repeat reads one byte per repetition (a byte is a prefix code) and is bounded
-    past `longer_than` (at most `most`); None otherwise."""
+    form whose repeat reads one character of a set per repetition (UTF-8 is a prefix code;
+    the JSON front end's sets are single bytes, other spellings being alternatives) and is
+    bounded past `longer_than` (at most `most`); None otherwise."""
     if not isinstance(body, Concat):
         return None
     at = next((i for i, p in enumerate(body.parts) if isinstance(p, Repeat)), None)
