@@ -173,12 +173,76 @@ TrieWalk::TrieWalk(In<int32_t> code_, In<int32_t> end_, py::array trans_off_,
     }
     max_depth = deepest;
     require(eos_item >= -1, "eos_item is an item or -1");
+    for (int64_t i = 1; i < n_nodes; i = e[i]) first_nodes.push_back(static_cast<int32_t>(i));
+}
+
+namespace {
+
+template <class Offset>
+void choose_bases(const TrieWalk& walk, const Offset* trans_off, int64_t walked, int32_t* base) {
+    const int32_t* code = walk.code.data();
+    const int32_t* end = walk.end.data();
+    const int64_t n_classes = walk.n_classes;
+    std::vector<int64_t> weight(n_classes, 0);  // trie nodes below the first bytes of each class
+    for (const int32_t node : walk.first_nodes) weight[(code[node] >> 1) & 0x7FFF] += end[node] - node;
+    std::vector<int32_t> labels;
+    for (int32_t label = 0; label < n_classes; ++label)
+        if (weight[label] > 0) labels.push_back(label);
+    std::vector<int64_t> live(walked, 0), reached(walked + 1, 0), stamp(walked + 1, 0);
+    std::vector<int32_t> dominant(walked, -1);
+    for (int64_t s = 1; s < walked; ++s) {
+        int64_t best = 0;
+        for (const int32_t label : labels) {
+            const Offset t = trans_off[s * n_classes + label];
+            if (t < 0) continue;
+            live[s] += weight[label];
+            const int64_t next = std::min<int64_t>(t / n_classes, walked);  // past `walked`: none
+            if (stamp[next] != s) {
+                stamp[next] = s;
+                reached[next] = 0;
+            }
+            reached[next] += weight[label];
+            if (next < walked && reached[next] > best) {
+                best = reached[next];
+                dominant[s] = static_cast<int32_t>(next);
+            }
+        }
+    }
+    for (int64_t s = 1; s < walked; ++s) {
+        const int32_t q = dominant[s];
+        if (q <= 0 || q == s || dominant[q] != q) continue;
+        int64_t differing = 0;
+        for (const int32_t label : labels)
+            if (trans_off[s * n_classes + label] != trans_off[q * n_classes + label])
+                differing += weight[label];
+        if (2 * differing <= live[s]) base[s] = q;
+    }
+}
+
+}  // namespace
+
+py::array_t<int32_t> TrieWalk::bases(int64_t walked) const {
+    require(0 <= walked && walked <= n_states, "walked must be at most the number of states");
+    std::vector<int32_t> base(n_states, -1);
+    {
+        py::gil_scoped_release released;
+        if (py::isinstance<py::array_t<int64_t>>(trans_off))
+            choose_bases(*this, static_cast<const int64_t*>(trans_off.data()), walked, base.data());
+        else
+            choose_bases(*this, static_cast<const int32_t*>(trans_off.data()), walked, base.data());
+    }
+    return to_numpy(base);
 }
 
 SplitForest::SplitForest(int64_t num_items, int64_t num_states)
     : num_items_(num_items), num_states_(num_states), cls_(checked_size(num_items)),
-      out_item_(num_items + 1), out_next_(num_items + 1) {
+      out_item_(num_items + 1), out_next_(num_items + 1), base_item_(num_items + 1),
+      base_next_(num_items + 1) {
     require(num_states >= 1, "a forest needs states");
+    base_.assign(num_states, -1);
+    excl_start_.assign(num_states, 0);
+    excl_end_.assign(num_states, 0);
+    walked_.assign(num_states, 0);
     size_.assign(1, num_items);  // every item starts in class 0
     has_child_.assign(1, 0);
     rec_start_.assign(num_states, 0);
@@ -192,33 +256,41 @@ SplitForest::SplitForest(int64_t num_items, int64_t num_states)
     ht_new_.assign(1024, 0);
 }
 
-void SplitForest::refine(const TrieWalk& walk, int64_t lo, int64_t hi) {
-    require(0 <= lo && lo <= hi && hi <= walk.n_states && walk.n_states == num_states_,
-            "states lo..hi are not states of this forest's DFA");
+void SplitForest::refine(const TrieWalk& walk, In<int32_t> states, In<int32_t> bases) {
+    require(walk.n_states == num_states_, "the walk's DFA is not this forest's");
     require(walk.n_nodes <= num_items_ && walk.eos_item < num_items_,
             "the walk has more items than this forest");
+    const int64_t n = length(states, "states");
+    length(bases, "bases", num_states_);
+    const int32_t* st = states.data();
+    const int32_t* base = bases.data();
+    std::vector<uint8_t> seen(walked_);
+    for (int64_t i = 0; i < n; ++i) {
+        const int64_t s = st[i];
+        require(0 <= s && s < num_states_, "states holds a state outside this forest's DFA");
+        require(!seen[s], "a state is walked once");
+        const int64_t b = base[s];
+        require(b < 0 || (b < num_states_ && seen[b] && base[b] < 0 && base_[b] < 0),
+                "a state's base is a state walked in full before it, in this forest");
+        seen[s] = 1;
+    }
     if (py::isinstance<py::array_t<int64_t>>(walk.trans_off))
-        refine_with(walk, static_cast<const int64_t*>(walk.trans_off.data()), lo, hi);
+        refine_with(walk, static_cast<const int64_t*>(walk.trans_off.data()), st, n, base);
     else
-        refine_with(walk, static_cast<const int32_t*>(walk.trans_off.data()), lo, hi);
+        refine_with(walk, static_cast<const int32_t*>(walk.trans_off.data()), st, n, base);
 }
 
 template <class Offset>
-void SplitForest::refine_with(const TrieWalk& walk, const Offset* trans_off, int64_t lo,
-                              int64_t hi) {
-    py::gil_scoped_release released;
+int64_t SplitForest::walk_subtrees(const TrieWalk& walk, const Offset* trans_off, int64_t state,
+                                   const int32_t* first, int64_t n_first, int32_t* items,
+                                   int64_t* nexts, std::vector<Offset>& stack) const {
+    // descend while the DFA lives, skip a subtree as soon as it dies
     const int32_t* code = walk.code.data();
     const int32_t* end = walk.end.data();
-    const bool* accepting = walk.accepting.data();
-    const int64_t n_nodes = walk.n_nodes, n_classes = walk.n_classes;
-    std::vector<Offset> stack(walk.max_depth + 1, 0);
-    for (int64_t s = lo; s < hi; ++s) {
-        const int64_t mark = s + 1;  // stamps are 0 until first written
-        rec_start_[s] = rec_id_.size();
-        // the walk: descend while the DFA lives, skip a subtree as soon as it dies
-        int64_t k = 0;
-        stack[0] = static_cast<Offset>(s * n_classes);
-        for (int64_t i = 1; i < n_nodes;) {
+    int64_t k = 0;
+    stack[0] = static_cast<Offset>(state * walk.n_classes);
+    for (int64_t f = 0; f < n_first; ++f) {
+        for (int64_t i = first[f], stop = end[first[f]]; i < stop;) {
             const int32_t cd = code[i];
             const int32_t d = cd >> 16;
             const Offset t = trans_off[stack[d - 1] + ((cd >> 1) & 0x7FFF)];
@@ -227,86 +299,172 @@ void SplitForest::refine_with(const TrieWalk& walk, const Offset* trans_off, int
                 continue;
             }
             stack[d] = t;
-            out_item_[k] = static_cast<int32_t>(i);
-            out_next_[k] = t;
+            items[k] = static_cast<int32_t>(i);
+            nexts[k] = t;
             k += cd & 1;
             ++i;
         }
-        if (accepting[s] && walk.eos_item >= 0) {
-            out_item_[k] = static_cast<int32_t>(walk.eos_item);
-            out_next_[k++] = s * n_classes;
-        }
+    }
+    return k;
+}
+
+void SplitForest::grow_buffers(int64_t n_ids, int64_t k) {
+    if (2 * k > static_cast<int64_t>(ht_stamp_.size())) {
+        size_t size = ht_stamp_.size();
+        while (static_cast<int64_t>(size) < 2 * k) size *= 2;
+        ht_stamp_.assign(size, 0);  // stamps of earlier states are stale anyway
+        ht_class_.assign(size, 0);
+        ht_next_.assign(size, 0);
+        ht_new_.assign(size, 0);
+    }
+    if (n_ids + k > static_cast<int64_t>(first_stamp_.size())) {
+        const size_t size = 2 * (n_ids + k);
+        first_stamp_.resize(size, 0);
+        first_next_.resize(size, 0);
+        first_new_.resize(size, 0);
+    }
+    if (k > static_cast<int64_t>(group_size_.size())) group_size_.resize(2 * k);
+}
+
+int32_t SplitForest::group_of(int32_t item, int64_t t, int64_t mark, uint64_t mask) {
+    // the first next state of each class in this state sits in first_*; others in a hash table
+    const int32_t c = cls_[item];
+    const int64_t n_ids = static_cast<int64_t>(parent_.size());
+    if (first_stamp_[c] == mark && first_next_[c] == t) return first_new_[c];
+    const int32_t fresh = static_cast<int32_t>(n_ids);
+    if (first_stamp_[c] != mark) {
+        first_stamp_[c] = mark;
+        first_next_[c] = t;
+        first_new_[c] = fresh;
+        return -1;
+    }
+    const uint64_t key = static_cast<uint64_t>(c) * 1000003ULL + static_cast<uint64_t>(t) * 7919ULL;
+    const Probed found = find_or_insert(
+        slot_of(key, mask), mask, [&](uint64_t slot) { return ht_stamp_[slot] != mark; },
+        [&](uint64_t slot) { return ht_class_[slot] == c && ht_next_[slot] == t; },
+        [&](uint64_t slot) {
+            ht_stamp_[slot] = mark;
+            ht_class_[slot] = c;
+            ht_next_[slot] = t;
+            ht_new_[slot] = fresh;
+        });
+    return found.inserted ? -1 : ht_new_[found.slot];
+}
+
+template <class Offset>
+void SplitForest::refine_with(const TrieWalk& walk, const Offset* trans_off,
+                              const int32_t* states, int64_t n, const int32_t* bases) {
+    py::gil_scoped_release released;
+    const int32_t* code = walk.code.data();
+    const bool* accepting = walk.accepting.data();
+    const int64_t n_classes = walk.n_classes, eos = walk.eos_item;
+    const std::vector<int32_t>& first = walk.first_nodes;
+    std::vector<Offset> stack(walk.max_depth + 1, 0);
+    std::vector<int32_t> differing;
+    int32_t* items = &out_item_[0];
+    int64_t* nexts = &out_next_[0];
+    for (int64_t at = 0; at < n; ++at) {
+        const int64_t s = states[at], base = bases[s];
+        const int64_t mark = s + 1;  // stamps are 0 until first written
         const int64_t n_ids = parent_.size();
-        if (2 * k > static_cast<int64_t>(ht_stamp_.size())) {
-            size_t size = ht_stamp_.size();
-            while (static_cast<int64_t>(size) < 2 * k) size *= 2;
-            ht_stamp_.assign(size, 0);  // stamps of earlier states are stale anyway
-            ht_class_.assign(size, 0);
-            ht_next_.assign(size, 0);
-            ht_new_.assign(size, 0);
-        }
-        if (n_ids + k > static_cast<int64_t>(first_stamp_.size())) {
-            const size_t size = 2 * (n_ids + k);
-            first_stamp_.resize(size, 0);
-            first_next_.resize(size, 0);
-            first_new_.resize(size, 0);
-        }
-        if (k > static_cast<int64_t>(group_size_.size())) group_size_.resize(2 * k);
-        const uint64_t mask = ht_stamp_.size() - 1;
-        // the split: one new class per (current class, next state) among allowed items. The
-        // first next state of each class in this state sits in first_*; others in a hash table.
-        for (int64_t j = 0; j < k; ++j) {
-            const int32_t item = out_item_[j];
-            const int64_t t = out_next_[j];
-            const int32_t c = cls_[item];
-            if (first_stamp_[c] == mark && first_next_[c] == t) {
-                cls_[item] = first_new_[c];
-                ++group_size_[first_new_[c] - n_ids];
-                continue;
+        rec_start_[s] = rec_id_.size();
+        walked_[s] = 1;
+        if (base < 0) {
+            // the split: one new class per (current class, next state) among allowed items
+            int64_t k = walk_subtrees(walk, trans_off, s, first.data(), first.size(), items,
+                                      nexts, stack);
+            if (accepting[s] && eos >= 0) {
+                items[k] = static_cast<int32_t>(eos);
+                nexts[k++] = s * n_classes;
             }
-            const int32_t fresh = static_cast<int32_t>(parent_.size());
-            if (first_stamp_[c] != mark) {
-                first_stamp_[c] = mark;
-                first_next_[c] = t;
-                first_new_[c] = fresh;
-            } else {
-                const uint64_t key =
-                    static_cast<uint64_t>(c) * 1000003ULL + static_cast<uint64_t>(t) * 7919ULL;
-                const Probed found = find_or_insert(
-                    slot_of(key, mask), mask,
-                    [&](uint64_t slot) { return ht_stamp_[slot] != mark; },
-                    [&](uint64_t slot) { return ht_class_[slot] == c && ht_next_[slot] == t; },
-                    [&](uint64_t slot) {
-                        ht_stamp_[slot] = mark;
-                        ht_class_[slot] = c;
-                        ht_next_[slot] = t;
-                        ht_new_[slot] = fresh;
-                    });
-                if (!found.inserted) {
-                    cls_[item] = ht_new_[found.slot];
-                    ++group_size_[ht_new_[found.slot] - n_ids];
-                    continue;
+            grow_buffers(n_ids, k);
+            const uint64_t mask = ht_stamp_.size() - 1;
+            for (int64_t j = 0; j < k; ++j) {
+                int32_t id = group_of(items[j], nexts[j], mark, mask);
+                if (id < 0) {
+                    id = static_cast<int32_t>(parent_.size());
+                    parent_.push_back(cls_[items[j]]);
+                    rec_id_.push_back(id);
+                    rec_next_.push_back(nexts[j]);
+                    group_size_[id - n_ids] = 0;
                 }
+                cls_[items[j]] = id;
+                ++group_size_[id - n_ids];
             }
-            parent_.push_back(c);
-            rec_id_.push_back(fresh);
-            rec_next_.push_back(t);
-            cls_[item] = fresh;
-            group_size_[fresh - n_ids] = 1;
+            rec_end_[s] = rec_id_.size();
+            keep_splits(n_ids, k, n_ids > kCompactIds * num_items_);
+            continue;
+        }
+        // Walked from its base: only the first-level subtrees whose first byte leads elsewhere
+        // can differ. Every class is pure for the base (all its items dead there, or all going
+        // to one state), so the items whose next state differs move to new classes (by class
+        // and next state here); the state inherits the base's records less those classes.
+        base_[s] = static_cast<int32_t>(base);
+        excl_start_[s] = excl_id_.size();
+        differing.clear();
+        for (const int32_t node : first) {
+            const int32_t label = (code[node] >> 1) & 0x7FFF;
+            if (trans_off[s * n_classes + label] != trans_off[base * n_classes + label])
+                differing.push_back(node);
+        }
+        int32_t* b_items = &base_item_[0];
+        int64_t* b_nexts = &base_next_[0];
+        int64_t ks = walk_subtrees(walk, trans_off, s, differing.data(), differing.size(), items,
+                                   nexts, stack);
+        int64_t kb = walk_subtrees(walk, trans_off, base, differing.data(), differing.size(),
+                                   b_items, b_nexts, stack);
+        if (eos >= 0 && accepting[s]) {
+            items[ks] = static_cast<int32_t>(eos);
+            nexts[ks++] = s * n_classes;
+        }
+        if (eos >= 0 && accepting[base]) {
+            b_items[kb] = static_cast<int32_t>(eos);
+            b_nexts[kb++] = base * n_classes;
+        }
+        grow_buffers(n_ids, ks + kb);
+        const uint64_t mask = ht_stamp_.size() - 1;
+        for (int64_t i = 0, j = 0; i < ks || j < kb;) {  // both lists are in item order
+            int32_t item;
+            int64_t here = -1, there = -1;  // next state from s and from the base (-1: dead)
+            if (j == kb || (i < ks && items[i] < b_items[j])) {
+                item = items[i];
+                here = nexts[i++];
+            } else if (i == ks || b_items[j] < items[i]) {
+                item = b_items[j];
+                there = b_nexts[j++];
+            } else {
+                item = items[i];
+                here = nexts[i++];
+                there = b_nexts[j++];
+            }
+            if (here == there) continue;
+            int32_t id = group_of(item, here, mark, mask);
+            if (id < 0) {
+                id = static_cast<int32_t>(parent_.size());
+                parent_.push_back(cls_[item]);
+                if (here >= 0) {
+                    rec_id_.push_back(id);
+                    rec_next_.push_back(here);
+                }
+                if (there >= 0) excl_id_.push_back(id);
+                group_size_[id - n_ids] = 0;
+            }
+            cls_[item] = id;
+            ++group_size_[id - n_ids];
         }
         rec_end_[s] = rec_id_.size();
-        keep_splits(n_ids, k);
+        excl_end_[s] = excl_id_.size();
+        keep_splits(n_ids, 0, false);  // few new classes: none dropped
     }
 }
 
-void SplitForest::keep_splits(int64_t first_new, int64_t k) {
+void SplitForest::keep_splits(int64_t first_new, int64_t k, bool compact) {
     // Once the forest is large (its walk in `expand` then misses the cache at every id), a
     // group that holds every item of a class without children splits nothing: the class
     // itself is recorded and the group's id dropped, so ids grow with the classes rather than
     // with states x groups (a grammar of 80,000 states made 10^8 ids otherwise).
     const int64_t made = static_cast<int64_t>(parent_.size()) - first_new;
     if (made == 0) return;
-    const bool compact = first_new > kCompactIds * num_items_;
     new_id_.resize(made);
     bool dropped = false;
     for (int64_t g = 0; g < made; ++g) {  // decided on the sizes before this state's splits
@@ -380,31 +538,55 @@ py::tuple SplitForest::expand(In<int32_t> canon_of_item, int64_t n_classes) cons
             stack.push_back(-1 - node);
             for (int64_t j = child_ptr[node + 1] - 1; j >= child_ptr[node]; --j) stack.push_back(children[j]);
         }
+        // the spans of `order` a state's records cover, each with its next state: a state
+        // walked from a base first inherits the base's records, less the classes it moved out
+        std::vector<std::pair<int64_t, int64_t>> excluded;
+        auto for_each_span = [&](int64_t s, auto&& span) {
+            const int64_t b = base_[s];
+            if (b >= 0) {
+                excluded.clear();
+                for (int64_t x = excl_start_[s]; x < excl_end_[s]; ++x)
+                    excluded.emplace_back(range_lo[excl_id_[x]], range_hi[excl_id_[x]]);
+                std::sort(excluded.begin(), excluded.end());
+                for (int64_t r = rec_start_[b]; r < rec_end_[b]; ++r) {
+                    int64_t lo = range_lo[rec_id_[r]];
+                    const int64_t hi = range_hi[rec_id_[r]];
+                    auto x = std::lower_bound(excluded.begin(), excluded.end(),
+                                              std::make_pair(lo, int64_t{-1}));
+                    for (; x != excluded.end() && x->first < hi; ++x) {
+                        if (x->first > lo) span(lo, x->first, rec_next_[r]);
+                        lo = std::max(lo, x->second);
+                    }
+                    if (lo < hi) span(lo, hi, rec_next_[r]);
+                }
+            }
+            for (int64_t r = rec_start_[s]; r < rec_end_[s]; ++r)
+                span(range_lo[rec_id_[r]], range_hi[rec_id_[r]], rec_next_[r]);
+        };
         int64_t total = 0;
         for (int64_t s = 0; s < num_states_; ++s) {
-            for (int64_t r = rec_start_[s]; r < rec_end_[s]; ++r)
-                counts[s] += range_hi[rec_id_[r]] - range_lo[rec_id_[r]];
+            for_each_span(s, [&](int64_t lo, int64_t hi, int64_t) { counts[s] += hi - lo; });
             total += counts[s];
         }
         out_class.resize(total);
         out_next.resize(total);
-        // a state's classes are distinct (its records are disjoint groups): a long row is
-        // scattered by class and read back in order, a short one sorted
+        // a state's classes are distinct (its spans are disjoint): a long row is scattered by
+        // class and read back in order, a short one sorted
         std::vector<int32_t> next_of_class(n_canon, -1);
         std::vector<std::pair<int32_t, int32_t>> row;
         int64_t pos = 0;
         for (int64_t s = 0; s < num_states_; ++s) {
             const bool dense = counts[s] * 16 >= n_canon;
             row.clear();
-            for (int64_t r = rec_start_[s]; r < rec_end_[s]; ++r) {
-                const int32_t next = static_cast<int32_t>(rec_next_[r] / n_classes);
-                for (int64_t f = range_lo[rec_id_[r]]; f < range_hi[rec_id_[r]]; ++f) {
+            for_each_span(s, [&](int64_t lo, int64_t hi, int64_t offset) {
+                const int32_t next = static_cast<int32_t>(offset / n_classes);
+                for (int64_t f = lo; f < hi; ++f) {
                     if (dense)
                         next_of_class[order[f]] = next;
                     else
                         row.emplace_back(order[f], next);
                 }
-            }
+            });
             if (dense) {
                 for (int32_t c = 0; c < n_canon; ++c) {
                     if (next_of_class[c] < 0) continue;

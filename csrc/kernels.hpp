@@ -38,20 +38,34 @@ struct TrieWalk {
     py::array trans_off;  // int32 or int64, [num_states * n_classes]
     In<bool> accepting;
     int64_t n_nodes, n_classes, n_states, eos_item, max_depth;
+    std::vector<int32_t> first_nodes;  // the root's children, in pre-order
+
+    // A base state for each state below `walked` (-1: walked in full): the state that most of
+    // its live first-level subtrees lead to, when that state mostly leads to itself and the two
+    // differ on first bytes whose subtrees hold at most half the nodes the state walks.
+    py::array_t<int32_t> bases(int64_t walked) const;
 };
 
 // Partition refinement of trie items, state by state, remembering every split (align.py).
 class SplitForest {
    public:
     SplitForest(int64_t num_items, int64_t num_states);
-    void refine(const TrieWalk& walk, int64_t lo, int64_t hi);
+    void refine(const TrieWalk& walk, In<int32_t> states, In<int32_t> bases);
     py::array_t<int32_t> classes() const;
     py::tuple expand(In<int32_t> canon_of_item, int64_t n_classes) const;
 
    private:
     template <class Offset>
-    void refine_with(const TrieWalk& walk, const Offset* trans_off, int64_t lo, int64_t hi);
-    void keep_splits(int64_t first_new, int64_t k);
+    void refine_with(const TrieWalk& walk, const Offset* trans_off, const int32_t* states,
+                     int64_t n, const int32_t* bases);
+    template <class Offset>
+    int64_t walk_subtrees(const TrieWalk& walk, const Offset* trans_off, int64_t state,
+                          const int32_t* first, int64_t n_first, int32_t* items,
+                          int64_t* nexts, std::vector<Offset>& stack) const;
+    // The class of (item's class, next state) made in the current state, -1 when new.
+    int32_t group_of(int32_t item, int64_t next, int64_t mark, uint64_t mask);
+    void grow_buffers(int64_t n_ids, int64_t k);
+    void keep_splits(int64_t first_new, int64_t k, bool compact);
     static constexpr int64_t kCompactIds = 8;  // ids per item past which splits are compacted
 
     int64_t num_items_, num_states_;
@@ -63,6 +77,13 @@ class SplitForest {
     std::vector<int64_t> group_size_;
     std::vector<int32_t> new_id_;
     std::vector<int64_t> rec_next_, rec_start_, rec_end_;
+    // a state walked from a base inherits the base's records less the groups it moved out:
+    // base_[s] (-1 if none) and the ids excl_id_[excl_start_[s]:excl_end_[s]]
+    std::vector<int32_t> base_, excl_id_;
+    std::vector<int64_t> excl_start_, excl_end_;
+    std::vector<uint8_t> walked_;
+    ZeroedArray<int32_t> base_item_;   // the items of a base's walk over the differing subtrees
+    ZeroedArray<int64_t> base_next_;
     std::vector<int64_t> first_stamp_, first_next_;
     std::vector<int32_t> first_new_;
     std::vector<int64_t> ht_stamp_, ht_next_;

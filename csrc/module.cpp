@@ -73,14 +73,21 @@ PYBIND11_MODULE(_core, m) {
                          "The walk tables of a class trie over a DFA, checked once.")
         .def(py::init<In<int32_t>, In<int32_t>, py::array, int64_t, In<bool>, int64_t>(),
              py::arg("code"), py::arg("end"), py::arg("trans_off"), py::arg("n_classes"),
-             py::arg("accepting"), py::arg("eos_item"));
+             py::arg("accepting"), py::arg("eos_item"))
+        .def("bases", &TrieWalk::bases, py::arg("walked"),
+             "A base state for each state below `walked`, -1 where there is none: the state "
+             "most of its first-level subtrees lead to, when that state mostly leads to itself "
+             "and the two differ on first bytes below which lie at most half the nodes the "
+             "state walks (its walk then covers those subtrees only).");
     py::class_<SplitForest>(m, "SplitForest",
                             "Partition refinement of trie items, state by state, remembering "
                             "every split; each thread refines its own forest.")
         .def(py::init<int64_t, int64_t>(), py::arg("num_items"), py::arg("num_states"))
-        .def("refine", &SplitForest::refine, py::arg("walk"), py::arg("lo"), py::arg("hi"),
-             "Walk the trie from states lo..hi-1 and split item classes by next state "
-             "(releases the GIL).")
+        .def("refine", &SplitForest::refine, py::arg("walk"), py::arg("states"),
+             py::arg("bases"),
+             "Walk the trie from each of `states` in turn and split item classes by next "
+             "state (releases the GIL). A state s with bases[s] >= 0 is walked only where it "
+             "differs from that base, which this forest must have walked in full before.")
         .def_property_readonly("classes", &SplitForest::classes,
                                "The current class of every item.")
         .def("expand", &SplitForest::expand, py::arg("canon_of_item"), py::arg("n_classes"),

@@ -229,15 +229,34 @@ def _refine_all(walk: _core.TrieWalk, num_items: int, num_states: int, walked: i
     below it, which gives each state's row without walking the trie again. The final classes
     do not depend on which forest saw which state: they are the common refinement of all
     forests (`_core.canonical_classes`).
+
+    A state that mostly behaves like a *base* state (`TrieWalk.bases`: inside a property name
+    of a JSON object, most bytes lead where they lead from any name's) is walked only below
+    the first bytes where the two differ, and keeps the base's records less what moved: so a
+    base and the states walked from it go to one forest, the base first.
     """
-    chunks = [(lo, min(lo + _CHUNK, walked)) for lo in range(1, walked, _CHUNK)]
+    bases = walk.bases(walked)
+    states = np.arange(1, walked, dtype=np.int32)
+    family = np.where(bases[1:walked] >= 0, bases[1:walked], states)
+    order = np.lexsort((bases[1:walked] >= 0, family))
+    states, family = states[order], family[order]
+    # chunks of about _CHUNK states that end where a family ends
+    family_ends = np.append(np.flatnonzero(family[1:] != family[:-1]) + 1, len(states))
+    chunks, lo = [], 0
+    while lo < len(states):
+        hi = int(family_ends[np.searchsorted(family_ends, lo + _CHUNK)]) \
+            if lo + _CHUNK < len(states) else len(states)
+        chunks.append(states[lo:hi])
+        lo = hi
     workers = min(len(chunks), os.cpu_count() or 1, 2)
     forests = [_core.SplitForest(num_items, num_states) for _ in range(workers)]
     if workers <= 1:
-        for lo, hi in chunks:
-            forests[0].refine(walk, lo, hi)
+        done = 0
+        for chunk in chunks:
+            forests[0].refine(walk, chunk, bases)
+            done += len(chunk)
             if progress:
-                progress(hi - 1, walked - 1)
+                progress(done, walked - 1)
         return forests
     queue = iter(chunks)
     lock = threading.Lock()
@@ -249,9 +268,9 @@ def _refine_all(walk: _core.TrieWalk, num_items: int, num_states: int, walked: i
                 chunk = next(queue, None)
             if chunk is None:
                 return
-            forest.refine(walk, *chunk)
+            forest.refine(walk, chunk, bases)
             with lock:
-                done[0] += chunk[1] - chunk[0]
+                done[0] += len(chunk)
 
     with ThreadPoolExecutor(max_workers=workers) as pool:
         futures = [pool.submit(work, forest) for forest in forests]

@@ -131,16 +131,51 @@ def test_split_forest_on_a_small_trie():
     # one-class trie: root, "x" (a token), "xx" (a token); DFA 0 dead, 1 -x-> 1 accepting
     walk = _walk([0, (1 << 16) | 1, (2 << 16) | 1], [3, 3, 3], [-1, 1])
     forest = _core.SplitForest(4, 2)
-    forest.refine(walk, 1, 2)
+    no_bases = np.array([-1, -1], i32)
+    forest.refine(walk, np.array([1], i32), no_bases)
     token_class, canon = _core.canonical_classes(forest.classes[None, :], np.array([1, 2], i64))
     assert token_class.tolist() == [1, 1]  # both tokens go from 1 to 1
     counts, classes, nexts = forest.expand(canon, 1)
     assert counts.tolist() == [0, 1] and classes.tolist() == [1] and nexts.tolist() == [1]
-    forest.refine(walk, 0, 0)  # no states: nothing happens
-    with pytest.raises(ValueError, match="lo..hi"):
-        forest.refine(walk, 1, 3)
+    forest.refine(walk, np.array([], i32), no_bases)  # no states: nothing happens
+    with pytest.raises(ValueError, match="outside"):
+        forest.refine(walk, np.array([2], i32), no_bases)
+    with pytest.raises(ValueError, match="walked once"):
+        forest.refine(walk, np.array([1], i32), no_bases)
+    with pytest.raises(ValueError, match="base"):
+        _core.SplitForest(4, 2).refine(walk, np.array([1], i32), np.array([-1, 0], i32))
     with pytest.raises(ValueError, match="more items"):
-        _core.SplitForest(2, 2).refine(walk, 1, 2)
+        _core.SplitForest(2, 2).refine(walk, np.array([1], i32), no_bases)
+
+
+def test_a_state_walked_from_its_base_gets_the_row_of_a_full_walk():
+    # tokens "a", "b", "ab", "ba" (one class per byte: 1 = a, 2 = b); DFA over classes 0, a, b:
+    # state 1 reads any a/b and stays; state 2 is state 1 except that "b" leads to state 3,
+    # where "a" is dead and "b" goes back to 1
+    code = [0, (1 << 16) | (1 << 1) | 1, (2 << 16) | (2 << 1) | 1,
+            (1 << 16) | (2 << 1) | 1, (2 << 16) | (1 << 1) | 1]
+    end = [5, 3, 3, 5, 5]
+    trans = np.array([[-1, -1, -1], [-1, 1, 1], [-1, 1, 3], [-1, -1, 1]])
+    trans_off = np.where(trans < 0, -1, trans * 3).reshape(-1).astype(i32)
+    walk = _core.TrieWalk(np.array(code, i32), np.array(end, i32), trans_off, 3,
+                          np.array([False, True, True, True]), -1)
+    bases = walk.bases(4)
+    assert bases.tolist() == [-1, -1, 1, -1]
+    rows = []
+    for order, used in (([1, 2, 3], bases), ([1, 2, 3], np.full(4, -1, i32))):
+        forest = _core.SplitForest(5, 4)
+        forest.refine(walk, np.array(order, i32), used)
+        token_class, canon = _core.canonical_classes(forest.classes[None, :],
+                                                     np.array([1, 2, 3, 4], i64))
+        counts, classes, nexts = forest.expand(canon, 3)
+        rows.append((token_class.tolist(), counts.tolist(), classes.tolist(), nexts.tolist()))
+    assert rows[0] == rows[1]
+    # tokens are trie nodes 1-4: "a", "ab", "b", "ba"; from state 2, "a" -> 1, "ab" -> 1,
+    # "b" -> 3 and "ba" dies (3 reads no "a")
+    token_class, counts, classes, nexts = rows[0]
+    row_2 = slice(counts[1], counts[1] + counts[2])
+    row = dict(zip(classes[row_2], nexts[row_2]))
+    assert {t: row.get(token_class[t]) for t in range(4)} == {0: 1, 1: 1, 2: 3, 3: None}
 
 
 @pytest.mark.parametrize("change, message", [
