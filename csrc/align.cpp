@@ -495,12 +495,10 @@ void SplitForest::keep_splits(int64_t first_new, int64_t k, bool compact) {
 
 py::array_t<int32_t> SplitForest::classes() const { return to_numpy(cls_.data(), num_items_); }
 
-py::tuple SplitForest::expand(In<int32_t> canon_of_item, int64_t n_classes) const {
+py::array_t<int64_t> SplitForest::row_counts(In<int32_t> canon_of_item) {
     length(canon_of_item, "canon_of_item", num_items_);
-    require(n_classes >= 1, "n_classes must be positive");
     const int32_t* canon = canon_of_item.data();
     std::vector<int64_t> counts(num_states_, 0);
-    std::vector<int32_t> out_class, out_next;
     {
         py::gil_scoped_release released;
         const int64_t n_ids = parent_.size();
@@ -521,89 +519,109 @@ py::tuple SplitForest::expand(In<int32_t> canon_of_item, int64_t n_classes) cons
         group_by_owner(leaf_of_canon.data(), n_canon, 1, n_ids, leaf_ptr, leaf_canon);
         group_by_owner(parent_.data(), n_ids, 1, n_ids, child_ptr, children);
         // a pre-order walk giving each id the range of final classes below it:
-        // order[range_lo[id]:range_hi[id]]
-        std::vector<int64_t> range_lo(n_ids, 0), range_hi(n_ids, 0);
-        std::vector<int32_t> order(n_canon, 0);
+        // order_[range_lo_[id]:range_hi_[id]]
+        range_lo_.assign(n_ids, 0);
+        range_hi_.assign(n_ids, 0);
+        order_.assign(n_canon, 0);
         int64_t n_listed = 0;
         std::vector<int64_t> stack{0};  // node ids; -1 - id marks "subtree done"
         while (!stack.empty()) {
             const int64_t node = stack.back();
             stack.pop_back();
             if (node < 0) {
-                range_hi[-1 - node] = n_listed;
+                range_hi_[-1 - node] = n_listed;
                 continue;
             }
-            range_lo[node] = n_listed;
-            for (int64_t j = leaf_ptr[node]; j < leaf_ptr[node + 1]; ++j) order[n_listed++] = leaf_canon[j];
+            range_lo_[node] = n_listed;
+            for (int64_t j = leaf_ptr[node]; j < leaf_ptr[node + 1]; ++j) order_[n_listed++] = leaf_canon[j];
             stack.push_back(-1 - node);
             for (int64_t j = child_ptr[node + 1] - 1; j >= child_ptr[node]; --j) stack.push_back(children[j]);
         }
-        // the spans of `order` a state's records cover, each with its next state: a state
-        // walked from a base first inherits the base's records, less the classes it moved out
-        std::vector<std::pair<int64_t, int64_t>> excluded;
-        auto for_each_span = [&](int64_t s, auto&& span) {
-            const int64_t b = base_[s];
-            if (b >= 0) {
-                excluded.clear();
-                for (int64_t x = excl_start_[s]; x < excl_end_[s]; ++x)
-                    excluded.emplace_back(range_lo[excl_id_[x]], range_hi[excl_id_[x]]);
-                std::sort(excluded.begin(), excluded.end());
-                for (int64_t r = rec_start_[b]; r < rec_end_[b]; ++r) {
-                    int64_t lo = range_lo[rec_id_[r]];
-                    const int64_t hi = range_hi[rec_id_[r]];
-                    auto x = std::lower_bound(excluded.begin(), excluded.end(),
-                                              std::make_pair(lo, int64_t{-1}));
-                    for (; x != excluded.end() && x->first < hi; ++x) {
-                        if (x->first > lo) span(lo, x->first, rec_next_[r]);
-                        lo = std::max(lo, x->second);
-                    }
-                    if (lo < hi) span(lo, hi, rec_next_[r]);
-                }
-            }
-            for (int64_t r = rec_start_[s]; r < rec_end_[s]; ++r)
-                span(range_lo[rec_id_[r]], range_hi[rec_id_[r]], rec_next_[r]);
-        };
-        int64_t total = 0;
-        for (int64_t s = 0; s < num_states_; ++s) {
+        for (int64_t s = 0; s < num_states_; ++s)
             for_each_span(s, [&](int64_t lo, int64_t hi, int64_t) { counts[s] += hi - lo; });
-            total += counts[s];
-        }
-        out_class.resize(total);
-        out_next.resize(total);
-        // a state's classes are distinct (its spans are disjoint): a long row is scattered by
-        // class and read back in order, a short one sorted
-        std::vector<int32_t> next_of_class(n_canon, -1);
-        std::vector<std::pair<int32_t, int32_t>> row;
-        int64_t pos = 0;
-        for (int64_t s = 0; s < num_states_; ++s) {
-            const bool dense = counts[s] * 16 >= n_canon;
-            row.clear();
-            for_each_span(s, [&](int64_t lo, int64_t hi, int64_t offset) {
-                const int32_t next = static_cast<int32_t>(offset / n_classes);
-                for (int64_t f = lo; f < hi; ++f) {
-                    if (dense)
-                        next_of_class[order[f]] = next;
-                    else
-                        row.emplace_back(order[f], next);
-                }
-            });
-            if (dense) {
-                for (int32_t c = 0; c < n_canon; ++c) {
-                    if (next_of_class[c] < 0) continue;
-                    out_class[pos] = c;
-                    out_next[pos++] = next_of_class[c];
-                    next_of_class[c] = -1;
-                }
-                continue;
+    }
+    counts_ = counts;
+    return to_numpy(counts);
+}
+
+template <class Span>
+void SplitForest::for_each_span(int64_t s, Span&& span) {
+    // the spans of `order_` a state's records cover, each with its next state: a state
+    // walked from a base first inherits the base's records, less the classes it moved out
+    const int64_t b = base_[s];
+    if (b >= 0) {
+        excluded_.clear();
+        for (int64_t x = excl_start_[s]; x < excl_end_[s]; ++x)
+            excluded_.emplace_back(range_lo_[excl_id_[x]], range_hi_[excl_id_[x]]);
+        std::sort(excluded_.begin(), excluded_.end());
+        for (int64_t r = rec_start_[b]; r < rec_end_[b]; ++r) {
+            int64_t lo = range_lo_[rec_id_[r]];
+            const int64_t hi = range_hi_[rec_id_[r]];
+            auto x = std::lower_bound(excluded_.begin(), excluded_.end(),
+                                      std::make_pair(lo, int64_t{-1}));
+            for (; x != excluded_.end() && x->first < hi; ++x) {
+                if (x->first > lo) span(lo, x->first, rec_next_[r]);
+                lo = std::max(lo, x->second);
             }
-            std::sort(row.begin(), row.end());
-            for (const auto& [klass, next] : row) {
-                out_class[pos] = klass;
-                out_next[pos++] = next;
-            }
+            if (lo < hi) span(lo, hi, rec_next_[r]);
         }
     }
-    return py::make_tuple(to_numpy(counts), to_numpy(out_class), to_numpy(out_next));
+    for (int64_t r = rec_start_[s]; r < rec_end_[s]; ++r)
+        span(range_lo_[rec_id_[r]], range_hi_[rec_id_[r]], rec_next_[r]);
+}
+
+void SplitForest::expand(int64_t n_classes, In<int64_t> state_ptr, py::array entry_class,
+                         py::array entry_next) {
+    require(n_classes >= 1, "n_classes must be positive");
+    require(static_cast<int64_t>(counts_.size()) == num_states_, "row_counts comes first");
+    for (const py::array* out : {&entry_class, &entry_next})
+        require(py::isinstance<py::array_t<int32_t>>(*out) && out->ndim() == 1 &&
+                    (out->flags() & py::array::c_style) && out->writeable(),
+                "entry_class and entry_next are writable one-dimensional int32 arrays");
+    const int64_t total = entry_class.shape(0);
+    require(entry_next.shape(0) == total, "entry_class and entry_next have equal lengths");
+    require_csr(state_ptr, num_states_, total, "state_ptr");
+    const int64_t* ptr = state_ptr.data();
+    for (int64_t s = 0; s < num_states_; ++s)
+        require(!walked_[s] || ptr[s + 1] - ptr[s] == counts_[s],
+                "state_ptr gives a state this forest walked another number of entries");
+    int32_t* out_class = static_cast<int32_t*>(entry_class.mutable_data());
+    int32_t* out_next = static_cast<int32_t*>(entry_next.mutable_data());
+    py::gil_scoped_release released;
+    const int64_t n_canon = order_.size();
+    // a state's classes are distinct (its spans are disjoint): a long row is scattered by
+    // class and read back in order, a short one sorted
+    std::vector<int32_t> next_of_class(n_canon, -1);
+    std::vector<std::pair<int32_t, int32_t>> row;
+    for (int64_t s = 0; s < num_states_; ++s) {
+        if (!walked_[s]) continue;
+        int64_t pos = ptr[s];
+        const bool dense = counts_[s] * 16 >= n_canon;
+        row.clear();
+        for_each_span(s, [&](int64_t lo, int64_t hi, int64_t offset) {
+            const int32_t next = static_cast<int32_t>(offset / n_classes);
+            for (int64_t f = lo; f < hi; ++f) {
+                if (dense)
+                    next_of_class[order_[f]] = next;
+                else
+                    row.emplace_back(order_[f], next);
+            }
+        });
+        if (dense) {
+            for (int32_t c = 0; c < n_canon; ++c) {
+                if (next_of_class[c] < 0) continue;
+                out_class[pos] = c;
+                out_next[pos++] = next_of_class[c];
+                next_of_class[c] = -1;
+            }
+            continue;
+        }
+        std::sort(row.begin(), row.end());
+        for (const auto& [klass, next] : row) {
+            out_class[pos] = klass;
+            out_next[pos++] = next;
+        }
+    }
 }
 
 py::tuple canonical_classes(In<int32_t> forest_cls, In<int64_t> item_of_token) {
@@ -782,6 +800,50 @@ py::tuple dedupe_rows(In<int64_t> state_ptr, In<int32_t> entry_class, In<int32_t
     }
     return py::make_tuple(to_numpy(state_row), to_numpy(row_ptr), to_numpy(row_class, n_written),
                           to_numpy(row_delta, n_written));
+}
+
+py::tuple row_moves(In<int32_t> state_row, In<int64_t> row_ptr, In<int32_t> row_delta) {
+    const int64_t n = length(state_row, "state_row");
+    const int64_t n_rows = length(row_ptr, "row_ptr") - 1;
+    require(n_rows >= 0, "row_ptr has at least one entry");
+    const int64_t n_entries = length(row_delta, "row_delta");
+    require_csr(row_ptr, n_rows, n_entries, "row_ptr");
+    require_in_range(state_row.data(), n, 0, n_rows, "state_row");
+    const int32_t* row_of = state_row.data();
+    const int64_t* ptr = row_ptr.data();
+    const int32_t* delta = row_delta.data();
+    std::vector<int64_t> out_ptr(n + 1, 0);
+    std::vector<int32_t> out_next;
+    {
+        py::gil_scoped_release released;
+        int64_t low = 0, high = 0;
+        for (int64_t e = 0; e < n_entries; ++e) {
+            low = std::min<int64_t>(low, delta[e]);
+            high = std::max<int64_t>(high, delta[e]);
+        }
+        // each row's distinct deltas, once per row however many states share it
+        std::vector<int64_t> stamp(high - low + 1, -1), distinct_ptr(n_rows + 1, 0);
+        std::vector<int32_t> distinct;
+        for (int64_t r = 0; r < n_rows; ++r) {
+            for (int64_t e = ptr[r]; e < ptr[r + 1]; ++e) {
+                int64_t& seen = stamp[delta[e] - low];
+                if (seen == r) continue;
+                seen = r;
+                distinct.push_back(delta[e]);
+            }
+            distinct_ptr[r + 1] = distinct.size();
+        }
+        for (int64_t s = 0; s < n; ++s) {
+            const int64_t r = row_of[s];
+            for (int64_t j = distinct_ptr[r]; j < distinct_ptr[r + 1]; ++j) {
+                const int64_t next = s + distinct[j];
+                require(next >= 0 && next < n, "a row leads outside the states");
+                out_next.push_back(static_cast<int32_t>(next));
+            }
+            out_ptr[s + 1] = out_next.size();
+        }
+    }
+    return py::make_tuple(to_numpy(out_ptr), to_numpy(out_next));
 }
 
 }  // namespace grammarc

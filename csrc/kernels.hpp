@@ -29,6 +29,7 @@ py::array_t<int32_t> min_tokens_to_accept(In<int64_t> state_ptr, In<int32_t> ent
                                           In<bool> accepting);
 py::tuple dedupe_rows(In<int64_t> state_ptr, In<int32_t> entry_class, In<int32_t> entry_next,
                       In<int32_t> min_tokens);
+py::tuple row_moves(In<int32_t> state_row, In<int64_t> row_ptr, In<int32_t> row_delta);
 
 // The walk of a class trie from DFA states: validated once, shared by the refining threads.
 struct TrieWalk {
@@ -52,7 +53,9 @@ class SplitForest {
     SplitForest(int64_t num_items, int64_t num_states);
     void refine(const TrieWalk& walk, In<int32_t> states, In<int32_t> bases);
     py::array_t<int32_t> classes() const;
-    py::tuple expand(In<int32_t> canon_of_item, int64_t n_classes) const;
+    py::array_t<int64_t> row_counts(In<int32_t> canon_of_item);
+    void expand(int64_t n_classes, In<int64_t> state_ptr, py::array entry_class,
+                py::array entry_next);
 
    private:
     template <class Offset>
@@ -66,6 +69,8 @@ class SplitForest {
     int32_t group_of(int32_t item, int64_t next, int64_t mark, uint64_t mask);
     void grow_buffers(int64_t n_ids, int64_t k);
     void keep_splits(int64_t first_new, int64_t k, bool compact);
+    template <class Span>
+    void for_each_span(int64_t s, Span&& span);
     static constexpr int64_t kCompactIds = 8;  // ids per item past which splits are compacted
 
     int64_t num_items_, num_states_;
@@ -84,6 +89,11 @@ class SplitForest {
     std::vector<uint8_t> walked_;
     ZeroedArray<int32_t> base_item_;   // the items of a base's walk over the differing subtrees
     ZeroedArray<int64_t> base_next_;
+    // after row_counts: the final classes in pre-order of the ids, each id's range of them,
+    // and the entries of each state
+    std::vector<int32_t> order_;
+    std::vector<int64_t> range_lo_, range_hi_, counts_;
+    std::vector<std::pair<int64_t, int64_t>> excluded_;
     std::vector<int64_t> first_stamp_, first_next_;
     std::vector<int32_t> first_new_;
     std::vector<int64_t> ht_stamp_, ht_next_;

@@ -50,6 +50,9 @@ PYBIND11_MODULE(_core, m) {
           py::arg("entry_next"), py::arg("min_tokens"),
           "Trim entries into dead ends, make them relative and share equal rows: (state_row, "
           "row_ptr, row_class, row_delta).");
+    m.def("row_moves", &row_moves, py::arg("state_row"), py::arg("row_ptr"),
+          py::arg("row_delta"),
+          "The distinct states each state's shared row leads to: (ptr, next), CSR by state.");
     m.def("pushdown_walk", &pushdown_walk, py::arg("table"), py::arg("final"),
           py::arg("call_row"), py::arg("call_start"), py::arg("call_ret"),
           py::arg("loop_machine"), py::arg("in_loop"), py::arg("count_min"),
@@ -90,7 +93,11 @@ PYBIND11_MODULE(_core, m) {
              "differs from that base, which this forest must have walked in full before.")
         .def_property_readonly("classes", &SplitForest::classes,
                                "The current class of every item.")
-        .def("expand", &SplitForest::expand, py::arg("canon_of_item"), py::arg("n_classes"),
-             "Rows of the states this forest walked: (entries per state, class, next state), "
-             "sorted by class within a state.");
+        .def("row_counts", &SplitForest::row_counts, py::arg("canon_of_item"),
+             "The number of entries of each state's row under the final classes (0 for the "
+             "states this forest did not walk); comes before expand.")
+        .def("expand", &SplitForest::expand, py::arg("n_classes"), py::arg("state_ptr"),
+             py::arg("entry_class"), py::arg("entry_next"),
+             "Write the rows of the states this forest walked, sorted by class, into "
+             "entry_class/entry_next[state_ptr[s]:state_ptr[s + 1]] (releases the GIL).");
 }

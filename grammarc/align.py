@@ -286,20 +286,11 @@ def _refine_all(walk: _core.TrieWalk, num_items: int, num_states: int, walked: i
 def _expand_all(forests: list[_core.SplitForest], canon_of_item: np.ndarray, num_states: int,
                 num_classes: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Every state's row, from the forest that walked it: (state_ptr, class, next state)."""
-    counts = np.zeros(num_states, np.int64)
-    parts = []
-    for forest in forests:
-        part = forest.expand(canon_of_item, num_classes)
-        counts += part[0]
-        parts.append(part)
+    counts = sum(forest.row_counts(canon_of_item) for forest in forests)
     state_ptr = np.zeros(num_states + 1, np.int64)
     np.cumsum(counts, out=state_ptr[1:])
-    entry_class = np.zeros(state_ptr[-1], np.int32)
-    entry_next = np.zeros(state_ptr[-1], np.int32)
-    for part_counts, part_class, part_next in parts:
-        # entries come in state order; each goes to its state's slot in the merged arrays
-        local_start = np.repeat(np.cumsum(part_counts) - part_counts, part_counts)
-        dest = np.repeat(state_ptr[:-1], part_counts) + np.arange(len(part_class)) - local_start
-        entry_class[dest] = part_class
-        entry_next[dest] = part_next
+    entry_class = np.empty(state_ptr[-1], np.int32)
+    entry_next = np.empty(state_ptr[-1], np.int32)
+    for forest in forests:
+        forest.expand(num_classes, state_ptr, entry_class, entry_next)
     return state_ptr, entry_class, entry_next

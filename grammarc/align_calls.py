@@ -151,8 +151,9 @@ def align_calls(pd: PushdownDFA, trie: VocabTrie, vocab_size: int,
 def _without_unused_classes(entries: TokenEntries) -> TokenEntries:
     """Token classes renumbered over the entries left: a class only the sink used (its own
     row allows every token) becomes class 0, "never allowed" by the ordinary table."""
-    used = np.unique(entries.entry_class)
-    new_id = np.zeros(int(entries.token_class.max(initial=0)) + 1, np.int32)
+    num_classes = int(entries.token_class.max(initial=0)) + 1
+    used = np.flatnonzero(np.bincount(entries.entry_class, minlength=num_classes))
+    new_id = np.zeros(num_classes, np.int32)
     new_id[used] = np.arange(1, len(used) + 1, dtype=np.int32)
     return TokenEntries(new_id[entries.token_class], entries.state_ptr,
                         new_id[entries.entry_class], entries.entry_next)
@@ -435,12 +436,8 @@ def _return_cost(table: FactoredRows, pd: PushdownDFA, x_ptr, x_next, x_arg, x_c
     final = pd.dfa.accepting
     num_states = len(final)
     inf = np.int64(1) << 40
-    lengths = np.diff(table.row_ptr)[table.state_row]
-    entry_ptr = np.zeros(num_states + 1, np.int64)
-    np.cumsum(lengths, out=entry_ptr[1:])
-    within = np.arange(int(entry_ptr[-1])) - np.repeat(entry_ptr[:-1], lengths)
-    entry_next = np.repeat(np.arange(num_states), lengths) + \
-        table.row_delta[np.repeat(table.row_ptr[table.state_row], lengths) + within]
+    # a row's many token classes lead to few states, and a distance only needs the states
+    entry_ptr, entry_next = _core.row_moves(table.state_row, table.row_ptr, table.row_delta)
     if counts is not None:
         entry_ptr, entry_next = _without_repetitions(table, counts, entry_ptr, entry_next)
     # the costs through the table's own tokens first (one breadth-first pass), so that the

@@ -127,6 +127,15 @@ def _walk(code, end, trans_off, n_classes=1, accepting=(False, True), eos_item=-
                           n_classes, np.array(accepting), eos_item)
 
 
+def _rows(forest, canon, n_classes):
+    """(entries per state, class, next state) of the states the forest walked."""
+    counts = forest.row_counts(canon)
+    state_ptr = np.concatenate([[0], np.cumsum(counts)]).astype(i64)
+    classes, nexts = np.zeros(state_ptr[-1], i32), np.zeros(state_ptr[-1], i32)
+    forest.expand(n_classes, state_ptr, classes, nexts)
+    return counts, classes, nexts
+
+
 def test_split_forest_on_a_small_trie():
     # one-class trie: root, "x" (a token), "xx" (a token); DFA 0 dead, 1 -x-> 1 accepting
     walk = _walk([0, (1 << 16) | 1, (2 << 16) | 1], [3, 3, 3], [-1, 1])
@@ -135,8 +144,12 @@ def test_split_forest_on_a_small_trie():
     forest.refine(walk, np.array([1], i32), no_bases)
     token_class, canon = _core.canonical_classes(forest.classes[None, :], np.array([1, 2], i64))
     assert token_class.tolist() == [1, 1]  # both tokens go from 1 to 1
-    counts, classes, nexts = forest.expand(canon, 1)
+    counts, classes, nexts = _rows(forest, canon, 1)
     assert counts.tolist() == [0, 1] and classes.tolist() == [1] and nexts.tolist() == [1]
+    with pytest.raises(ValueError, match="writable"):
+        forest.expand(1, np.array([0, 0, 1], i64), np.zeros(1, i64), np.zeros(1, i32))
+    with pytest.raises(ValueError, match="another number"):
+        forest.expand(1, np.array([0, 1, 1], i64), np.zeros(1, i32), np.zeros(1, i32))
     forest.refine(walk, np.array([], i32), no_bases)  # no states: nothing happens
     with pytest.raises(ValueError, match="outside"):
         forest.refine(walk, np.array([2], i32), no_bases)
@@ -167,7 +180,7 @@ def test_a_state_walked_from_its_base_gets_the_row_of_a_full_walk():
         forest.refine(walk, np.array(order, i32), used)
         token_class, canon = _core.canonical_classes(forest.classes[None, :],
                                                      np.array([1, 2, 3, 4], i64))
-        counts, classes, nexts = forest.expand(canon, 3)
+        counts, classes, nexts = _rows(forest, canon, 3)
         rows.append((token_class.tolist(), counts.tolist(), classes.tolist(), nexts.tolist()))
     assert rows[0] == rows[1]
     # tokens are trie nodes 1-4: "a", "ab", "b", "ba"; from state 2, "a" -> 1, "ab" -> 1,
