@@ -846,4 +846,43 @@ py::tuple row_moves(In<int32_t> state_row, In<int64_t> row_ptr, In<int32_t> row_
     return py::make_tuple(to_numpy(out_ptr), to_numpy(out_next));
 }
 
+py::tuple split_sink(In<int64_t> state_ptr, In<int32_t> entry_class, In<int32_t> entry_next,
+                     int64_t sink, int64_t n_classes) {
+    const int64_t n_entries = length(entry_class, "entry_class");
+    length(entry_next, "entry_next", n_entries);
+    require(sink >= 0 && sink < length(state_ptr, "state_ptr"), "sink is a state");
+    require_csr(state_ptr, length(state_ptr, "state_ptr") - 1, n_entries, "state_ptr");
+    require(n_classes >= 1, "n_classes must be positive");
+    require_in_range(entry_class.data(), n_entries, 0, n_classes, "entry_class");
+    const int64_t* ptr = state_ptr.data();
+    const int32_t *cls = entry_class.data(), *next = entry_next.data();
+    std::vector<int32_t> new_id(n_classes, 0);
+    std::vector<int64_t> plain_ptr(sink + 1, 0);
+    std::vector<int32_t> plain_class, plain_next, pair_state, pair_class;
+    {
+        py::gil_scoped_release released;
+        for (int64_t e = 0; e < ptr[sink]; ++e)
+            if (next[e] != sink) new_id[cls[e]] = 1;
+        int32_t n_used = 0;
+        for (int64_t c = 0; c < n_classes; ++c)
+            if (new_id[c]) new_id[c] = ++n_used;
+        plain_class.reserve(ptr[sink]);
+        plain_next.reserve(ptr[sink]);
+        for (int64_t s = 0; s < sink; ++s) {
+            for (int64_t e = ptr[s]; e < ptr[s + 1]; ++e) {
+                if (next[e] == sink) {
+                    pair_state.push_back(static_cast<int32_t>(s));
+                    pair_class.push_back(cls[e]);
+                    continue;
+                }
+                plain_class.push_back(new_id[cls[e]]);
+                plain_next.push_back(next[e]);
+            }
+            plain_ptr[s + 1] = plain_class.size();
+        }
+    }
+    return py::make_tuple(to_numpy(new_id), to_numpy(plain_ptr), to_numpy(plain_class),
+                          to_numpy(plain_next), to_numpy(pair_state), to_numpy(pair_class));
+}
+
 }  // namespace grammarc

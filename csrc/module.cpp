@@ -53,6 +53,11 @@ PYBIND11_MODULE(_core, m) {
     m.def("row_moves", &row_moves, py::arg("state_row"), py::arg("row_ptr"),
           py::arg("row_delta"),
           "The distinct states each state's shared row leads to: (ptr, next), CSR by state.");
+    m.def("split_sink", &split_sink, py::arg("state_ptr"), py::arg("entry_class"),
+          py::arg("entry_next"), py::arg("sink"), py::arg("n_classes"),
+          "Entries of the states below `sink` split by whether they lead to it: (new class id "
+          "of each class, numbered 1.. over the classes the others use and 0 elsewhere; CSR "
+          "ptr, renumbered class and next of the others; state and class of those that do).");
     m.def("pushdown_walk", &pushdown_walk, py::arg("table"), py::arg("final"),
           py::arg("call_row"), py::arg("call_start"), py::arg("call_ret"),
           py::arg("loop_machine"), py::arg("in_loop"), py::arg("count_min"),

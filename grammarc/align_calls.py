@@ -109,7 +109,10 @@ def align_calls(pd: PushdownDFA, trie: VocabTrie, vocab_size: int,
 
     kernel = _Kernel(pd, table)
     data, offsets = trie.token_data, trie.token_offsets
-    x_state, x_token = _pairs_into(entries, sink)
+    new_class, state_ptr, plain_class, plain_next, pair_state, pair_class = _core.split_sink(
+        entries.state_ptr, entries.entry_class, entries.entry_next, sink,
+        int(entries.token_class.max(initial=0)) + 1)
+    x_state, x_token = _pairs_into(pair_state, pair_class, entries.token_class)
     kind, nxt, pos, pushes, count = kernel.walk(x_state, data, offsets[x_token],
                                                 offsets[x_token + 1])
     push_ids = _PushSequences()
@@ -121,14 +124,9 @@ def align_calls(pd: PushdownDFA, trie: VocabTrie, vocab_size: int,
                 zip(x_state[x_next == -1], x_arg[x_next == -1])}
     s_arrays = _resolve_suffixes(pd, kernel, suffixes, returned, push_ids)
 
-    keep = entries.entry_next != sink
-    owner = np.repeat(np.arange(num_states + 1), np.diff(entries.state_ptr))
-    counts = np.bincount(owner[keep], minlength=num_states)
-    state_ptr = np.zeros(num_states + 1, np.int64)
-    np.cumsum(counts, out=state_ptr[1:])
-    plain = _without_unused_classes(TokenEntries(entries.token_class, state_ptr,
-                                                 entries.entry_class[keep],
-                                                 entries.entry_next[keep]))
+    # a class only the sink used (its row allows every token) becomes class 0, "never
+    # allowed" by the ordinary table
+    plain = TokenEntries(new_class[entries.token_class], state_ptr, plain_class, plain_next)
     has_stack_tokens = np.bincount(x_state[live], minlength=num_states) > 0
     ordinary = factor(plain, pd.dfa.accepting | has_stack_tokens)
 
@@ -148,25 +146,12 @@ def align_calls(pd: PushdownDFA, trie: VocabTrie, vocab_size: int,
                      s_arrays[4], counts)
 
 
-def _without_unused_classes(entries: TokenEntries) -> TokenEntries:
-    """Token classes renumbered over the entries left: a class only the sink used (its own
-    row allows every token) becomes class 0, "never allowed" by the ordinary table."""
-    num_classes = int(entries.token_class.max(initial=0)) + 1
-    used = np.flatnonzero(np.bincount(entries.entry_class, minlength=num_classes))
-    new_id = np.zeros(num_classes, np.int32)
-    new_id[used] = np.arange(1, len(used) + 1, dtype=np.int32)
-    return TokenEntries(new_id[entries.token_class], entries.state_ptr,
-                        new_id[entries.entry_class], entries.entry_next)
-
-
-def _pairs_into(entries: TokenEntries, sink: int) -> tuple[np.ndarray, np.ndarray]:
-    """The (state, token) pairs whose entry leads to the sink."""
-    owner = np.repeat(np.arange(len(entries.state_ptr) - 1), np.diff(entries.state_ptr))
-    hit = (entries.entry_next == sink) & (owner != sink)
-    states, classes = owner[hit], entries.entry_class[hit]
-    by_class = np.argsort(entries.token_class, kind="stable")
-    class_ptr = np.zeros(int(entries.token_class.max(initial=0)) + 2, np.int64)
-    np.cumsum(np.bincount(entries.token_class), out=class_ptr[1:len(class_ptr)])
+def _pairs_into(states: np.ndarray, classes: np.ndarray,
+                token_class: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The (state, token) pairs of the (state, class) pairs whose entry leads to the sink."""
+    by_class = np.argsort(token_class, kind="stable")
+    class_ptr = np.zeros(int(token_class.max(initial=0)) + 2, np.int64)
+    np.cumsum(np.bincount(token_class), out=class_ptr[1:len(class_ptr)])
     sizes = class_ptr[classes + 1] - class_ptr[classes]
     pair_state = np.repeat(states, sizes)
     starts = np.repeat(class_ptr[classes] - np.cumsum(sizes) + sizes, sizes)
