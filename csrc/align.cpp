@@ -308,25 +308,41 @@ int64_t SplitForest::walk_subtrees(const TrieWalk& walk, const Offset* trans_off
     return k;
 }
 
-void SplitForest::grow_buffers(int64_t n_ids, int64_t k) {
-    if (2 * k > static_cast<int64_t>(ht_stamp_.size())) {
-        size_t size = ht_stamp_.size();
-        while (static_cast<int64_t>(size) < 2 * k) size *= 2;
-        ht_stamp_.assign(size, 0);  // stamps of earlier states are stale anyway
-        ht_class_.assign(size, 0);
-        ht_next_.assign(size, 0);
-        ht_new_.assign(size, 0);
-    }
-    if (n_ids + k > static_cast<int64_t>(first_stamp_.size())) {
-        const size_t size = 2 * (n_ids + k);
+void SplitForest::start_state(int64_t n_ids) {
+    // first_* are indexed by the classes that exist before the state's splits
+    if (n_ids > static_cast<int64_t>(first_stamp_.size())) {
+        const size_t size = 2 * n_ids;
         first_stamp_.resize(size, 0);
         first_next_.resize(size, 0);
         first_new_.resize(size, 0);
     }
-    if (k > static_cast<int64_t>(group_size_.size())) group_size_.resize(2 * k);
+    ht_used_ = 0;
 }
 
-int32_t SplitForest::group_of(int32_t item, int64_t t, int64_t mark, uint64_t mask) {
+void SplitForest::grow_table(int64_t mark) {
+    // twice the slots; this state's entries move over, earlier states' are stale
+    const size_t size = 2 * ht_stamp_.size();
+    std::vector<int64_t> stamp(size, 0), next(size, 0);
+    std::vector<int32_t> klass(size, 0), fresh(size, 0);
+    const uint64_t mask = size - 1;
+    for (size_t at = 0; at < ht_stamp_.size(); ++at) {
+        if (ht_stamp_[at] != mark) continue;
+        const uint64_t key = static_cast<uint64_t>(ht_class_[at]) * 1000003ULL +
+                             static_cast<uint64_t>(ht_next_[at]) * 7919ULL;
+        uint64_t slot = slot_of(key, mask);
+        while (stamp[slot] == mark) slot = (slot + 1) & mask;
+        stamp[slot] = mark;
+        next[slot] = ht_next_[at];
+        klass[slot] = ht_class_[at];
+        fresh[slot] = ht_new_[at];
+    }
+    ht_stamp_.swap(stamp);
+    ht_next_.swap(next);
+    ht_class_.swap(klass);
+    ht_new_.swap(fresh);
+}
+
+int32_t SplitForest::group_of(int32_t item, int64_t t, int64_t mark) {
     // the first next state of each class in this state sits in first_*; others in a hash table
     const int32_t c = cls_[item];
     const int64_t n_ids = static_cast<int64_t>(parent_.size());
@@ -338,6 +354,8 @@ int32_t SplitForest::group_of(int32_t item, int64_t t, int64_t mark, uint64_t ma
         first_new_[c] = fresh;
         return -1;
     }
+    if (2 * (ht_used_ + 1) > static_cast<int64_t>(ht_stamp_.size())) grow_table(mark);
+    const uint64_t mask = ht_stamp_.size() - 1;
     const uint64_t key = static_cast<uint64_t>(c) * 1000003ULL + static_cast<uint64_t>(t) * 7919ULL;
     const Probed found = find_or_insert(
         slot_of(key, mask), mask, [&](uint64_t slot) { return ht_stamp_[slot] != mark; },
@@ -348,7 +366,17 @@ int32_t SplitForest::group_of(int32_t item, int64_t t, int64_t mark, uint64_t ma
             ht_next_[slot] = t;
             ht_new_[slot] = fresh;
         });
+    ht_used_ += found.inserted;
     return found.inserted ? -1 : ht_new_[found.slot];
+}
+
+int32_t SplitForest::new_group(int32_t item, int64_t n_ids) {
+    const int32_t id = static_cast<int32_t>(parent_.size());
+    parent_.push_back(cls_[item]);
+    if (id - n_ids >= static_cast<int64_t>(group_size_.size()))
+        group_size_.resize(2 * (id - n_ids) + 64);
+    group_size_[id - n_ids] = 0;
+    return id;
 }
 
 template <class Offset>
@@ -377,16 +405,13 @@ void SplitForest::refine_with(const TrieWalk& walk, const Offset* trans_off,
                 items[k] = static_cast<int32_t>(eos);
                 nexts[k++] = s * n_classes;
             }
-            grow_buffers(n_ids, k);
-            const uint64_t mask = ht_stamp_.size() - 1;
+            start_state(n_ids);
             for (int64_t j = 0; j < k; ++j) {
-                int32_t id = group_of(items[j], nexts[j], mark, mask);
+                int32_t id = group_of(items[j], nexts[j], mark);
                 if (id < 0) {
-                    id = static_cast<int32_t>(parent_.size());
-                    parent_.push_back(cls_[items[j]]);
+                    id = new_group(items[j], n_ids);
                     rec_id_.push_back(id);
                     rec_next_.push_back(nexts[j]);
-                    group_size_[id - n_ids] = 0;
                 }
                 cls_[items[j]] = id;
                 ++group_size_[id - n_ids];
@@ -421,8 +446,7 @@ void SplitForest::refine_with(const TrieWalk& walk, const Offset* trans_off,
             b_items[kb] = static_cast<int32_t>(eos);
             b_nexts[kb++] = base * n_classes;
         }
-        grow_buffers(n_ids, ks + kb);
-        const uint64_t mask = ht_stamp_.size() - 1;
+        start_state(n_ids);
         for (int64_t i = 0, j = 0; i < ks || j < kb;) {  // both lists are in item order
             int32_t item;
             int64_t here = -1, there = -1;  // next state from s and from the base (-1: dead)
@@ -438,16 +462,14 @@ void SplitForest::refine_with(const TrieWalk& walk, const Offset* trans_off,
                 there = b_nexts[j++];
             }
             if (here == there) continue;
-            int32_t id = group_of(item, here, mark, mask);
+            int32_t id = group_of(item, here, mark);
             if (id < 0) {
-                id = static_cast<int32_t>(parent_.size());
-                parent_.push_back(cls_[item]);
+                id = new_group(item, n_ids);
                 if (here >= 0) {
                     rec_id_.push_back(id);
                     rec_next_.push_back(here);
                 }
                 if (there >= 0) excl_id_.push_back(id);
-                group_size_[id - n_ids] = 0;
             }
             cls_[item] = id;
             ++group_size_[id - n_ids];

@@ -68,8 +68,10 @@ class SplitForest {
                           const int32_t* first, int64_t n_first, int32_t* items,
                           int64_t* nexts, std::vector<Offset>& stack) const;
     // The class of (item's class, next state) made in the current state, -1 when new.
-    int32_t group_of(int32_t item, int64_t next, int64_t mark, uint64_t mask);
-    void grow_buffers(int64_t n_ids, int64_t k);
+    int32_t group_of(int32_t item, int64_t next, int64_t mark);
+    int32_t new_group(int32_t item, int64_t n_ids);  // a new class, child of the item's
+    void start_state(int64_t n_ids);
+    void grow_table(int64_t mark);
     void keep_splits(int64_t first_new, int64_t k, bool compact);
     template <class Span>
     void for_each_span(int64_t s, Span&& span);
@@ -100,6 +102,7 @@ class SplitForest {
     std::vector<int32_t> first_new_;
     std::vector<int64_t> ht_stamp_, ht_next_;
     std::vector<int32_t> ht_class_, ht_new_;
+    int64_t ht_used_ = 0;  // entries of the current state in the ht_* table
 };
 
 // nfa.cpp
