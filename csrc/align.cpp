@@ -179,7 +179,8 @@ TrieWalk::TrieWalk(In<int32_t> code_, In<int32_t> end_, py::array trans_off_,
 namespace {
 
 template <class Offset>
-void choose_bases(const TrieWalk& walk, const Offset* trans_off, int64_t walked, int32_t* base) {
+int64_t choose_bases(const TrieWalk& walk, const Offset* trans_off, int64_t walked,
+                     int32_t* base) {
     const int32_t* code = walk.code.data();
     const int32_t* end = walk.end.data();
     const int64_t n_classes = walk.n_classes;
@@ -208,30 +209,42 @@ void choose_bases(const TrieWalk& walk, const Offset* trans_off, int64_t walked,
             }
         }
     }
+    int64_t visits = 0;
     for (int64_t s = 1; s < walked; ++s) {
         const int32_t q = dominant[s];
-        if (q <= 0 || q == s || dominant[q] != q) continue;
-        int64_t differing = 0;
-        for (const int32_t label : labels)
-            if (trans_off[s * n_classes + label] != trans_off[q * n_classes + label])
-                differing += weight[label];
-        if (2 * differing <= live[s]) base[s] = q;
+        int64_t differing = live[s];
+        if (q > 0 && q != s && dominant[q] == q) {
+            differing = 0;
+            for (const int32_t label : labels)
+                if (trans_off[s * n_classes + label] != trans_off[q * n_classes + label])
+                    differing += weight[label];
+        }
+        if (2 * differing <= live[s]) {
+            base[s] = q;
+            visits += 2 * differing;
+        } else {
+            visits += live[s];
+        }
     }
+    return visits;
 }
 
 }  // namespace
 
-py::array_t<int32_t> TrieWalk::bases(int64_t walked) const {
+py::tuple TrieWalk::bases(int64_t walked) const {
     require(0 <= walked && walked <= n_states, "walked must be at most the number of states");
     std::vector<int32_t> base(n_states, -1);
+    int64_t visits = 0;
     {
         py::gil_scoped_release released;
         if (py::isinstance<py::array_t<int64_t>>(trans_off))
-            choose_bases(*this, static_cast<const int64_t*>(trans_off.data()), walked, base.data());
+            visits = choose_bases(*this, static_cast<const int64_t*>(trans_off.data()), walked,
+                                  base.data());
         else
-            choose_bases(*this, static_cast<const int32_t*>(trans_off.data()), walked, base.data());
+            visits = choose_bases(*this, static_cast<const int32_t*>(trans_off.data()), walked,
+                                  base.data());
     }
-    return to_numpy(base);
+    return py::make_tuple(to_numpy(base), visits);
 }
 
 SplitForest::SplitForest(int64_t num_items, int64_t num_states)

@@ -45,8 +45,9 @@ struct TrieWalk {
 
     // A base state for each state below `walked` (-1: walked in full): the state that most of
     // its live first-level subtrees lead to, when that state mostly leads to itself and the two
-    // differ on first bytes whose subtrees hold at most half the nodes the state walks.
-    py::array_t<int32_t> bases(int64_t walked) const;
+    // differ on first bytes whose subtrees hold at most half the nodes the state walks. With
+    // it, a bound of the nodes the walks visit.
+    py::tuple bases(int64_t walked) const;
 };
 
 // Partition refinement of trie items, state by state, remembering every split (align.py).

@@ -83,10 +83,11 @@ PYBIND11_MODULE(_core, m) {
              py::arg("code"), py::arg("end"), py::arg("trans_off"), py::arg("n_classes"),
              py::arg("accepting"), py::arg("eos_item"))
         .def("bases", &TrieWalk::bases, py::arg("walked"),
-             "A base state for each state below `walked`, -1 where there is none: the state "
-             "most of its first-level subtrees lead to, when that state mostly leads to itself "
-             "and the two differ on first bytes below which lie at most half the nodes the "
-             "state walks (its walk then covers those subtrees only).");
+             "(base, visits): a base state for each state below `walked`, -1 where there is "
+             "none: the state most of its first-level subtrees lead to, when that state mostly "
+             "leads to itself and the two differ on first bytes below which lie at most half "
+             "the nodes the state walks (its walk then covers those subtrees, from both); "
+             "visits bounds the nodes all these walks visit.");
     py::class_<SplitForest>(m, "SplitForest",
                             "Partition refinement of trie items, state by state, remembering "
                             "every split; each thread refines its own forest.")

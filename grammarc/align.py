@@ -4,9 +4,10 @@
 the walk dies; EOS tokens go from an accepting state to itself and are forbidden elsewhere.
 It is computed by walking a pre-order trie of the vocabulary from every live state, skipping a
 whole subtree as soon as the DFA dies (kernels of the compiled core, csrc/align.cpp). The byte trie is built
-once per tokenizer; per grammar it is folded into a trie over the DFA's *byte classes* (bytes
-every state treats alike), whose nodes group the tokens that no state can tell apart. For a
-regex like `[^eE]{1,200}` that turns 49k tokens into about a thousand groups.
+once per tokenizer; for a grammar whose walks are many it is folded into a trie over the DFA's
+*byte classes* (bytes every state treats alike), whose nodes group the tokens that no state can
+tell apart. For a regex like `[^eE]{1,200}` that turns 49k tokens into about a thousand groups.
+A state that mostly behaves like a *base* state is walked only where the two differ.
 
 The table is never materialised. It comes out factored:
 
@@ -41,6 +42,12 @@ from .errors import GrammarError
 from .table import TokenTable
 
 _CHUNK = 64  # states per kernel call, so progress can be reported
+# The trie is folded over byte classes once the walks would visit it this many times over: a
+# fold costs tens of walks, and saves the part of each walk that its classes merge
+_FOLD_AFTER = 60
+# Below this many walks of the trie, a second thread costs more (its forest, merging the
+# forests' classes) than it saves
+_PARALLEL_AFTER = 50
 
 
 @dataclass(frozen=True)
@@ -162,32 +169,39 @@ def walk_entries(dfa: ByteDFA, trie: VocabTrie, vocab_size: int,
     `walked`, only the states below it are walked (the others get no entries): a state that
     allows every token and goes to itself splits no class."""
     num_states, num_classes = dfa.trans.shape
+    walked = walked or num_states
     byte_class = dfa.byte_class.astype(np.int32)
-    if _byte_walk_estimate(dfa, trie) < trie.num_nodes:
-        # a narrow grammar: walking the byte trie costs less than folding it
-        label, depth, end = byte_class[trie.node_byte], trie.node_depth, trie.node_end
-        node_of_byte_node = np.arange(trie.num_nodes)
-    else:
-        label, depth, end, node_of_byte_node = _core.class_trie(
-            trie.node_byte, trie.node_depth, byte_class, num_classes)
-    # items: class-trie nodes that end a token, plus one item for all EOS tokens
-    item_of_token = np.full(vocab_size, -1, np.int64)
-    item_of_token[trie.toks] = node_of_byte_node[trie.tok_node]
-    is_item = np.zeros(len(label), np.int32)
-    is_item[item_of_token[trie.toks]] = 1
-    eos_item = len(label)
-    eos = sorted(set(eos_token_ids))
-    item_of_token[eos] = eos_item
-    # one int32 per node: depth, byte class and "ends a token", read by the walk in one load
-    code = (depth.astype(np.int32) << 16) | (label << 1) | is_item
     # transitions as offsets of the next state's row, -1 for the dead state
     offset_type = np.int32 if num_states * num_classes < 2**31 else np.int64
     trans_off = np.where(dfa.trans == 0, -1, dfa.trans.astype(np.int64) * num_classes
                          ).astype(offset_type).reshape(-1)
     accepting = np.ascontiguousarray(dfa.accepting, dtype=np.bool_)
+    eos = sorted(set(eos_token_ids))
 
-    walk = _core.TrieWalk(code, end, trans_off, num_classes, accepting, eos_item if eos else -1)
-    forests = _refine_all(walk, eos_item + 1, num_states, walked or num_states, progress)
+    def trie_walk(label, depth, end, node_of_byte_node):
+        # items: trie nodes that end a token, plus one item for all EOS tokens
+        item_of_token = np.full(vocab_size, -1, np.int64)
+        item_of_token[trie.toks] = node_of_byte_node[trie.tok_node]
+        is_item = np.zeros(len(label), np.int32)
+        is_item[item_of_token[trie.toks]] = 1
+        eos_item = len(label)
+        item_of_token[eos] = eos_item
+        # one int32 per node: depth, byte class and "ends a token", read by the walk in one load
+        code = (depth.astype(np.int32) << 16) | (label << 1) | is_item
+        return (_core.TrieWalk(code, end, trans_off, num_classes, accepting,
+                               eos_item if eos else -1), item_of_token, eos_item + 1)
+
+    walk, item_of_token, num_items = trie_walk(byte_class[trie.node_byte], trie.node_depth,
+                                               trie.node_end, np.arange(trie.num_nodes))
+    bases, visits = walk.bases(walked)
+    if visits > _FOLD_AFTER * trie.num_nodes:
+        # many walks: the trie folded over the DFA's byte classes, whose nodes group the
+        # tokens no state can tell apart, is worth building
+        walk, item_of_token, num_items = trie_walk(*_core.class_trie(
+            trie.node_byte, trie.node_depth, byte_class, num_classes))
+        bases, _ = walk.bases(walked)
+    threads = 2 if visits > _PARALLEL_AFTER * trie.num_nodes else 1
+    forests = _refine_all(walk, bases, num_items, num_states, walked, threads, progress)
     token_class, canon_of_item = _core.canonical_classes(
         np.stack([f.classes for f in forests]), item_of_token)
     state_ptr, entry_class, entry_next = _expand_all(forests, canon_of_item, num_states,
@@ -208,20 +222,11 @@ def factor(entries: TokenEntries, accepting: np.ndarray) -> FactoredRows:
                         min_tokens)
 
 
-def _byte_walk_estimate(dfa: ByteDFA, trie: VocabTrie) -> int:
-    """An upper bound of the trie nodes a byte-trie walk visits from all states: each state's
-    live first bytes times the size of the subtrees below them."""
-    first_level = np.flatnonzero(trie.node_depth == 1)
-    subtree = np.zeros(256, np.int64)
-    subtree[trie.node_byte[first_level]] = trie.node_end[first_level] - first_level
-    per_class = np.bincount(dfa.byte_class, weights=subtree, minlength=dfa.num_classes)
-    return int(((dfa.trans[1:] != 0).astype(np.int64) @ per_class.astype(np.int64)).sum())
-
-
-def _refine_all(walk: _core.TrieWalk, num_items: int, num_states: int, walked: int,
-                progress: Callable[[int, int], None] | None) -> list[_core.SplitForest]:
-    """Refine over all states, on up to two threads, each with its own split forest (the
-    kernel releases the GIL).
+def _refine_all(walk: _core.TrieWalk, bases: np.ndarray, num_items: int, num_states: int,
+                walked: int, threads: int, progress: Callable[[int, int], None] | None
+                ) -> list[_core.SplitForest]:
+    """Refine over all states, on up to `threads` threads, each with its own split forest
+    (the kernel releases the GIL).
 
     Each forest sorts the items a state allows into groups by (current class, next state);
     every group becomes a new class whose parent is the class it came from, and the state
@@ -235,7 +240,6 @@ def _refine_all(walk: _core.TrieWalk, num_items: int, num_states: int, walked: i
     the first bytes where the two differ, and keeps the base's records less what moved: so a
     base and the states walked from it go to one forest, the base first.
     """
-    bases = walk.bases(walked)
     states = np.arange(1, walked, dtype=np.int32)
     family = np.where(bases[1:walked] >= 0, bases[1:walked], states)
     order = np.lexsort((bases[1:walked] >= 0, family))
@@ -248,7 +252,7 @@ def _refine_all(walk: _core.TrieWalk, num_items: int, num_states: int, walked: i
             if lo + _CHUNK < len(states) else len(states)
         chunks.append(states[lo:hi])
         lo = hi
-    workers = min(len(chunks), os.cpu_count() or 1, 2)
+    workers = min(len(chunks), os.cpu_count() or 1, threads)
     forests = [_core.SplitForest(num_items, num_states) for _ in range(workers)]
     if workers <= 1:
         done = 0

@@ -172,7 +172,7 @@ def test_a_state_walked_from_its_base_gets_the_row_of_a_full_walk():
     trans_off = np.where(trans < 0, -1, trans * 3).reshape(-1).astype(i32)
     walk = _core.TrieWalk(np.array(code, i32), np.array(end, i32), trans_off, 3,
                           np.array([False, True, True, True]), -1)
-    bases = walk.bases(4)
+    bases, visits = walk.bases(4)
     assert bases.tolist() == [-1, -1, 1, -1]
     rows = []
     for order, used in (([1, 2, 3], bases), ([1, 2, 3], np.full(4, -1, i32))):
