@@ -304,15 +304,15 @@ py::tuple hopcroft(In<int32_t> trans, In<int32_t> initial) {
     {
         py::gil_scoped_release released;
         // predecessors of (state, class): inv_src[inv_ptr[t * k + a] : inv_ptr[t * k + a + 1]]
-        std::vector<int64_t> inv_ptr(n * k + 1, 0);
+        // (filled through inv_ptr[key + 1], which then ends up holding the starts)
+        std::vector<int64_t> inv_ptr(n * k + 2, 0);
         for (int64_t s = 0; s < n; ++s)
-            for (int64_t a = 0; a < k; ++a) inv_ptr[tr[s * k + a] * k + a + 1] += 1;
-        for (int64_t i = 0; i < n * k; ++i) inv_ptr[i + 1] += inv_ptr[i];
-        std::vector<int64_t> fill(inv_ptr.begin(), inv_ptr.end() - 1);
+            for (int64_t a = 0; a < k; ++a) inv_ptr[tr[s * k + a] * k + a + 2] += 1;
+        for (int64_t i = 2; i <= n * k; ++i) inv_ptr[i] += inv_ptr[i - 1];
         std::vector<int32_t> inv_src(n * k);
         for (int64_t s = 0; s < n; ++s)
             for (int64_t a = 0; a < k; ++a)
-                inv_src[fill[tr[s * k + a] * k + a]++] = static_cast<int32_t>(s);
+                inv_src[inv_ptr[tr[s * k + a] * k + a + 1]++] = static_cast<int32_t>(s);
 
         std::vector<int32_t> elems(n);
         std::vector<int64_t> pos(n), bstart(n + 1, 0), bend(n + 1, 0), nmark(n + 1, 0);
@@ -388,6 +388,37 @@ py::tuple hopcroft(In<int32_t> trans, In<int32_t> initial) {
         }
     }
     return py::make_tuple(to_numpy(block), n_blocks);
+}
+
+py::array_t<int32_t> column_groups(In<int32_t> trans) {
+    require(trans.ndim() == 2, "trans must be two-dimensional");
+    const int64_t n = trans.shape(0), k = trans.shape(1);
+    const int32_t* tr = trans.data();
+    std::vector<int32_t> group(k, 0);
+    {
+        py::gil_scoped_release released;
+        std::vector<uint64_t> hash(k, kHashSeed);
+        for (int64_t s = 0; s < n; ++s)
+            for (int64_t a = 0; a < k; ++a)
+                hash[a] = hash_step(hash[a], static_cast<uint32_t>(tr[s * k + a]), 31);
+        std::vector<int64_t> first;  // the first column of each group
+        for (int64_t a = 0; a < k; ++a) {
+            int64_t found = -1;
+            for (size_t g = 0; g < first.size() && found < 0; ++g) {
+                const int64_t b = first[g];
+                if (hash[b] != hash[a]) continue;
+                bool same = true;
+                for (int64_t s = 0; s < n && same; ++s) same = tr[s * k + a] == tr[s * k + b];
+                if (same) found = static_cast<int64_t>(g);
+            }
+            if (found < 0) {
+                found = static_cast<int64_t>(first.size());
+                first.push_back(a);
+            }
+            group[a] = static_cast<int32_t>(found);
+        }
+    }
+    return to_numpy(group);
 }
 
 py::array_t<int32_t> bfs_order(In<int32_t> trans, int64_t dead, int64_t start) {

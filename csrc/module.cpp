@@ -26,6 +26,9 @@ PYBIND11_MODULE(_core, m) {
     m.def("bfs_order", &bfs_order, py::arg("trans"), py::arg("dead"), py::arg("start"),
           "States in canonical order: `dead`, then breadth-first from `start` visiting "
           "classes in order.");
+    m.def("column_groups", &column_groups, py::arg("trans"),
+          "The group of each column of a table: equal columns share one, numbered by their "
+          "first column.");
     m.def("product", &product, py::arg("trans_a"), py::arg("acc_a"), py::arg("trans_b"),
           py::arg("acc_b"), py::arg("class_a"), py::arg("class_b"), py::arg("op"),
           py::arg("max_states"),

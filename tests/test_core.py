@@ -342,3 +342,11 @@ def test_utf8_sequences_match_python_encodings():
             matched = any(len(s) == len(data) and all(a <= b <= c for (a, c), b in zip(s, data))
                           for s in sequences)
             assert matched == any(a <= cp <= b for a, b in ranges), (ranges, hex(cp))
+
+
+def test_column_groups_number_equal_columns_by_their_first():
+    trans = np.array([[0, 1, 0, 2], [2, 1, 2, 2], [1, 1, 1, 0]], i32)
+    assert _core.column_groups(trans).tolist() == [0, 1, 0, 2]
+    assert _core.column_groups(np.zeros((3, 4), i32)).tolist() == [0, 0, 0, 0]
+    with pytest.raises(ValueError, match="two-dimensional"):
+        _core.column_groups(np.zeros(3, i32))

@@ -135,6 +135,13 @@ def minimize(trans: np.ndarray, byte_class: np.ndarray, accepting: np.ndarray,
     `GrammarError`.
     """
     trans = np.ascontiguousarray(trans, dtype=np.int32)
+    # classes every state treats alike are one before Hopcroft, whose cost grows with them (a
+    # subset construction over interval classes leaves many alike)
+    group_of_class = _core.column_groups(trans)
+    if int(group_of_class.max(initial=0)) + 1 < trans.shape[1]:
+        first = np.unique(group_of_class, return_index=True)[1]
+        trans = np.ascontiguousarray(trans[:, first])
+        byte_class = group_of_class[byte_class]
     accepting = np.ascontiguousarray(accepting, dtype=np.bool_)
     if labels is None:
         initial = accepting.astype(np.int32)
@@ -187,12 +194,7 @@ def _witness(trans: np.ndarray, byte_class: np.ndarray, state: int, cls: int) ->
 def _merge_byte_classes(trans: np.ndarray, byte_class: np.ndarray,
                         accepting: np.ndarray) -> ByteDFA:
     """Merge classes with identical columns; number classes by their first byte."""
-    columns = np.ascontiguousarray(trans.T)  # [classes, states]
-    group_of_column: dict[bytes, int] = {}
-    merged_of_class = np.empty(len(columns), np.int32)
-    for c, column in enumerate(columns):
-        merged_of_class[c] = group_of_column.setdefault(column.tobytes(), len(group_of_column))
-    merged_of_byte = merged_of_class[byte_class]
+    merged_of_byte = _core.column_groups(np.ascontiguousarray(trans, dtype=np.int32))[byte_class]
     # renumber merged classes by the first byte that uses them
     _, first = np.unique(merged_of_byte, return_index=True)
     rank = np.empty(len(first), np.int32)
