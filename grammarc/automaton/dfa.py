@@ -194,15 +194,17 @@ def _witness(trans: np.ndarray, byte_class: np.ndarray, state: int, cls: int) ->
 def _merge_byte_classes(trans: np.ndarray, byte_class: np.ndarray,
                         accepting: np.ndarray) -> ByteDFA:
     """Merge classes with identical columns; number classes by their first byte."""
-    merged_of_byte = _core.column_groups(np.ascontiguousarray(trans, dtype=np.int32))[byte_class]
+    group = _core.column_groups(np.ascontiguousarray(trans, dtype=np.int32))
+    merged_of_byte = group[byte_class]
     # renumber merged classes by the first byte that uses them
-    _, first = np.unique(merged_of_byte, return_index=True)
-    rank = np.empty(len(first), np.int32)
-    rank[np.argsort(first, kind="stable")] = np.arange(len(first), dtype=np.int32)
-    new_class = rank[merged_of_byte]
-    merged = np.empty((trans.shape[0], len(first)), np.int32)
-    merged[:, new_class] = trans[:, byte_class]
-    return ByteDFA(merged, new_class, accepting.astype(np.bool_))
+    used, first = np.unique(merged_of_byte, return_index=True)
+    group_of_new = used[np.argsort(first, kind="stable")]
+    rank = np.zeros(int(group.max(initial=0)) + 1, np.int32)
+    rank[group_of_new] = np.arange(len(group_of_new), dtype=np.int32)
+    column_of_group = np.zeros(len(rank), np.int64)
+    column_of_group[group] = np.arange(len(group))  # any column of the group: they are equal
+    merged = np.ascontiguousarray(trans[:, column_of_group[group_of_new]], dtype=np.int32)
+    return ByteDFA(merged, rank[merged_of_byte], accepting.astype(np.bool_))
 
 
 def _byte_classes(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
