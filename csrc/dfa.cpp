@@ -303,16 +303,28 @@ py::tuple hopcroft(In<int32_t> trans, In<int32_t> initial) {
     int64_t n_blocks = 0;
     {
         py::gil_scoped_release released;
+        // When state 0 is alone in its initial block, that block is the one left out of the
+        // splitters (any one may be) and never splits: the transitions into it, most of a
+        // grammar's, are never read and not indexed.
+        int64_t alone = 0;
+        for (int64_t s = 0; s < n && alone < 2; ++s) alone += init[s] == init[0];
+        const bool dead_alone = n > 0 && alone == 1;
         // predecessors of (state, class): inv_src[inv_ptr[t * k + a] : inv_ptr[t * k + a + 1]]
         // (filled through inv_ptr[key + 1], which then ends up holding the starts)
         std::vector<int64_t> inv_ptr(n * k + 2, 0);
-        for (int64_t s = 0; s < n; ++s)
-            for (int64_t a = 0; a < k; ++a) inv_ptr[tr[s * k + a] * k + a + 2] += 1;
-        for (int64_t i = 2; i <= n * k; ++i) inv_ptr[i] += inv_ptr[i - 1];
-        std::vector<int32_t> inv_src(n * k);
+        int64_t n_inv = 0;
         for (int64_t s = 0; s < n; ++s)
             for (int64_t a = 0; a < k; ++a)
-                inv_src[inv_ptr[tr[s * k + a] * k + a + 1]++] = static_cast<int32_t>(s);
+                if (!dead_alone || tr[s * k + a] != 0) {
+                    inv_ptr[tr[s * k + a] * k + a + 2] += 1;
+                    ++n_inv;
+                }
+        for (int64_t i = 2; i <= n * k; ++i) inv_ptr[i] += inv_ptr[i - 1];
+        std::vector<int32_t> inv_src(n_inv);
+        for (int64_t s = 0; s < n; ++s)
+            for (int64_t a = 0; a < k; ++a)
+                if (!dead_alone || tr[s * k + a] != 0)
+                    inv_src[inv_ptr[tr[s * k + a] * k + a + 1]++] = static_cast<int32_t>(s);
 
         std::vector<int32_t> elems(n);
         std::vector<int64_t> pos(n), bstart(n + 1, 0), bend(n + 1, 0), nmark(n + 1, 0);
@@ -331,11 +343,12 @@ py::tuple hopcroft(In<int32_t> trans, In<int32_t> initial) {
             if (bend[n_blocks - 1] - bstart[n_blocks - 1] > bend[largest] - bstart[largest])
                 largest = n_blocks - 1;
         }
-        // every initial block but the largest splits the others
+        // every initial block but one (the dead state's, else the largest) splits the others
+        const int64_t left_out = dead_alone ? block[0] : largest;
         std::vector<uint8_t> in_work(n * k, 0);
         std::vector<int64_t> work;
         for (int64_t b = 0; b < n_blocks; ++b)
-            if (b != largest)
+            if (b != left_out)
                 for (int64_t a = 0; a < k; ++a) {
                     work.push_back(b * k + a);
                     in_work[b * k + a] = 1;

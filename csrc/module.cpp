@@ -22,7 +22,9 @@ PYBIND11_MODULE(_core, m) {
           "Which states of a complete DFA can reach an accepting state.");
     m.def("hopcroft", &hopcroft, py::arg("trans"), py::arg("initial"),
           "Hopcroft's partition refinement from the partition of states by `initial`; "
-          "returns (block of each state, number of blocks).");
+          "returns (block of each state, number of blocks). When state 0 has an initial value "
+          "of its own, its block is the one never used as a splitter, and the transitions "
+          "into it are not indexed (same result, far less work on a trimmed grammar).");
     m.def("bfs_order", &bfs_order, py::arg("trans"), py::arg("dead"), py::arg("start"),
           "States in canonical order: `dead`, then breadth-first from `start` visiting "
           "classes in order.");

@@ -76,6 +76,33 @@ def test_minimisation_kernels():
     assert _core.hopcroft(np.zeros((2, 0), i32), np.zeros(2, i32))[1] == 1
 
 
+def test_hopcroft_with_the_dead_state_alone_matches_moore_refinement():
+    # the fast path (state 0 alone in its block, transitions into it not indexed) against
+    # Moore's iterated refinement, on random trimmed DFAs
+    rng = np.random.default_rng(7)
+    for _ in range(200):
+        n, k = int(rng.integers(2, 14)), int(rng.integers(1, 4))
+        trans = rng.integers(0, n, size=(n, k)).astype(i32)
+        trans[0] = 0
+        accepting = rng.random(n) < 0.3
+        accepting[0] = False
+        live = _core.coreachable(trans, accepting)
+        trans = np.where(live[trans], trans, 0).astype(i32)
+        initial = accepting.astype(i32)
+        initial[0] = 2
+        block, n_blocks = _core.hopcroft(trans, initial)
+        moore = initial.copy()
+        while True:
+            keys = [(moore[s], *moore[trans[s]]) for s in range(n)]
+            ids = {key: i for i, key in enumerate(sorted(set(keys)))}
+            refined = np.array([ids[key] for key in keys])
+            if len(ids) == len(set(moore.tolist())):
+                break
+            moore = refined
+        pairs = {(int(a), int(b)) for a, b in zip(block, moore)}
+        assert len(pairs) == n_blocks == len(set(moore.tolist()))  # the same partition
+
+
 @pytest.mark.parametrize("call", [
     lambda: _core.coreachable(_dfa([[0, 5], [1, 1]]), np.zeros(2, bool)),
     lambda: _core.hopcroft(_dfa([[0, -1], [1, 1]]), np.zeros(2, i32)),

@@ -143,13 +143,22 @@ def minimize(trans: np.ndarray, byte_class: np.ndarray, accepting: np.ndarray,
         trans = np.ascontiguousarray(trans[:, first])
         byte_class = group_of_class[byte_class]
     accepting = np.ascontiguousarray(accepting, dtype=np.bool_)
+    live = _core.coreachable(trans, accepting)
+    if not live[1]:
+        raise GrammarError("the grammar matches no string at all (its language is empty)")
+    if not live[1:].all():  # trimmed: what leads where acceptance is out of reach is dead
+        trans = np.ascontiguousarray(np.where(live[trans], trans, 0), dtype=np.int32)
     if labels is None:
         initial = accepting.astype(np.int32)
     else:
         # a label only separates states that can still reach acceptance
-        labels = np.where(_core.coreachable(trans, accepting), labels, -1).astype(np.int32)
+        labels = np.where(live, labels, -1).astype(np.int32)
         initial = accepting + 2 * (labels + 1)
-    block, num_blocks = _core.hopcroft(trans, initial.astype(np.int32))
+    # every other state can reach acceptance, so the dead state starts in a block of its own
+    # (which Hopcroft never has to split by)
+    initial = initial.astype(np.int32)
+    initial[0] = initial.max(initial=0) + 1
+    block, num_blocks = _core.hopcroft(trans, initial)
     dead, start = block[0], block[1]
     if dead == start:
         raise GrammarError("the grammar matches no string at all (its language is empty)")
