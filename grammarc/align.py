@@ -42,8 +42,9 @@ from .errors import GrammarError
 from .table import TokenTable
 
 _CHUNK = 64  # states per kernel call, so progress can be reported
-# The trie is folded over byte classes once the walks would visit it this many times over: a
-# fold costs tens of walks, and saves the part of each walk that its classes merge
+# A trie that folding over byte classes would barely shrink is folded only once the walks
+# would visit it this many times over (a fold costs tens of walks; JSON grammars keep 75-98%
+# of the nodes, regular expressions over letter classes 1% or less)
 _FOLD_AFTER = 60
 # Below this many walks of the trie, a second thread costs more (its forest, merging the
 # forests' classes) than it saves
@@ -64,6 +65,8 @@ class VocabTrie:
     # (empty for the tokens left out of the trie)
     token_data: np.ndarray     # uint8
     token_offsets: np.ndarray  # int64 [V + 1]
+    # the byte pairs of the depth-2 nodes (first byte * 256 + second), for estimating folds
+    second_level: np.ndarray   # int64 [N2]
 
     @property
     def num_nodes(self) -> int:
@@ -105,8 +108,12 @@ def build_trie(token_bytes: list[bytes | None] | tuple[bytes | None, ...],
     lengths[ids] = np.diff(offsets)
     token_offsets = np.zeros(len(token_bytes) + 1, np.int64)
     np.cumsum(lengths, out=token_offsets[1:])  # ids increase: `data` is in id order
+    first = np.flatnonzero(node_depth == 1)
+    second = np.flatnonzero(node_depth == 2)
+    parent = first[np.searchsorted(first, second) - 1]
+    second_level = node_byte[parent].astype(np.int64) * 256 + node_byte[second]
     return VocabTrie(node_byte, node_depth, node_end, tok_ptr, ids[order],
-                     node_of_item[order].astype(np.int64), data, token_offsets)
+                     node_of_item[order].astype(np.int64), data, token_offsets, second_level)
 
 
 #: The trie of each tokenizer object that `tokenizer_trie` has seen, kept as long as it lives.
@@ -194,7 +201,7 @@ def walk_entries(dfa: ByteDFA, trie: VocabTrie, vocab_size: int,
     walk, item_of_token, num_items = trie_walk(byte_class[trie.node_byte], trie.node_depth,
                                                trie.node_end, np.arange(trie.num_nodes))
     bases, visits = walk.bases(walked)
-    if visits > _FOLD_AFTER * trie.num_nodes:
+    if visits > (_FOLD_AFTER if _folds_little(trie, byte_class) else 1) * trie.num_nodes:
         # many walks: the trie folded over the DFA's byte classes, whose nodes group the
         # tokens no state can tell apart, is worth building
         walk, item_of_token, num_items = trie_walk(*_core.class_trie(
@@ -220,6 +227,14 @@ def factor(entries: TokenEntries, accepting: np.ndarray) -> FactoredRows:
         entries.state_ptr, entries.entry_class, entries.entry_next, min_tokens)
     return FactoredRows(entries.token_class, state_row, row_ptr, row_class, row_delta,
                         min_tokens)
+
+
+def _folds_little(trie: VocabTrie, byte_class: np.ndarray) -> bool:
+    """Whether folding the trie over `byte_class` would keep many of its nodes, judged on its
+    second level (which folds the most: deeper levels are mostly single children)."""
+    pairs = byte_class[trie.second_level >> 8].astype(np.int64) * 256 + \
+        byte_class[trie.second_level & 255]
+    return len(np.unique(pairs)) > 0.1 * len(pairs)
 
 
 def _refine_all(walk: _core.TrieWalk, bases: np.ndarray, num_items: int, num_states: int,
