@@ -179,14 +179,9 @@ TrieWalk::TrieWalk(In<int32_t> code_, In<int32_t> end_, py::array trans_off_,
 namespace {
 
 template <class Offset>
-int64_t choose_bases(const TrieWalk& walk, const Offset* trans_off, int64_t walked,
-                     int32_t* base) {
-    const int32_t* code = walk.code.data();
-    const int32_t* end = walk.end.data();
-    const int64_t n_classes = walk.n_classes;
-    std::vector<int64_t> weight(n_classes, 0);  // trie nodes below the first bytes of each class
-    for (const int32_t node : walk.first_nodes) weight[(code[node] >> 1) & 0x7FFF] += end[node] - node;
-    std::vector<int32_t> labels;
+int64_t choose_bases(const std::vector<int64_t>& weight, const Offset* trans_off,
+                     int64_t n_classes, int64_t walked, int32_t* base) {
+    std::vector<int32_t> labels;  // the classes some first byte of the trie has
     for (int32_t label = 0; label < n_classes; ++label)
         if (weight[label] > 0) labels.push_back(label);
     std::vector<int64_t> live(walked, 0), reached(walked + 1, 0), stamp(walked + 1, 0);
@@ -212,14 +207,14 @@ int64_t choose_bases(const TrieWalk& walk, const Offset* trans_off, int64_t walk
     int64_t visits = 0;
     for (int64_t s = 1; s < walked; ++s) {
         const int32_t q = dominant[s];
-        int64_t differing = live[s];
+        int64_t differing = -1;
         if (q > 0 && q != s && dominant[q] == q) {
             differing = 0;
             for (const int32_t label : labels)
                 if (trans_off[s * n_classes + label] != trans_off[q * n_classes + label])
                     differing += weight[label];
         }
-        if (2 * differing <= live[s]) {
+        if (differing >= 0 && 2 * differing <= live[s]) {
             base[s] = q;
             visits += 2 * differing;
         } else {
@@ -231,18 +226,35 @@ int64_t choose_bases(const TrieWalk& walk, const Offset* trans_off, int64_t walk
 
 }  // namespace
 
-py::tuple TrieWalk::bases(int64_t walked) const {
+py::tuple walk_bases(In<int32_t> first_label, In<int64_t> first_weight, py::array trans_off,
+                     int64_t n_classes, int64_t walked) {
+    const int64_t n_first = length(first_label, "first_label");
+    length(first_weight, "first_weight", n_first);
+    require(n_classes >= 1, "n_classes must be positive");
+    require_in_range(first_label.data(), n_first, 0, n_classes, "first_label");
+    require_in_range(first_weight.data(), n_first, 0, INT64_MAX, "first_weight");
+    const bool wide = py::isinstance<py::array_t<int64_t>>(trans_off);
+    require((wide || py::isinstance<py::array_t<int32_t>>(trans_off)) && trans_off.ndim() == 1 &&
+                (trans_off.flags() & py::array::c_style) && trans_off.shape(0) % n_classes == 0,
+            "trans_off must be a flat int32 or int64 array of whole rows");
+    const int64_t n_states = trans_off.shape(0) / n_classes, n_off = trans_off.shape(0);
     require(0 <= walked && walked <= n_states, "walked must be at most the number of states");
+    for (int64_t i = 0; i < n_off; ++i) {
+        const int64_t t = wide ? static_cast<const int64_t*>(trans_off.data())[i]
+                               : static_cast<const int32_t*>(trans_off.data())[i];
+        require(t == -1 || (t >= 0 && t < n_off && t % n_classes == 0),
+                "trans_off holds a value that is not -1 or the offset of a state's row");
+    }
+    std::vector<int64_t> weight(n_classes, 0);  // trie nodes below the first bytes of each class
+    for (int64_t f = 0; f < n_first; ++f) weight[first_label.data()[f]] += first_weight.data()[f];
     std::vector<int32_t> base(n_states, -1);
     int64_t visits = 0;
     {
         py::gil_scoped_release released;
-        if (py::isinstance<py::array_t<int64_t>>(trans_off))
-            visits = choose_bases(*this, static_cast<const int64_t*>(trans_off.data()), walked,
-                                  base.data());
-        else
-            visits = choose_bases(*this, static_cast<const int32_t*>(trans_off.data()), walked,
-                                  base.data());
+        visits = wide ? choose_bases(weight, static_cast<const int64_t*>(trans_off.data()),
+                                     n_classes, walked, base.data())
+                      : choose_bases(weight, static_cast<const int32_t*>(trans_off.data()),
+                                     n_classes, walked, base.data());
     }
     return py::make_tuple(to_numpy(base), visits);
 }

@@ -43,13 +43,14 @@ struct TrieWalk {
     In<bool> accepting;
     int64_t n_nodes, n_classes, n_states, eos_item, max_depth;
     std::vector<int32_t> first_nodes;  // the root's children, in pre-order
-
-    // A base state for each state below `walked` (-1: walked in full): the state that most of
-    // its live first-level subtrees lead to, when that state mostly leads to itself and the two
-    // differ on first bytes whose subtrees hold at most half the nodes the state walks. With
-    // it, a bound of the nodes the walks visit.
-    py::tuple bases(int64_t walked) const;
 };
+
+// A base state for each state below `walked` (-1: walked in full): the state that most of its
+// live first-level subtrees lead to, when that state mostly leads to itself and the two differ
+// on first bytes whose subtrees hold at most half the nodes the state walks. With it, a bound
+// of the nodes the walks visit.
+py::tuple walk_bases(In<int32_t> first_label, In<int64_t> first_weight, py::array trans_off,
+                     int64_t n_classes, int64_t walked);
 
 // Partition refinement of trie items, state by state, remembering every split (align.py).
 class SplitForest {

@@ -58,6 +58,14 @@ PYBIND11_MODULE(_core, m) {
     m.def("row_moves", &row_moves, py::arg("state_row"), py::arg("row_ptr"),
           py::arg("row_delta"),
           "The distinct states each state's shared row leads to: (ptr, next), CSR by state.");
+    m.def("walk_bases", &walk_bases, py::arg("first_label"), py::arg("first_weight"),
+          py::arg("trans_off"), py::arg("n_classes"), py::arg("walked"),
+          "(base, visits) for a trie whose first-level nodes have these byte classes and "
+          "subtree sizes: a base state for each state below `walked`, -1 where there is "
+          "none: the state most of its first-level subtrees lead to, when that state mostly "
+          "leads to itself and the two differ on first bytes below which lie at most half "
+          "the nodes the state walks (its walk then covers those subtrees, from both); "
+          "visits bounds the nodes all these walks visit.");
     m.def("split_sink", &split_sink, py::arg("state_ptr"), py::arg("entry_class"),
           py::arg("entry_next"), py::arg("sink"), py::arg("n_classes"),
           "Entries of the states below `sink` split by whether they lead to it: (new class id "
@@ -86,13 +94,7 @@ PYBIND11_MODULE(_core, m) {
                          "The walk tables of a class trie over a DFA, checked once.")
         .def(py::init<In<int32_t>, In<int32_t>, py::array, int64_t, In<bool>, int64_t>(),
              py::arg("code"), py::arg("end"), py::arg("trans_off"), py::arg("n_classes"),
-             py::arg("accepting"), py::arg("eos_item"))
-        .def("bases", &TrieWalk::bases, py::arg("walked"),
-             "(base, visits): a base state for each state below `walked`, -1 where there is "
-             "none: the state most of its first-level subtrees lead to, when that state mostly "
-             "leads to itself and the two differ on first bytes below which lie at most half "
-             "the nodes the state walks (its walk then covers those subtrees, from both); "
-             "visits bounds the nodes all these walks visit.");
+             py::arg("accepting"), py::arg("eos_item"));
     py::class_<SplitForest>(m, "SplitForest",
                             "Partition refinement of trie items, state by state, remembering "
                             "every split; each thread refines its own forest.")

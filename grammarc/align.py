@@ -185,30 +185,32 @@ def walk_entries(dfa: ByteDFA, trie: VocabTrie, vocab_size: int,
     accepting = np.ascontiguousarray(dfa.accepting, dtype=np.bool_)
     eos = sorted(set(eos_token_ids))
 
-    def trie_walk(label, depth, end, node_of_byte_node):
-        # items: trie nodes that end a token, plus one item for all EOS tokens
-        item_of_token = np.full(vocab_size, -1, np.int64)
-        item_of_token[trie.toks] = node_of_byte_node[trie.tok_node]
-        is_item = np.zeros(len(label), np.int32)
-        is_item[item_of_token[trie.toks]] = 1
-        eos_item = len(label)
-        item_of_token[eos] = eos_item
-        # one int32 per node: depth, byte class and "ends a token", read by the walk in one load
-        code = (depth.astype(np.int32) << 16) | (label << 1) | is_item
-        return (_core.TrieWalk(code, end, trans_off, num_classes, accepting,
-                               eos_item if eos else -1), item_of_token, eos_item + 1)
+    def bases_of(label, depth, end):
+        first = np.flatnonzero(depth == 1)
+        return _core.walk_bases(label[first], (end[first] - first).astype(np.int64), trans_off,
+                                num_classes, walked)
 
-    walk, item_of_token, num_items = trie_walk(byte_class[trie.node_byte], trie.node_depth,
-                                               trie.node_end, np.arange(trie.num_nodes))
-    bases, visits = walk.bases(walked)
+    label, depth, end = byte_class[trie.node_byte], trie.node_depth, trie.node_end
+    node_of_byte_node = np.arange(trie.num_nodes)
+    bases, visits = bases_of(label, depth, end)
     if visits > (_FOLD_AFTER if _folds_little(trie, byte_class) else 1) * trie.num_nodes:
         # many walks: the trie folded over the DFA's byte classes, whose nodes group the
         # tokens no state can tell apart, is worth building
-        walk, item_of_token, num_items = trie_walk(*_core.class_trie(
-            trie.node_byte, trie.node_depth, byte_class, num_classes))
-        bases, _ = walk.bases(walked)
+        label, depth, end, node_of_byte_node = _core.class_trie(
+            trie.node_byte, trie.node_depth, byte_class, num_classes)
+        bases = bases_of(label, depth, end)[0]
+    # items: trie nodes that end a token, plus one item for all EOS tokens
+    item_of_token = np.full(vocab_size, -1, np.int64)
+    item_of_token[trie.toks] = node_of_byte_node[trie.tok_node]
+    is_item = np.zeros(len(label), np.int32)
+    is_item[item_of_token[trie.toks]] = 1
+    eos_item = len(label)
+    item_of_token[eos] = eos_item
+    # one int32 per node: depth, byte class and "ends a token", read by the walk in one load
+    code = (depth.astype(np.int32) << 16) | (label << 1) | is_item
+    walk = _core.TrieWalk(code, end, trans_off, num_classes, accepting, eos_item if eos else -1)
     threads = 2 if visits > _PARALLEL_AFTER * trie.num_nodes else 1
-    forests = _refine_all(walk, bases, num_items, num_states, walked, threads, progress)
+    forests = _refine_all(walk, bases, eos_item + 1, num_states, walked, threads, progress)
     token_class, canon_of_item = _core.canonical_classes(
         np.stack([f.classes for f in forests]), item_of_token)
     state_ptr, entry_class, entry_next = _expand_all(forests, canon_of_item, num_states,
@@ -234,7 +236,7 @@ def _folds_little(trie: VocabTrie, byte_class: np.ndarray) -> bool:
     second level (which folds the most: deeper levels are mostly single children)."""
     pairs = byte_class[trie.second_level >> 8].astype(np.int64) * 256 + \
         byte_class[trie.second_level & 255]
-    return len(np.unique(pairs)) > 0.1 * len(pairs)
+    return np.count_nonzero(np.bincount(pairs)) > 0.3 * len(pairs)
 
 
 def _refine_all(walk: _core.TrieWalk, bases: np.ndarray, num_items: int, num_states: int,

@@ -199,8 +199,12 @@ def test_a_state_walked_from_its_base_gets_the_row_of_a_full_walk():
     trans_off = np.where(trans < 0, -1, trans * 3).reshape(-1).astype(i32)
     walk = _core.TrieWalk(np.array(code, i32), np.array(end, i32), trans_off, 3,
                           np.array([False, True, True, True]), -1)
-    bases, visits = walk.bases(4)
-    assert bases.tolist() == [-1, -1, 1, -1]
+    first = np.array([1, 3])  # "a" and "b", below which lie 2 nodes each
+    bases, visits = _core.walk_bases(np.array([1, 2], i32), np.array([2, 2], i64), trans_off, 3, 4)
+    assert bases.tolist() == [-1, -1, 1, -1] and visits == 4 + 2 * 2 + 2  # 2 from its base
+    with pytest.raises(ValueError, match="walked"):
+        _core.walk_bases(np.array([1, 2], i32), np.array([2, 2], i64), trans_off, 3, 5)
+    assert first.tolist() == [i for i in range(1, 5) if code[i] >> 16 == 1]
     rows = []
     for order, used in (([1, 2, 3], bases), ([1, 2, 3], np.full(4, -1, i32))):
         forest = _core.SplitForest(5, 4)
