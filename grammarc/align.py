@@ -65,6 +65,7 @@ class VocabTrie:
     # (empty for the tokens left out of the trie)
     token_data: np.ndarray     # uint8
     token_offsets: np.ndarray  # int64 [V + 1]
+    first_level: np.ndarray    # int64: the depth-1 nodes
     # the byte pairs of the depth-2 nodes (first byte * 256 + second), for estimating folds
     second_level: np.ndarray   # int64 [N2]
 
@@ -113,7 +114,8 @@ def build_trie(token_bytes: list[bytes | None] | tuple[bytes | None, ...],
     parent = first[np.searchsorted(first, second) - 1]
     second_level = node_byte[parent].astype(np.int64) * 256 + node_byte[second]
     return VocabTrie(node_byte, node_depth, node_end, tok_ptr, ids[order],
-                     node_of_item[order].astype(np.int64), data, token_offsets, second_level)
+                     node_of_item[order].astype(np.int64), data, token_offsets, first,
+                     second_level)
 
 
 #: The trie of each tokenizer object that `tokenizer_trie` has seen, kept as long as it lives.
@@ -185,20 +187,20 @@ def walk_entries(dfa: ByteDFA, trie: VocabTrie, vocab_size: int,
     accepting = np.ascontiguousarray(dfa.accepting, dtype=np.bool_)
     eos = sorted(set(eos_token_ids))
 
-    def bases_of(label, depth, end):
-        first = np.flatnonzero(depth == 1)
+    def bases_of(label, end, first):
         return _core.walk_bases(label[first], (end[first] - first).astype(np.int64), trans_off,
                                 num_classes, walked)
 
     label, depth, end = byte_class[trie.node_byte], trie.node_depth, trie.node_end
     node_of_byte_node = np.arange(trie.num_nodes)
-    bases, visits = bases_of(label, depth, end)
-    if visits > (_FOLD_AFTER if _folds_little(trie, byte_class) else 1) * trie.num_nodes:
+    bases, visits = bases_of(label, end, trie.first_level)
+    if visits > trie.num_nodes and visits > (
+            _FOLD_AFTER if _folds_little(trie, byte_class) else 1) * trie.num_nodes:
         # many walks: the trie folded over the DFA's byte classes, whose nodes group the
         # tokens no state can tell apart, is worth building
         label, depth, end, node_of_byte_node = _core.class_trie(
             trie.node_byte, trie.node_depth, byte_class, num_classes)
-        bases = bases_of(label, depth, end)[0]
+        bases = bases_of(label, end, np.flatnonzero(depth == 1))[0]
     # items: trie nodes that end a token, plus one item for all EOS tokens
     item_of_token = np.full(vocab_size, -1, np.int64)
     item_of_token[trie.toks] = node_of_byte_node[trie.tok_node]
