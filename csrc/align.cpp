@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <memory>
 #include <numeric>
+#include <unordered_map>
 
 #include "kernels.hpp"
 
@@ -237,14 +238,10 @@ py::tuple walk_bases(In<int32_t> first_label, In<int64_t> first_weight, py::arra
     require((wide || py::isinstance<py::array_t<int32_t>>(trans_off)) && trans_off.ndim() == 1 &&
                 (trans_off.flags() & py::array::c_style) && trans_off.shape(0) % n_classes == 0,
             "trans_off must be a flat int32 or int64 array of whole rows");
-    const int64_t n_states = trans_off.shape(0) / n_classes, n_off = trans_off.shape(0);
+    const int64_t n_states = trans_off.shape(0) / n_classes;
     require(0 <= walked && walked <= n_states, "walked must be at most the number of states");
-    for (int64_t i = 0; i < n_off; ++i) {
-        const int64_t t = wide ? static_cast<const int64_t*>(trans_off.data())[i]
-                               : static_cast<const int32_t*>(trans_off.data())[i];
-        require(t == -1 || (t >= 0 && t < n_off && t % n_classes == 0),
-                "trans_off holds a value that is not -1 or the offset of a state's row");
-    }
+    // trans_off's values are not checked here (TrieWalk checks them, SplitForest.refine the
+    // bases): any value reads within bounds below, and bases are only hints of where to walk
     std::vector<int64_t> weight(n_classes, 0);  // trie nodes below the first bytes of each class
     for (int64_t f = 0; f < n_first; ++f) weight[first_label.data()[f]] += first_weight.data()[f];
     std::vector<int32_t> base(n_states, -1);
@@ -289,15 +286,20 @@ void SplitForest::refine(const TrieWalk& walk, In<int32_t> states, In<int32_t> b
     length(bases, "bases", num_states_);
     const int32_t* st = states.data();
     const int32_t* base = bases.data();
-    std::vector<uint8_t> seen(walked_);
+    std::unordered_map<int32_t, int64_t> at;  // each state's place in this call
+    at.reserve(n);
     for (int64_t i = 0; i < n; ++i) {
         const int64_t s = st[i];
         require(0 <= s && s < num_states_, "states holds a state outside this forest's DFA");
-        require(!seen[s], "a state is walked once");
-        const int64_t b = base[s];
-        require(b < 0 || (b < num_states_ && seen[b] && base[b] < 0 && base_[b] < 0),
+        require(!walked_[s] && at.emplace(st[i], i).second, "a state is walked once");
+    }
+    for (int64_t i = 0; i < n; ++i) {
+        const int64_t b = base[st[i]];
+        if (b < 0) continue;
+        const auto found = b < num_states_ ? at.find(static_cast<int32_t>(b)) : at.end();
+        require(b < num_states_ && base[b] < 0 && base_[b] < 0 &&
+                    (walked_[b] || (found != at.end() && found->second < i)),
                 "a state's base is a state walked in full before it, in this forest");
-        seen[s] = 1;
     }
     if (py::isinstance<py::array_t<int64_t>>(walk.trans_off))
         refine_with(walk, static_cast<const int64_t*>(walk.trans_off.data()), st, n, base);
