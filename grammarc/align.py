@@ -194,7 +194,7 @@ def walk_entries(dfa: ByteDFA, trie: VocabTrie, vocab_size: int,
     label, depth, end = byte_class[trie.node_byte], trie.node_depth, trie.node_end
     node_of_byte_node = np.arange(trie.num_nodes)
     bases, visits = bases_of(label, end, trie.first_level)
-    if visits > trie.num_nodes and visits > (
+    if visits > trie.num_nodes and visits > (  # (a grammar of few walks skips the estimate)
             _FOLD_AFTER if _folds_little(trie, byte_class) else 1) * trie.num_nodes:
         # many walks: the trie folded over the DFA's byte classes, whose nodes group the
         # tokens no state can tell apart, is worth building
@@ -254,7 +254,7 @@ def _refine_all(walk: _core.TrieWalk, bases: np.ndarray, num_items: int, num_sta
     do not depend on which forest saw which state: they are the common refinement of all
     forests (`_core.canonical_classes`).
 
-    A state that mostly behaves like a *base* state (`TrieWalk.bases`: inside a property name
+    A state that mostly behaves like a *base* state (`_core.walk_bases`: inside a property name
     of a JSON object, most bytes lead where they lead from any name's) is walked only below
     the first bytes where the two differ, and keeps the base's records less what moved: so a
     base and the states walked from it go to one forest, the base first.
