@@ -250,7 +250,8 @@ def test_a_document_compiled_flat_spells_long_strings_in_states(smollm2):
     notice): its long strings are then ordinary bounded repeats, not calls."""
     node = {"type": "object", "properties": {
         "s": {"type": "string", "maxLength": HIGH},
-        "c": {"allOf": [{"$ref": "#/$defs/n"}, {"required": ["s"]}]}}}
+        "c": {"allOf": [{"$ref": "#/$defs/n"}, {"required": ["s"], "propertyNames": {
+            "maxLength": 1}}]}}}
     schema = {"$defs": {"n": node}, "$ref": "#/$defs/n"}
     with pytest.warns(grammarc.GrammarcNotice, match="unrolled"):
         grammar = grammarc.compile(json.dumps(schema), smollm2, "json-schema")

@@ -19,7 +19,7 @@ from helpers import run_cli
 
 import grammarc
 from grammarc.automaton import Ops, build_dfa
-from grammarc.automaton.machines import language_automaton
+from grammarc.automaton.machines import PushdownDFA, language_automaton
 from grammarc.errors import GrammarError, UnsupportedError
 from grammarc.frontends import FrontendOptions
 from grammarc.frontends.json_schema import canonical_dumps, numbers, strings
@@ -417,10 +417,102 @@ def test_a_type_beside_applicators_narrows_them_by_first_byte():
             validator.is_valid(instance), instance
 
 
+def test_all_of_object_schemas_is_one_schema_exact_at_any_depth():
+    """An allOf of schemas with object keywords only (through $refs) is merged into one
+    schema, each key's value the conjunction of what every branch says of it: no product,
+    so a recursive $ref stays a call, exact at depth 30, with no notice."""
+    tree = json.loads((ROOT / "grammars" / "tree.schema.json").read_text())
+    schema = {"$defs": tree["$defs"], "allOf": [
+        {"$ref": "#/$defs/node"}, {"maxProperties": 2},
+        {"properties": {"value": {"maximum": 50}}, "required": ["value"]}]}
+    automaton, notices = dfa_of(schema)
+    assert not notices and isinstance(automaton, PushdownDFA)
+    validator = jsonschema.Draft202012Validator(schema)
+    for instance in [{"value": 50}, {"value": 51}, {"value": 3, "children": []}, {}, None,
+                     {"value": 1, "children": [_tree(30, 7)]}, {"value": 1, "x": 2}, "x", 7]:
+        assert accepts(automaton, canonical_dumps(schema, instance)) == \
+            validator.is_valid(instance), instance
+    schema = {"allOf": [{"type": "object", "required": ["a"]},
+                        {"properties": {"a": {"type": "integer"}}}, {"type": ["object", "string"]}]}
+    merged, _ = dfa_of(schema)
+    validator = jsonschema.Draft202012Validator(schema)
+    for instance in [{"a": 1}, {"a": "1"}, {}, {"a": 1, "b": [2]}, "a", 3]:
+        assert accepts(merged, canonical_dumps(schema, instance)) == \
+            validator.is_valid(instance), instance
+
+
+def test_a_merged_all_of_that_reaches_itself_is_a_machine_or_unrolled():
+    """A merged allOf that opened a $ref may recur through its properties: a machine with
+    calls (exact at depth 30); in a document compiled flat, unrolled to --max-depth."""
+    node = {"type": "object", "properties": {
+        "s": {"type": "string"}, "c": {"allOf": [{"$ref": "#/$defs/n"}, {"required": ["s"]}]}}}
+    schema = {"$defs": {"n": node}, "$ref": "#/$defs/n"}
+
+    def chain(depth: int, last: dict) -> dict:
+        return last if depth == 0 else {"s": "x", "c": chain(depth - 1, last)}
+
+    automaton, notices = dfa_of(schema)
+    assert not notices and isinstance(automaton, PushdownDFA)
+    validator = jsonschema.Draft202012Validator(schema)
+    for instance in [chain(30, {"s": "y"}), chain(30, {}), chain(30, {"c": {"s": "z"}})]:
+        assert accepts(automaton, canonical_dumps(schema, instance)) == \
+            validator.is_valid(instance), instance
+    node["properties"]["d"] = {"allOf": [{"$ref": "#/$defs/n"},
+                                         {"propertyNames": {"maxLength": 1}}]}
+    flat, notices = dfa_of(schema, max_depth=1)  # two recursive keys: 2^depth copies
+    assert not isinstance(flat, PushdownDFA) and any("#/$defs/n" in n for n in notices)
+    assert accepts(flat, canonical_dumps(schema, chain(1, {"s": "y"})))
+    assert not accepts(flat, canonical_dumps(schema, chain(1, {})))
+    assert not accepts(flat, canonical_dumps(schema, chain(5, {"s": "y"})))
+
+
+def test_a_merged_all_of_with_no_value_leaves_the_rest():
+    """Array items whose allOf branches exclude each other's required keys have no value (an
+    empty machine): the array is then only `[]`, not a compile error."""
+    schema = {"$defs": {"p": {"type": "object", "required": ["a"], "properties": {"a": {}},
+                              "additionalProperties": False}},
+              "type": "array", "items": {"allOf": [{"$ref": "#/$defs/p"}], "required": ["b"],
+                                         "additionalProperties": False}}
+    automaton, notices = dfa_of(schema)
+    assert not notices
+    assert accepts(automaton, "[]")
+    assert not accepts(automaton, '[{"a": 1}]') and not accepts(automaton, '[{"b": 1}]')
+
+
+def test_one_of_objects_told_apart_by_a_required_key_keep_their_calls():
+    """oneOf branches that are objects requiring a key with different values (a
+    discriminator) share no value: their union, no product, so the values of other keys stay
+    calls of "any value", exact at depth 30, with no notice. A branch that may share values
+    with them is still told apart by a product."""
+    shape = {"oneOf": [
+        {"type": "object", "required": ["kind"], "maxProperties": 3,
+         "properties": {"kind": {"const": "a"}}},
+        {"type": "object", "required": ["kind", "x"],
+         "allOf": [{"properties": {"kind": {"enum": ["b", "c"]}, "x": {"type": "array"}}}]}]}
+    automaton, notices = dfa_of(shape)
+    assert not notices and isinstance(automaton, PushdownDFA)
+    validator = jsonschema.Draft202012Validator(shape)
+    deep: Any = 1
+    for _ in range(30):
+        deep = {"y": [deep]}
+    for instance in [{"kind": "a", "y": deep}, {"kind": "b", "x": [deep]}, {"kind": "c", "x": 1},
+                     {"kind": "a", "x": [], "y": 1, "z": deep}, {"kind": "d", "x": []}, {}]:
+        assert accepts(automaton, canonical_dumps(shape, instance)) == \
+            validator.is_valid(instance), instance
+    shape["oneOf"].append({"type": "object", "required": ["x"]})
+    automaton, notices = dfa_of(shape)
+    assert any("depth 4" in n for n in notices)  # the third branch shares values: a product
+    validator = jsonschema.Draft202012Validator(shape)
+    for instance in [{"kind": "a"}, {"kind": "b", "x": []}, {"kind": "a", "x": 1}, {"x": 1}]:
+        assert accepts(automaton, canonical_dumps(shape, instance)) == \
+            validator.is_valid(instance), instance
+
+
 def test_recursion_inside_a_boolean_operation_is_unrolled_with_a_notice():
     """An intersection needs flat automata: the recursion there is unrolled to --max-depth."""
     tree = json.loads((ROOT / "grammars" / "tree.schema.json").read_text())
-    schema = {"$defs": tree["$defs"], "allOf": [{"$ref": "#/$defs/node"}, {"maxProperties": 2}]}
+    schema = {"$defs": tree["$defs"], "allOf": [{"$ref": "#/$defs/node"}, {"maxProperties": 2},
+                                                 {"propertyNames": {"maxLength": 8}}]}
     dfa, notices = dfa_of(schema, max_depth=4)
     assert any("#/$defs/node" in n and "depth 4" in n for n in notices)
     nested = {"value": 1, "children": [{"value": 2, "children": [{"value": 3}]}]}

@@ -399,6 +399,8 @@ class Compiler:
         self._any_positions: dict[str, Position] = {}   # the position of each such machine
         self._nested: dict[int, Expr] = {}  # nested_at_most, by levels
         self._key_dfas: dict[str, Any] = {}
+        # an allOf of object keywords as one schema, by the schema holding it
+        self._object_merges: dict[int, tuple[dict | bool, str | None] | None] = {}
         self._check_supported()
 
     # ------------------------------------------------------------------ entry points
@@ -414,6 +416,7 @@ class Compiler:
                 f"inside allOf/oneOf/not/if, {', '.join(sorted(self._flat_unrolled))} "
                 f"unrolled to depth {self.options.max_depth}; deeper values are not accepted "
                 "there (--max-depth)")
+        expr = self._without_empty_machines(expr)
         if expr == NOTHING:
             raise GrammarError("the schema accepts no value at all")
         if isinstance(expr, Call) and counter_form(self._machines[expr.name]) is None:
@@ -422,6 +425,22 @@ class Compiler:
         used = reachable_machines(called_names(expr), self._machines)  # products inline some
         machines = tuple((name, body) for name, body in self._machines.items() if name in used)
         return MachineSet(expr, machines) if machines else expr
+
+    def _without_empty_machines(self, expr: Expr) -> Expr:
+        """`expr` and the machines' bodies with no call of a machine that has no text (the
+        object of an allOf whose branches exclude each other's keys, a machine all of whose
+        texts call such a machine), and without those machines."""
+        while True:
+            empty = {name for name, body in self._machines.items() if body == NOTHING}
+            if not empty:
+                return expr
+
+            def without(name: str) -> Expr:
+                return NOTHING if name in empty else Call(name)
+
+            self._machines = {name: replace_calls(body, without)
+                              for name, body in self._machines.items() if name not in empty}
+            expr = replace_calls(expr, without)
 
     def machine(self, name: str, build) -> Call:
         """A call of the machine `name`, its body built by `build()` the first time (a call
@@ -543,6 +562,10 @@ class Compiler:
         if not isinstance(node, dict):
             raise GrammarError(f"{self.registry.pointer(node)}: a schema must be an object or "
                                f"a boolean, not {json.dumps(node, default=str)[:40]}")
+        if "allOf" in node and ("$ref" not in node or self.draft > 7):
+            merged = self._merged_objects(ref)
+            if merged is not None:
+                return self.merged_value(Ref(merged[0], ref.base), merged[1], position)
         parts: list[Expr] = []
         type_only = "type" in node and not _constrains_beyond_type(node) and \
             "enum" not in node and "const" not in node
@@ -573,8 +596,9 @@ class Compiler:
         if isinstance(rest.get("anyOf"), list):
             parts.append(alt(*(self.value(Ref(b, ref.base), position) for b in rest["anyOf"])))
         if isinstance(rest.get("oneOf"), list):
-            parts.append(self.exactly_one([self.value(Ref(b, ref.base), position)
-                                           for b in rest["oneOf"]]))
+            branches = [self.registry.at(b, ref.base) for b in rest["oneOf"]]
+            parts.append(self.exactly_one([self.value(b, position) for b in branches],
+                                          branches))
         if "not" in rest:
             parts.append(self.ops.difference(self.any(position),
                                               self.value(Ref(rest["not"], ref.base), position)))
@@ -598,6 +622,89 @@ class Compiler:
         typed = self._of_types(combined, self._types(node))
         return typed if typed is not None else \
             self.ops.intersect(combined, self.local(ref, position))
+
+    def merged_value(self, merged: Ref, opened: str | None, position: Position) -> Expr:
+        """The values of a schema `_merged_objects` made. One that opened a `$ref` (`opened`)
+        may reach itself through its properties, as the `$ref` could: like a `$ref` target,
+        it is then a machine (with calls) or unrolled to --max-depth (without)."""
+        if opened is None or merged.node is False:
+            return self.value(merged, position)
+        if self.calls:
+            return self.ref_machine(merged, position)
+        depth = self._active.get(id(merged.node), 0)
+        if depth >= self.options.max_depth + 1:
+            self._unrolled.add(opened)
+            return _CUT
+        self._active[id(merged.node)] = depth + 1
+        try:
+            return self.value(merged, position)
+        finally:
+            self._active[id(merged.node)] = depth
+
+    def _merged_objects(self, ref: Ref) -> tuple[dict | bool, str | None] | None:
+        """One schema equal to a schema and its `allOf` branches (through `$ref`s and nested
+        `allOf`s) when all of them hold only types and object keywords (`properties`,
+        `required`, `additionalProperties`, property counts); else None. Each key's value
+        must then satisfy the schemas every part gives that key, which a product of the
+        parts' automata would find only after making every called machine flat. With the
+        schema, the first `$ref` opened (None if none)."""
+        owner = id(ref.node)
+        if owner in self._object_merges:
+            return self._object_merges[owner]
+        opened: list[str] = []
+        parts = [part.node for part in self._conjuncts(ref, set(), opened)]
+        merged = None
+        if any(part is False for part in parts):
+            merged = (False, None)
+        elif all(set(part) & _KEYWORDS <= _OBJECT_MERGE_KEYWORDS and
+                 isinstance(part.get("allOf", []), list) and
+                 isinstance(part.get("properties", {}), dict) and
+                 isinstance(part.get("required", []), list) for part in parts):
+            merged = (self._merge_object_parts(parts, ref), opened[0] if opened else None)
+        self._object_merges[owner] = merged
+        return merged
+
+    def _merge_object_parts(self, parts: list[dict], ref: Ref) -> dict | bool:
+        """One schema for the conjunction of `parts` (see `_merged_objects`)."""
+        types = set(_TYPES)
+        for part in parts:
+            if "type" in part:
+                types &= self._types(part)
+        if not types:
+            return False
+        default_extra = True if self.options.additional_properties else False
+        extras = [p.get("additionalProperties", default_extra) for p in parts]
+        names = list(dict.fromkeys(name for p in parts for name in p.get("properties", {})))
+        pointer = self.registry.pointer(ref.node)
+
+        def conjunction(schemas: list[Any], where: str) -> Any:
+            schemas = [s for s in schemas if s is not True]
+            if any(s is False for s in schemas):
+                return False
+            if len(schemas) <= 1:
+                return schemas[0] if schemas else True
+            combined = {"allOf": schemas}
+            self.registry.pointer_of[id(combined)] = where
+            return combined
+
+        merged: dict[str, Any] = {"type": sorted(types - {"integer"} if "number" in types
+                                                  else types)}
+        properties = {}
+        for name in names:
+            properties[name] = conjunction(
+                [p["properties"][name] if name in p.get("properties", {}) else extra
+                 for p, extra in zip(parts, extras)], f"{pointer}/properties/{_escape(name)}")
+        merged["properties"] = properties
+        merged["additionalProperties"] = conjunction(extras, f"{pointer}/additionalProperties")
+        merged["required"] = list(dict.fromkeys(n for p in parts for n in p.get("required", [])))
+        counts = [_count(p, "minProperties") for p in parts]
+        if any(c is not None for c in counts):
+            merged["minProperties"] = max(c for c in counts if c is not None)
+        counts = [_count(p, "maxProperties") for p in parts]
+        if any(c is not None for c in counts):
+            merged["maxProperties"] = min(c for c in counts if c is not None)
+        self.registry.pointer_of[id(merged)] = pointer
+        return merged
 
     def _of_types(self, expr: Expr, types: set[str]) -> Expr | None:
         """The values of `expr` of one of `types`, told apart by their first byte: without a
@@ -632,25 +739,99 @@ class Compiler:
         return with_first_bytes(expr, allowed, self._known_machine, narrower)
 
     def intersect_all(self, parts: list[Expr]) -> Expr:
+        """The texts of every part. Each part is first narrowed, without a product, to the
+        texts that start with a byte every part can start with, so that a machine whose other
+        texts no other part has (an object beside a number) is not made flat for nothing."""
         if any(p == NOTHING for p in parts):
             return NOTHING
+        if len(parts) > 1:
+            firsts = [starting_bytes(p, self._known_machine) for p in parts]
+            if all(f is not None for f in firsts):
+                common = np.logical_and.reduce(firsts)
+                if not common.any():
+                    return NOTHING
+                label = _bytes_label(common)
+                narrowed = [self._starting_with(p, common, label) for p in parts]
+                parts = [p if n is None else n for p, n in zip(parts, narrowed)]
+                if any(p == NOTHING for p in parts):
+                    return NOTHING
         result = parts[0]
         for part in parts[1:]:
             result = self.ops.intersect(result, part)
         return result
 
-    def exactly_one(self, branches: list[Expr]) -> Expr:
-        """The texts of exactly one branch: their union when no two branches can start with
-        the same byte (no product needed, calls kept), else each branch minus the others."""
+    def exactly_one(self, branches: list[Expr], schemas: list[Ref] | None = None) -> Expr:
+        """The texts of exactly one branch: each branch minus the others it may share a text
+        with. Two branches share none when they cannot start with the same byte, or (given
+        their `schemas`) when both describe objects only and require a key with different
+        values (a discriminator); branches that share none with any other stay whole, calls
+        kept."""
         starts = [starting_bytes(b, self._known_machine) for b in branches]
-        if all(s is not None for s in starts) and \
-                np.sum(starts, axis=0, dtype=np.int64).max(initial=0) <= 1:
-            return alt(*branches)
         options = []
         for i, branch in enumerate(branches):
-            others = alt(*(b for j, b in enumerate(branches) if j != i))
-            options.append(self.ops.difference(branch, others))
+            others = [other for j, other in enumerate(branches) if j != i and not (
+                starts[i] is not None and starts[j] is not None and
+                not (starts[i] & starts[j]).any() or
+                schemas is not None and self._disjoint_objects(schemas[i], schemas[j]))]
+            options.append(self.ops.difference(branch, alt(*others)) if others else branch)
         return alt(*options)
+
+    def _disjoint_objects(self, a: Ref, b: Ref) -> bool:
+        """Whether two schemas describe objects only and both require a key whose allowed
+        values (small explicit sets, by `const`, `enum` or type) have none in common."""
+        a_parts, b_parts = ([p for p in self._conjuncts(schema, set()) if p.node is not False]
+                            for schema in (a, b))
+        if not all(any(self._types(p.node) == {"object"} for p in parts)
+                   for parts in (a_parts, b_parts)):
+            return False
+        a_required, b_required = (
+            {k for p in parts if isinstance(p.node.get("required"), list)
+             for k in p.node["required"] if isinstance(k, str)} for parts in (a_parts, b_parts))
+        for key in sorted(a_required & b_required):
+            a_values, b_values = self._key_values(a_parts, key), self._key_values(b_parts, key)
+            if a_values is not None and b_values is not None and not a_values & b_values:
+                return True
+        return False
+
+    def _conjuncts(self, ref: Ref, within: set[int], opened: list[str] | None = None
+                   ) -> list[Ref]:
+        """The schemas (objects, or `false`) a value must satisfy for `ref`: itself, its
+        `$ref` targets and `allOf` branches, and theirs, each once (`within`: those found);
+        the `$ref`s followed are added to `opened`."""
+        node = ref.node
+        if node is False:
+            return [ref]
+        if not isinstance(node, dict) or id(node) in within:
+            return []
+        within.add(id(node))
+        found = [ref]
+        if "$ref" in node:
+            if opened is not None:
+                opened.append(node["$ref"])
+            target = self._conjuncts(self.registry.resolve(self.registry.at(node, ref.base)),
+                                     within, opened)
+            if self.draft <= 7:  # draft 7 and earlier: $ref replaces its siblings
+                return target
+            found.extend(target)
+        branches = node.get("allOf")
+        for branch in branches if isinstance(branches, list) else []:
+            found.extend(self._conjuncts(self.registry.at(branch, ref.base), within, opened))
+        return found
+
+    def _key_values(self, parts: list[Ref], key: str) -> set | None:
+        """The values (`value_key`s) the `parts` allow for `key` when some part limits them
+        to a small explicit set, else None."""
+        allowed = None
+        for part in parts:
+            properties = part.node.get("properties")
+            if not isinstance(properties, dict) or key not in properties:
+                continue
+            for schema in self._conjuncts(self.registry.at(properties[key], part.base), set()):
+                values = self._finite_values(schema.node)
+                if values is not None:
+                    found = {value_key(v) for v in values}
+                    allowed = found if allowed is None else allowed & found
+        return allowed
 
     def _key_condition(self, ref: Ref) -> tuple[KeyCondition | None, dict]:
         """The applicators of a schema that read as conditions on an object's keys
@@ -838,8 +1019,9 @@ class Compiler:
         raise GrammarError(f"not a JSON value: {value!r}")
 
     def ref_machine(self, target: Ref, position: Position) -> Expr:
-        """A call of the machine of a `$ref` target at this kind of position (the schemas
-        that apply there decide its language), compiled the first time it is met."""
+        """A call of the machine of a `$ref` target (or a merged allOf that opened one) at
+        this kind of position (the schemas that apply there decide its language), compiled
+        the first time it is met."""
         key = (id(target.node), frozenset(id(r.node) for r in position.closure))
         name = self._ref_names.get(key)
         if name is None:
@@ -1503,6 +1685,18 @@ def nested_at_most(levels: int) -> Expr:
     return nested
 
 
+def _bytes_label(allowed: np.ndarray) -> str:
+    """A short name of a set of first bytes: the JSON types they start, where they are exactly
+    those types' first bytes, else their hexadecimal values."""
+    types = [name for name, spelled in _FIRST_BYTES.items() if allowed[list(spelled)].all()]
+    spelled_types = np.zeros(256, bool)
+    for name in types:
+        spelled_types[list(_FIRST_BYTES[name])] = True
+    if (spelled_types == allowed).all():
+        return "|".join(sorted(types))
+    return " ".join(f"{b:02x}" for b in np.flatnonzero(allowed))
+
+
 def _same_language(a: Expr, b: Expr) -> bool:
     """Whether two minimal automata (or NOTHING) are the same language (canonical DFAs)."""
     if a == NOTHING or b == NOTHING:
@@ -1586,6 +1780,9 @@ _TYPE_SPECIFIC = {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", 
                   "dependencies"}
 
 _KEYWORDS = frozenset({*_TYPE_SPECIFIC, "type", "enum", "const", *_APPLICATORS})  # not annotations
+# the keywords of schemas whose `allOf` is merged into one schema (`_merged_objects`)
+_OBJECT_MERGE_KEYWORDS = frozenset({"type", "properties", "required", "additionalProperties",
+                                    "minProperties", "maxProperties", "allOf", "$ref"})
 
 
 def _constrains_beyond_type(node: dict) -> bool:
