@@ -343,7 +343,8 @@ def flat_language(expr: Expr, max_states: int) -> Expr:
 
 def replace_calls(expr: Expr, replacement: Callable[[str], Expr]) -> Expr:
     """`expr` with every `Call(name)` replaced by `replacement(name)` (shared subtrees
-    rebuilt once; a tree without calls comes back as it is)."""
+    rebuilt once; a tree whose calls are all replaced by equal calls comes back as it is, so
+    that what was built from it by identity is found again)."""
     memo: dict[int, Expr] = {}
 
     def walk(node: Expr) -> Expr:
@@ -352,6 +353,7 @@ def replace_calls(expr: Expr, replacement: Callable[[str], Expr]) -> Expr:
             return done
         if isinstance(node, Call):
             out = replacement(node.name)
+            out = node if out == node else out
         elif isinstance(node, Concat):
             parts = [walk(p) for p in node.parts]
             same = all(a is b for a, b in zip(parts, node.parts))
