@@ -467,6 +467,12 @@ def _random_object_schema(rng: random.Random, depth: int, refs: bool = True) -> 
         node["additionalProperties"] = rng.choice([False, {"type": "integer"}, True])
     if rng.random() < 0.2:
         node[rng.choice(["minProperties", "maxProperties"])] = rng.randint(0, 2)
+    if rng.random() < 0.3:  # keywords that keep an allOf from being merged: products
+        extra = rng.choice([("not", {"required": [rng.choice("abc")]}),
+                            ("propertyNames", {"enum": ["a", "b", "d"]}),
+                            ("anyOf", [{"required": ["b"]}, {"type": "string"}]),
+                            ("minLength", 1), ("dependentRequired", {"a": ["b"]})])
+        node[extra[0]] = extra[1]
     if rng.random() < 0.3:  # a discriminator key
         node["type"] = "object"
         node["required"] = sorted({*node.get("required", []), "a"})
@@ -479,7 +485,7 @@ def test_all_of_and_one_of_over_objects_against_jsonschema():
     """Merged allOfs, discriminated oneOfs and narrowed intersections, differentially:
     random schemas of object keywords and random values, judged by jsonschema."""
     rng = random.Random(11)
-    pool = [1, "x", "y", None, [1], {}, 2.5, 1, "x"]
+    pool = [1, "x", "y", None, [1], {}, 2.5, 1, "x", ""]
     for _ in range(80):
         schema = {"$defs": {"shared": _random_object_schema(rng, 1, refs=False)},
                   **_random_object_schema(rng, 3)}
