@@ -571,20 +571,10 @@ class Compiler:
             "enum" not in node and "const" not in node
         if "$ref" in node:
             target = self.registry.resolve(ref)
-            depth = self._active.get(id(target.node), 0)
-            if self.calls and (depth or _is_container(target.node)):
-                referenced = self.ref_machine(target, position)
-            elif depth >= self.options.max_depth + 1:
-                # nested this deep, a recursive $ref is past the depth a value can be exact
-                # to: no value, in a truncated automaton (see `Ops`)
-                self._unrolled.add(node["$ref"])
+            referenced = self._referenced(target, node["$ref"], position,
+                                          _is_container(target.node))
+            if referenced is _CUT:
                 return _CUT
-            else:
-                self._active[id(target.node)] = depth + 1
-                try:
-                    referenced = self.value(target, position)
-                finally:
-                    self._active[id(target.node)] = depth
             if self.draft <= 7:
                 return referenced  # draft 7 and earlier: $ref replaces its siblings
             parts.append(referenced)
@@ -623,23 +613,30 @@ class Compiler:
         return typed if typed is not None else \
             self.ops.intersect(combined, self.local(ref, position))
 
+    def _referenced(self, target: Ref, reference: str, position: Position,
+                    container: bool) -> Expr:
+        """The values of a schema reached through `reference` (a `$ref`): with calls, a call
+        of its machine where it recurses or is a `container`; else inline, and nested past
+        --max-depth levels no value, in a truncated automaton (see `Ops`), with a notice."""
+        depth = self._active.get(id(target.node), 0)
+        if self.calls and (depth or container):
+            return self.ref_machine(target, position)
+        if depth >= self.options.max_depth + 1:
+            self._unrolled.add(reference)
+            return _CUT
+        self._active[id(target.node)] = depth + 1
+        try:
+            return self.value(target, position)
+        finally:
+            self._active[id(target.node)] = depth
+
     def merged_value(self, merged: Ref, opened: str | None, position: Position) -> Expr:
         """The values of a schema `_merged_objects` made. One that opened a `$ref` (`opened`)
-        may reach itself through its properties, as the `$ref` could: like a `$ref` target,
-        it is then a machine (with calls) or unrolled to --max-depth (without)."""
+        may reach itself through its properties, as the `$ref` could: like a `$ref` target
+        of an object, it is then a machine, or unrolled to --max-depth without calls."""
         if opened is None or merged.node is False:
             return self.value(merged, position)
-        if self.calls:
-            return self.ref_machine(merged, position)
-        depth = self._active.get(id(merged.node), 0)
-        if depth >= self.options.max_depth + 1:
-            self._unrolled.add(opened)
-            return _CUT
-        self._active[id(merged.node)] = depth + 1
-        try:
-            return self.value(merged, position)
-        finally:
-            self._active[id(merged.node)] = depth
+        return self._referenced(merged, opened, position, container=True)
 
     def _merged_objects(self, ref: Ref) -> tuple[dict | bool, str | None] | None:
         """One schema equal to a schema and its `allOf` branches (through `$ref`s and nested
@@ -717,7 +714,7 @@ class Compiler:
         for name, spelled in _FIRST_BYTES.items():
             if name in types:
                 allowed[list(spelled)] = True
-        narrowed = self._starting_with(expr, allowed, "|".join(sorted(types)))
+        narrowed = self._starting_with(expr, allowed, _bytes_label(allowed))
         if narrowed is not None:
             return narrowed
         first = charset((int(b), int(b)) for b in np.flatnonzero(allowed))  # ASCII bytes
@@ -767,31 +764,29 @@ class Compiler:
         values (a discriminator); branches that share none with any other stay whole, calls
         kept."""
         starts = [starting_bytes(b, self._known_machine) for b in branches]
+        objects = [self._object_keys(s) for s in schemas] if schemas is not None else \
+            [None] * len(branches)
+        overlap = [[False] * len(branches) for _ in branches]
+        for i, j in combinations(range(len(branches)), 2):
+            overlap[i][j] = overlap[j][i] = not (
+                starts[i] is not None and starts[j] is not None and
+                not (starts[i] & starts[j]).any() or _discriminated(objects[i], objects[j]))
         options = []
         for i, branch in enumerate(branches):
-            others = [other for j, other in enumerate(branches) if j != i and not (
-                starts[i] is not None and starts[j] is not None and
-                not (starts[i] & starts[j]).any() or
-                schemas is not None and self._disjoint_objects(schemas[i], schemas[j]))]
+            others = [other for j, other in enumerate(branches) if overlap[i][j]]
             options.append(self.ops.difference(branch, alt(*others)) if others else branch)
         return alt(*options)
 
-    def _disjoint_objects(self, a: Ref, b: Ref) -> bool:
-        """Whether two schemas describe objects only and both require a key whose allowed
-        values (small explicit sets, by `const`, `enum` or type) have none in common."""
-        a_parts, b_parts = ([p for p in self._conjuncts(schema, set()) if p.node is not False]
-                            for schema in (a, b))
-        if not all(any(self._types(p.node) == {"object"} for p in parts)
-                   for parts in (a_parts, b_parts)):
-            return False
-        a_required, b_required = (
-            {k for p in parts if isinstance(p.node.get("required"), list)
-             for k in p.node["required"] if isinstance(k, str)} for parts in (a_parts, b_parts))
-        for key in sorted(a_required & b_required):
-            a_values, b_values = self._key_values(a_parts, key), self._key_values(b_parts, key)
-            if a_values is not None and b_values is not None and not a_values & b_values:
-                return True
-        return False
+    def _object_keys(self, schema: Ref) -> dict[str, set | None] | None:
+        """For a schema of objects only, each key it requires with the values it allows
+        there when some part of it limits them to a small explicit set (`const`, `enum`,
+        booleans, `null`; else None); None for a schema that may take other values."""
+        parts = [p for p in self._conjuncts(schema, set()) if p.node is not False]
+        if not any(self._types(p.node) == {"object"} for p in parts):
+            return None
+        required = {k for p in parts if isinstance(p.node.get("required"), list)
+                    for k in p.node["required"] if isinstance(k, str)}
+        return {key: self._key_values(parts, key) for key in required}
 
     def _conjuncts(self, ref: Ref, within: set[int], opened: list[str] | None = None
                    ) -> list[Ref]:
@@ -1683,6 +1678,15 @@ def nested_at_most(levels: int) -> Expr:
                                          charset([(ord("]"), ord("]")), (ord("}"), ord("}"))]))),
                         0, None)
     return nested
+
+
+def _discriminated(a: dict[str, set | None] | None, b: dict[str, set | None] | None) -> bool:
+    """Whether two schemas of objects only (`Compiler._object_keys`) share no value: both
+    require a key whose explicit values differ."""
+    if a is None or b is None:
+        return False
+    return any(a[key] is not None and b[key] is not None and not a[key] & b[key]
+               for key in a.keys() & b.keys())
 
 
 def _bytes_label(allowed: np.ndarray) -> str:
