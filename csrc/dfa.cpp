@@ -414,21 +414,53 @@ py::array_t<int32_t> column_groups(In<int32_t> trans) {
         for (int64_t s = 0; s < n; ++s)
             for (int64_t a = 0; a < k; ++a)
                 hash[a] = hash_step(hash[a], static_cast<uint32_t>(tr[s * k + a]), 31);
+        // columns of equal hashes are grouped with the first of them, then checked row by
+        // row (in memory order); a column that differs from its group's first (a hash
+        // collision) is placed again by comparing whole columns
         std::vector<int64_t> first;  // the first column of each group
+        std::vector<int64_t> leader(k);
         for (int64_t a = 0; a < k; ++a) {
             int64_t found = -1;
-            for (size_t g = 0; g < first.size() && found < 0; ++g) {
-                const int64_t b = first[g];
-                if (hash[b] != hash[a]) continue;
-                bool same = true;
-                for (int64_t s = 0; s < n && same; ++s) same = tr[s * k + a] == tr[s * k + b];
-                if (same) found = static_cast<int64_t>(g);
-            }
+            for (size_t g = 0; g < first.size() && found < 0; ++g)
+                if (hash[first[g]] == hash[a]) found = static_cast<int64_t>(g);
             if (found < 0) {
                 found = static_cast<int64_t>(first.size());
                 first.push_back(a);
             }
             group[a] = static_cast<int32_t>(found);
+            leader[a] = first[found];
+        }
+        std::vector<uint8_t> differs(k, 0);
+        bool any_differs = false;
+        for (int64_t s = 0; s < n; ++s) {
+            const int32_t* row = tr + s * k;
+            for (int64_t a = 0; a < k; ++a)
+                if (row[a] != row[leader[a]]) differs[a] = any_differs = true;
+        }
+        if (any_differs) {
+            for (int64_t a = 0; a < k; ++a) {
+                if (!differs[a]) continue;
+                int64_t found = -1;
+                for (size_t g = 0; g < first.size() && found < 0; ++g) {
+                    const int64_t b = first[g];
+                    if (b >= a || hash[b] != hash[a]) continue;
+                    bool same = true;
+                    for (int64_t s = 0; s < n && same; ++s) same = tr[s * k + a] == tr[s * k + b];
+                    if (same) found = static_cast<int64_t>(g);
+                }
+                if (found < 0) {
+                    found = static_cast<int64_t>(first.size());
+                    first.push_back(a);
+                }
+                group[a] = static_cast<int32_t>(found);
+            }
+            // number the groups by their first column again
+            std::vector<int32_t> renumber(first.size(), -1);
+            int32_t next = 0;
+            for (int64_t a = 0; a < k; ++a) {
+                if (renumber[group[a]] < 0) renumber[group[a]] = next++;
+                group[a] = renumber[group[a]];
+            }
         }
     }
     return to_numpy(group);

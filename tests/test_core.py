@@ -381,3 +381,20 @@ def test_column_groups_number_equal_columns_by_their_first():
     assert _core.column_groups(np.zeros((3, 4), i32)).tolist() == [0, 0, 0, 0]
     with pytest.raises(ValueError, match="two-dimensional"):
         _core.column_groups(np.zeros(3, i32))
+
+
+def test_column_groups_tell_apart_columns_whose_hashes_collide():
+    # two columns with the same 64-bit hash (found by a birthday search over the kernel's
+    # hash): grouped by hash first, they must be told apart by their values
+    a = np.array([3183617638, 5], np.uint32).view(i32)
+    b = np.array([1153574501, 3170894284 ^ 5], np.uint32).view(i32)
+    c = np.array([7, 7], i32)
+    trans = np.ascontiguousarray(np.stack([c, a, b, a, c, b], axis=1))
+    assert _core.column_groups(trans).tolist() == [0, 1, 2, 1, 0, 2]
+    rng = np.random.default_rng(0)
+    for _ in range(200):  # against grouping by the columns' bytes
+        base = rng.integers(0, 3, (int(rng.integers(0, 30)), 4)).astype(i32)
+        trans = np.ascontiguousarray(base[:, rng.integers(0, 4, int(rng.integers(1, 20)))])
+        ids: dict[bytes, int] = {}
+        expected = [ids.setdefault(trans[:, j].tobytes(), len(ids)) for j in range(trans.shape[1])]
+        assert _core.column_groups(trans).tolist() == expected

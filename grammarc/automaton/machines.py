@@ -689,10 +689,7 @@ class _Faults:
 def byte_dfa(byte_table: np.ndarray, accepting: np.ndarray) -> ByteDFA:
     """The byte table as a `ByteDFA` over byte classes (bytes with equal columns), numbered
     in the order of their first byte."""
-    columns = np.ascontiguousarray(byte_table.T)
-    ids: dict[bytes, int] = {}  # a column's bytes as the key: 256 lookups, no sort of rows
-    byte_class = np.array([ids.setdefault(column.tobytes(), len(ids)) for column in columns],
-                          np.int32)
-    trans = np.zeros((byte_table.shape[0], len(ids)), np.int32)
-    trans[:, byte_class] = byte_table
-    return ByteDFA(trans, byte_class, accepting)
+    table = np.ascontiguousarray(byte_table, dtype=np.int32)
+    byte_class = _core.column_groups(table)  # groups numbered by their first column
+    first_column = np.unique(byte_class, return_index=True)[1]
+    return ByteDFA(np.ascontiguousarray(table[:, first_column]), byte_class, accepting)
