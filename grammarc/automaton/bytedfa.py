@@ -50,11 +50,14 @@ class ByteDFA:
     def ranges(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Per-state runs of bytes with the same live target: `(ptr, ranges, next)`, where
         state s's runs are `ranges[ptr[s]:ptr[s+1]]` (inclusive `lo, hi`) to `next[...]`."""
-        table = self.byte_table()
+        # the runs of bytes of one class first (a few dozen), so the work is states x runs
+        class_starts = np.flatnonzero(np.diff(self.byte_class, prepend=-1))
+        table = self.trans[:, self.byte_class[class_starts]]
         starts = np.ones(table.shape, np.bool_)
         starts[:, 1:] = table[:, 1:] != table[:, :-1]
-        state, lo = np.nonzero(starts)
-        nxt = table[state, lo]
+        state, run = np.nonzero(starts)
+        nxt = table[state, run]
+        lo = class_starts[run]
         run_end = np.empty_like(lo)
         run_end[:-1] = np.where(state[1:] == state[:-1], lo[1:] - 1, 255)
         if len(lo):
