@@ -491,6 +491,29 @@ py::array_t<int32_t> bfs_order(In<int32_t> trans, int64_t dead, int64_t start) {
     return to_numpy(order);
 }
 
+py::array_t<int32_t> csr_bfs_order(In<int64_t> ptr, In<int32_t> target, int64_t start) {
+    const int64_t n = ptr.ndim() == 1 ? ptr.shape(0) - 1 : -1;
+    require(n >= 1 && start >= 0 && start < n, "ptr must have a row per state, start within");
+    const int64_t m = length(target, "target");
+    require_csr(ptr, n, m, "ptr");
+    require_in_range(target.data(), m, 0, n, "target");
+    const int64_t* p = ptr.data();
+    const int32_t* tg = target.data();
+    std::vector<int32_t> order{static_cast<int32_t>(start)};
+    {
+        py::gil_scoped_release released;
+        std::vector<uint8_t> seen(n, 0);
+        seen[start] = 1;
+        for (size_t head = 0; head < order.size(); ++head)
+            for (int64_t j = p[order[head]]; j < p[order[head] + 1]; ++j)
+                if (!seen[tg[j]]) {
+                    seen[tg[j]] = 1;
+                    order.push_back(tg[j]);
+                }
+    }
+    return to_numpy(order);
+}
+
 py::tuple product(In<int32_t> trans_a, In<bool> acc_a, In<int32_t> trans_b, In<bool> acc_b,
                   In<int32_t> class_a, In<int32_t> class_b, int op, int64_t max_states) {
     require_dfa(trans_a, "trans_a");

@@ -28,6 +28,9 @@ PYBIND11_MODULE(_core, m) {
     m.def("bfs_order", &bfs_order, py::arg("trans"), py::arg("dead"), py::arg("start"),
           "States in canonical order: `dead`, then breadth-first from `start` visiting "
           "classes in order.");
+    m.def("csr_bfs_order", &csr_bfs_order, py::arg("ptr"), py::arg("target"), py::arg("start"),
+          "The states reached from `start` along the edges `ptr`/`target` (CSR), breadth-first, "
+          "each state's edges visited in their order.");
     m.def("column_groups", &column_groups, py::arg("trans"),
           "The group of each column of a table: equal columns share one, numbered by their "
           "first column.");

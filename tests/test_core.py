@@ -398,3 +398,15 @@ def test_column_groups_tell_apart_columns_whose_hashes_collide():
         ids: dict[bytes, int] = {}
         expected = [ids.setdefault(trans[:, j].tobytes(), len(ids)) for j in range(trans.shape[1])]
         assert _core.column_groups(trans).tolist() == expected
+
+
+def test_csr_bfs_order_visits_each_states_edges_in_their_order():
+    # 0 -> 2, 1; 1 -> 3; 2 -> 3, 0; 3 -> nothing; 4 unreachable
+    ptr = np.array([0, 2, 3, 5, 5, 6], np.int64)
+    target = np.array([2, 1, 3, 3, 0, 0], i32)
+    assert _core.csr_bfs_order(ptr, target, 0).tolist() == [0, 2, 1, 3]
+    assert _core.csr_bfs_order(ptr, target, 4).tolist() == [4, 0, 2, 1, 3]
+    with pytest.raises(ValueError, match="target"):
+        _core.csr_bfs_order(ptr, np.array([2, 1, 3, 3, 9, 0], i32), 0)
+    with pytest.raises(ValueError, match="start"):
+        _core.csr_bfs_order(ptr, target, 5)

@@ -530,18 +530,15 @@ def _link(names: list[str], tables: list[np.ndarray], finals: list[np.ndarray],
         distinct = ordered != 0
         distinct[:, 1:] &= ordered[:, 1:] != ordered[:, :-1]
         source, target = np.nonzero(distinct)[0], ordered[distinct]
+        if edges:
+            call_source = np.array([state for state, _, _ in edges], np.int64)
+            source = np.concatenate([source, call_source])
+            target = np.concatenate([target, [ret for _, _, ret in edges]])
+            by_source = np.argsort(source, kind="stable")  # a state's successors, then returns
+            source, target = source[by_source], target[by_source]
         ptr = np.zeros(size + 1, np.int64)
         np.cumsum(np.bincount(source, minlength=size), out=ptr[1:])
-        returns: dict[int, list[int]] = {}
-        for state, _, ret in edges:
-            returns.setdefault(state, []).append(ret)
-        order, seen = [1], {1}
-        for state in order:
-            for nxt in [*target[ptr[state]:ptr[state + 1]].tolist(), *returns.get(state, [])]:
-                if nxt not in seen:
-                    seen.add(nxt)
-                    order.append(nxt)
-        local_ids.append(order)
+        local_ids.append(_core.csr_bfs_order(ptr, target.astype(np.int32), 1))
     total = 1 + sum(len(ids) for ids in local_ids)
     if total > SUBSET_FACTOR * max_states:  # each machine is bounded by --max-states
         raise TooManyStatesError(f"the machines need {total:,} states, more than "
