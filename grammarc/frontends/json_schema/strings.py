@@ -57,6 +57,15 @@ def serialized(value: Expr) -> Expr:
 
 @lru_cache(maxsize=8192)
 def _spellings(ranges: tuple[tuple[int, int], ...]) -> Expr:
+    """The JSON spellings of one character of `ranges`: its raw UTF-8 and its escapes. With
+    escapes, a minimal DFA: the `\\u` numerals of several ranges share leading digits, which
+    as alternatives would leave every copy of the character (one per position of a bounded
+    string) to be determinised into many equivalent states."""
+    spellings = _spelling_options(ranges)
+    return spellings if isinstance(spellings, CharSet) else Automaton(build_dfa(spellings))
+
+
+def _spelling_options(ranges: tuple[tuple[int, int], ...]) -> Expr:
     raw = intersect_ranges(ranges, complement_ranges(normalize_ranges(_RAW_FORBIDDEN)))
     options: list[Expr] = [CharSet(raw)] if raw else []
     for code, letter in _SHORT_ESCAPES.items():
