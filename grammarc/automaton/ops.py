@@ -48,6 +48,11 @@ class Ops:
         """The minimal DFA of `expr`, or None for the empty language."""
         return self._built(expr).dfa
 
+    def automaton(self, expr: Expr) -> Expr:
+        """`expr` as an `Automaton` leaf (`NOTHING` for the empty language)."""
+        built = self._built(expr)
+        return NOTHING if built.dfa is None else Automaton(built.dfa, built.exact_to)
+
     def exact_to(self, expr: Expr) -> int | None:
         """The nesting depth up to which `expr`, its calls made flat, is exact (None: it is
         exact at any depth)."""

@@ -978,14 +978,18 @@ class Compiler:
             if counted is not None:  # `^[a-z]{1,1000}$`: a machine that counts its bytes
                 return self.machine(f"pattern {pattern}", lambda: counted)
         if isinstance(node.get("format"), str):
-            language = strings.format_language(node["format"])
-            if language is None:
+            formatted = strings.format_texts(node["format"])
+            if formatted is None:
                 self.options.notice(f"format {node['format']!r} at "
                                     f"{self.registry.pointer(node)} is not checked")
             else:
-                texts.append(strings.json_string(language))
+                texts.append(formatted)
         if not texts:
             texts.append(strings.any_string())
+        if len(texts) == 1 and not isinstance(texts[0], Automaton):
+            # a minimal DFA: spelled out as alternatives, the texts would be determinised
+            # again, into many equivalent states, in every body that holds them
+            return self.ops.automaton(texts[0])
         return self.intersect_all(texts)
 
     def literal_value(self, value: Any, position: Position) -> Expr:

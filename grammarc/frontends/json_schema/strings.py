@@ -361,12 +361,13 @@ FORMATS = {
 
 
 @lru_cache(maxsize=None)
-def format_language(name: str) -> Expr | None:
-    """Value language of a supported `format`, or None for formats grammarc does not check."""
+def format_texts(name: str) -> Expr | None:
+    """JSON texts of the strings of a supported `format`, as a minimal DFA built once per
+    process; None for formats grammarc does not check."""
     regex = FORMATS.get(name)
-    return None if regex is None else parse_regex(regex)
+    return None if regex is None else Automaton(build_dfa(json_string(parse_regex(regex))))
 
 
-__all__ = ["ANY_CHAR", "COUNTED_LENGTH", "FORMATS", "counted_string", "format_language",
+__all__ = ["ANY_CHAR", "COUNTED_LENGTH", "FORMATS", "counted_string", "format_texts",
            "json_string", "length_between",
            "pattern_texts", "serialized", "string_literal", "NOTHING"]
