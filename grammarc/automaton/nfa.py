@@ -154,7 +154,16 @@ def flatten(expr: Expr, call_codes: dict[str, bytes]) -> tuple[list[Expr], list[
 def _dfa_fragment(dfa) -> tuple[int, np.ndarray, np.ndarray]:
     """A byte DFA as a fragment (num_states, eps, edges): a fresh entry leads to its start,
     its accepting states to a fresh exit (the DFA's own states may have incoming and outgoing
-    edges)."""
+    edges). Kept on the DFA: the same leaves (a character's spellings) recur in every
+    automaton built."""
+    fragment = dfa.__dict__.get("_fragment")
+    if fragment is None:
+        fragment = _new_dfa_fragment(dfa)
+        object.__setattr__(dfa, "_fragment", fragment)
+    return fragment
+
+
+def _new_dfa_fragment(dfa) -> tuple[int, np.ndarray, np.ndarray]:
     ptr, ranges, nxt = dfa.ranges()
     src = np.repeat(np.arange(dfa.num_states), np.diff(ptr))
     edges = np.stack([src + 1, ranges[:, 0], ranges[:, 1], nxt + 1], axis=1)

@@ -399,6 +399,7 @@ class Compiler:
         self._any_positions: dict[str, Position] = {}   # the position of each such machine
         self._nested: dict[int, Expr] = {}  # nested_at_most, by levels
         self._key_dfas: dict[str, Any] = {}
+        self._unranked_keys: dict[frozenset[str], Expr] = {}  # by the names they leave out
         # an allOf of object keywords as one schema, by the schema holding it
         self._object_merges: dict[int, tuple[dict | bool, str | None] | None] = {}
         self._check_supported()
@@ -1148,8 +1149,12 @@ class Compiler:
         any_key = strings.any_string()
         if not position.ranking:
             return any_key
-        return self.ops.difference(any_key, alt(*(strings.string_literal(k)
-                                                  for k in position.ranking)))
+        names = frozenset(position.ranking)
+        known = self._unranked_keys.get(names)
+        if known is None:
+            known = self._unranked_keys[names] = self.ops.difference(
+                any_key, alt(*(strings.string_literal(k) for k in sorted(names))))
+        return known
 
     def _extra_entries(self, ref: Ref, position: Position, keys: Expr,
                        patterns: dict[str, Any], extra_schema: Any) -> Expr:
