@@ -1661,7 +1661,11 @@ def _residual_states(condition: KeyCondition | None, named: list[str],
     residual = []
     for width in weights:
         table = verdict.reshape(-1, width)  # a row per future, a column per state
-        _, first, inverse = np.unique(table.T, axis=0, return_index=True, return_inverse=True)
+        # each state's column of verdicts as one opaque value (numpy's row-wise unique goes
+        # through a structured type per column, slow on wide tables)
+        columns = np.ascontiguousarray(np.packbits(table.T, axis=1))
+        keys = columns.view(np.dtype((np.void, columns.shape[1]))).reshape(-1)
+        _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
         canonical = first[inverse.reshape(-1)].astype(np.int64)
         canonical[~table.any(axis=0)] = -1
         residual.append(canonical)

@@ -134,8 +134,10 @@ def any_string() -> Expr:
     return Automaton(build_dfa(json_string(length_between(0, None))))
 
 
+@lru_cache(maxsize=65536)
 def string_literal(text: str) -> Expr:
-    """JSON texts of exactly this string value."""
+    """JSON texts of exactly this string value (kept: object keys recur in every schema
+    of a family)."""
     return json_string(literal(text))
 
 
