@@ -254,224 +254,205 @@ void require_dfa(const In<int32_t>& trans, const char* name) {
     require_in_range(trans.data(), trans.shape(0) * trans.shape(1), 0, trans.shape(0), name);
 }
 
-}  // namespace
+// The group of each column of `tr` (n x k): equal columns share one, numbered by their first
+// column. Columns of equal hashes are grouped with the first of them, then checked row by row
+// (in memory order); a column that differs from its group's first (a hash collision) is
+// placed again by comparing whole columns.
+std::vector<int32_t> group_columns(const int32_t* tr, int64_t n, int64_t k) {
+    std::vector<int32_t> group(k, 0);
+    std::vector<uint64_t> hash(k, kHashSeed);
+    for (int64_t s = 0; s < n; ++s)
+        for (int64_t a = 0; a < k; ++a)
+            hash[a] = hash_step(hash[a], static_cast<uint32_t>(tr[s * k + a]), 31);
+    std::vector<int64_t> first;  // the first column of each group
+    std::vector<int64_t> leader(k);
+    for (int64_t a = 0; a < k; ++a) {
+        int64_t found = -1;
+        for (size_t g = 0; g < first.size() && found < 0; ++g)
+            if (hash[first[g]] == hash[a]) found = static_cast<int64_t>(g);
+        if (found < 0) {
+            found = static_cast<int64_t>(first.size());
+            first.push_back(a);
+        }
+        group[a] = static_cast<int32_t>(found);
+        leader[a] = first[found];
+    }
+    std::vector<uint8_t> differs(k, 0);
+    bool any_differs = false;
+    for (int64_t s = 0; s < n; ++s) {
+        const int32_t* row = tr + s * k;
+        for (int64_t a = 0; a < k; ++a)
+            if (row[a] != row[leader[a]]) differs[a] = any_differs = true;
+    }
+    if (!any_differs) return group;
+    for (int64_t a = 0; a < k; ++a) {
+        if (!differs[a]) continue;
+        int64_t found = -1;
+        for (size_t g = 0; g < first.size() && found < 0; ++g) {
+            const int64_t b = first[g];
+            if (b >= a || hash[b] != hash[a]) continue;
+            bool same = true;
+            for (int64_t s = 0; s < n && same; ++s) same = tr[s * k + a] == tr[s * k + b];
+            if (same) found = static_cast<int64_t>(g);
+        }
+        if (found < 0) {
+            found = static_cast<int64_t>(first.size());
+            first.push_back(a);
+        }
+        group[a] = static_cast<int32_t>(found);
+    }
+    std::vector<int32_t> renumber(first.size(), -1);  // by first column again
+    int32_t next = 0;
+    for (int64_t a = 0; a < k; ++a) {
+        if (renumber[group[a]] < 0) renumber[group[a]] = next++;
+        group[a] = renumber[group[a]];
+    }
+    return group;
+}
 
-py::array_t<bool> coreachable(In<int32_t> trans, In<bool> accepting) {
-    require_dfa(trans, "trans");
-    const int64_t n = trans.shape(0), k = trans.shape(1);
-    length(accepting, "accepting", n);
-    const int32_t* tr = trans.data();
-    std::vector<uint8_t> live(n);
-    {
-        py::gil_scoped_release released;
-        std::vector<int64_t> in_ptr(n + 1, 0);
-        for (int64_t i = 0; i < n * k; ++i) in_ptr[tr[i] + 1] += 1;
-        for (int64_t i = 0; i < n; ++i) in_ptr[i + 1] += in_ptr[i];
-        std::vector<int64_t> fill(in_ptr.begin(), in_ptr.end() - 1);
-        std::vector<int32_t> in_src(n * k);
-        for (int64_t s = 0; s < n; ++s)
-            for (int64_t a = 0; a < k; ++a) in_src[fill[tr[s * k + a]]++] = static_cast<int32_t>(s);
-        std::vector<int32_t> stack;
-        stack.reserve(n);
-        for (int64_t s = 0; s < n; ++s)
-            if (accepting.data()[s]) {
+// Which states of `tr` (n x k, state 0 dead: never accepting, all its moves to itself) can
+// reach an accepting state; the moves into state 0 are not followed back.
+std::vector<uint8_t> live_states(const int32_t* tr, int64_t n, int64_t k, const uint8_t* acc) {
+    std::vector<uint8_t> live(n, 0);
+    std::vector<int64_t> in_ptr(n + 1, 0);
+    for (int64_t i = 0; i < n * k; ++i)
+        if (tr[i] != 0) in_ptr[tr[i] + 1] += 1;
+    for (int64_t i = 0; i < n; ++i) in_ptr[i + 1] += in_ptr[i];
+    std::vector<int64_t> fill(in_ptr.begin(), in_ptr.end() - 1);
+    std::vector<int32_t> in_src(in_ptr[n]);
+    for (int64_t s = 0; s < n; ++s)
+        for (int64_t a = 0; a < k; ++a)
+            if (tr[s * k + a] != 0) in_src[fill[tr[s * k + a]]++] = static_cast<int32_t>(s);
+    std::vector<int32_t> stack;
+    stack.reserve(n);
+    for (int64_t s = 1; s < n; ++s)
+        if (acc[s]) {
+            live[s] = 1;
+            stack.push_back(static_cast<int32_t>(s));
+        }
+    while (!stack.empty()) {
+        const int32_t t = stack.back();
+        stack.pop_back();
+        for (int64_t j = in_ptr[t]; j < in_ptr[t + 1]; ++j) {
+            const int32_t s = in_src[j];
+            if (!live[s]) {
                 live[s] = 1;
-                stack.push_back(static_cast<int32_t>(s));
-            }
-        while (!stack.empty()) {
-            const int32_t t = stack.back();
-            stack.pop_back();
-            for (int64_t j = in_ptr[t]; j < in_ptr[t + 1]; ++j) {
-                const int32_t s = in_src[j];
-                if (!live[s]) {
-                    live[s] = 1;
-                    stack.push_back(s);
-                }
+                stack.push_back(s);
             }
         }
     }
-    return bool_numpy(live, n);
+    return live;
 }
 
-py::tuple hopcroft(In<int32_t> trans, In<int32_t> initial) {
-    require_dfa(trans, "trans");
-    const int64_t n = trans.shape(0), k = trans.shape(1);
-    length(initial, "initial", n);
-    const int32_t* tr = trans.data();
-    const int32_t* init = initial.data();
-    std::vector<int32_t> block(n);
+// Hopcroft's partition refinement of `tr` (n x k) from the partition by `init`: the block of
+// each state into `block`, the number of blocks returned. When state 0 has an initial value
+// of its own, its block is the one never used as a splitter, and the transitions into it are
+// not indexed (same result, far less work on a trimmed grammar).
+int64_t refine_blocks(const int32_t* tr, int64_t n, int64_t k, const int32_t* init,
+                      int32_t* block) {
     int64_t n_blocks = 0;
-    {
-        py::gil_scoped_release released;
-        // When state 0 is alone in its initial block, that block is the one left out of the
-        // splitters (any one may be) and never splits: the transitions into it, most of a
-        // grammar's, are never read and not indexed.
-        int64_t alone = 0;
-        for (int64_t s = 0; s < n && alone < 2; ++s) alone += init[s] == init[0];
-        const bool dead_alone = n > 0 && alone == 1;
-        // predecessors of (state, class): inv_src[inv_ptr[t * k + a] : inv_ptr[t * k + a + 1]]
-        // (filled through inv_ptr[key + 1], which then ends up holding the starts)
-        std::vector<int64_t> inv_ptr(n * k + 2, 0);
-        int64_t n_inv = 0;
-        for (int64_t s = 0; s < n; ++s)
-            for (int64_t a = 0; a < k; ++a)
-                if (!dead_alone || tr[s * k + a] != 0) {
-                    inv_ptr[tr[s * k + a] * k + a + 2] += 1;
-                    ++n_inv;
-                }
-        for (int64_t i = 2; i <= n * k; ++i) inv_ptr[i] += inv_ptr[i - 1];
-        std::vector<int32_t> inv_src(n_inv);
-        for (int64_t s = 0; s < n; ++s)
-            for (int64_t a = 0; a < k; ++a)
-                if (!dead_alone || tr[s * k + a] != 0)
-                    inv_src[inv_ptr[tr[s * k + a] * k + a + 1]++] = static_cast<int32_t>(s);
-
-        std::vector<int32_t> elems(n);
-        std::vector<int64_t> pos(n), bstart(n + 1, 0), bend(n + 1, 0), nmark(n + 1, 0);
-        std::vector<int64_t> order(n);
-        std::iota(order.begin(), order.end(), 0);
-        std::stable_sort(order.begin(), order.end(),
-                         [init](int64_t x, int64_t y) { return init[x] < init[y]; });
-        int64_t largest = 0;
-        for (int64_t i = 0; i < n; ++i) {
-            const int64_t s = order[i];
-            elems[i] = static_cast<int32_t>(s);
-            pos[s] = i;
-            if (i == 0 || init[s] != init[order[i - 1]]) bstart[n_blocks++] = i;
-            bend[n_blocks - 1] = i + 1;
-            block[s] = static_cast<int32_t>(n_blocks - 1);
-            if (bend[n_blocks - 1] - bstart[n_blocks - 1] > bend[largest] - bstart[largest])
-                largest = n_blocks - 1;
-        }
-        // every initial block but one (the dead state's, else the largest) splits the others
-        const int64_t left_out = dead_alone ? block[0] : largest;
-        std::vector<uint8_t> in_work(n * k, 0);
-        std::vector<int64_t> work;
-        for (int64_t b = 0; b < n_blocks; ++b)
-            if (b != left_out)
-                for (int64_t a = 0; a < k; ++a) {
-                    work.push_back(b * k + a);
-                    in_work[b * k + a] = 1;
-                }
-        std::vector<int32_t> splitter(n), touched(n);
-        while (!work.empty()) {
-            const int64_t item = work.back();
-            work.pop_back();
-            in_work[item] = 0;
-            const int64_t bb = item / k, a = item % k;
-            int64_t m = 0;
-            for (int64_t i = bstart[bb]; i < bend[bb]; ++i) splitter[m++] = elems[i];
-            int64_t n_touched = 0;
-            for (int64_t i = 0; i < m; ++i) {
-                const int64_t key = splitter[i] * k + a;
-                for (int64_t j = inv_ptr[key]; j < inv_ptr[key + 1]; ++j) {
-                    const int32_t s = inv_src[j];
-                    const int32_t b = block[s];
-                    const int64_t p = pos[s], q = bstart[b] + nmark[b];
-                    if (p < q) continue;
-                    if (nmark[b] == 0) touched[n_touched++] = b;
-                    const int32_t other = elems[q];
-                    elems[q] = s;
-                    pos[s] = q;
-                    elems[p] = other;
-                    pos[other] = p;
-                    nmark[b] += 1;
-                }
+    // When state 0 is alone in its initial block, that block is the one left out of the
+    // splitters (any one may be) and never splits: the transitions into it, most of a
+    // grammar's, are never read and not indexed.
+    int64_t alone = 0;
+    for (int64_t s = 0; s < n && alone < 2; ++s) alone += init[s] == init[0];
+    const bool dead_alone = n > 0 && alone == 1;
+    // predecessors of (state, class): inv_src[inv_ptr[t * k + a] : inv_ptr[t * k + a + 1]]
+    // (filled through inv_ptr[key + 1], which then ends up holding the starts)
+    std::vector<int64_t> inv_ptr(n * k + 2, 0);
+    int64_t n_inv = 0;
+    for (int64_t s = 0; s < n; ++s)
+        for (int64_t a = 0; a < k; ++a)
+            if (!dead_alone || tr[s * k + a] != 0) {
+                inv_ptr[tr[s * k + a] * k + a + 2] += 1;
+                ++n_inv;
             }
-            for (int64_t t = 0; t < n_touched; ++t) {
-                const int32_t b = touched[t];
-                if (nmark[b] < bend[b] - bstart[b]) {
-                    const int64_t nb = n_blocks++;
-                    bstart[nb] = bstart[b];
-                    bend[nb] = bstart[b] + nmark[b];
-                    bstart[b] = bend[nb];
-                    for (int64_t i = bstart[nb]; i < bend[nb]; ++i)
-                        block[elems[i]] = static_cast<int32_t>(nb);
-                    const int64_t small = bend[nb] - bstart[nb] <= bend[b] - bstart[b] ? nb : b;
-                    for (int64_t c = 0; c < k; ++c) {
-                        const int64_t target = in_work[b * k + c] ? nb * k + c : small * k + c;
-                        if (!in_work[target]) {
-                            in_work[target] = 1;
-                            work.push_back(target);
-                        }
+    for (int64_t i = 2; i <= n * k; ++i) inv_ptr[i] += inv_ptr[i - 1];
+    std::vector<int32_t> inv_src(n_inv);
+    for (int64_t s = 0; s < n; ++s)
+        for (int64_t a = 0; a < k; ++a)
+            if (!dead_alone || tr[s * k + a] != 0)
+                inv_src[inv_ptr[tr[s * k + a] * k + a + 1]++] = static_cast<int32_t>(s);
+
+    std::vector<int32_t> elems(n);
+    std::vector<int64_t> pos(n), bstart(n + 1, 0), bend(n + 1, 0), nmark(n + 1, 0);
+    std::vector<int64_t> order(n);
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(),
+                     [init](int64_t x, int64_t y) { return init[x] < init[y]; });
+    int64_t largest = 0;
+    for (int64_t i = 0; i < n; ++i) {
+        const int64_t s = order[i];
+        elems[i] = static_cast<int32_t>(s);
+        pos[s] = i;
+        if (i == 0 || init[s] != init[order[i - 1]]) bstart[n_blocks++] = i;
+        bend[n_blocks - 1] = i + 1;
+        block[s] = static_cast<int32_t>(n_blocks - 1);
+        if (bend[n_blocks - 1] - bstart[n_blocks - 1] > bend[largest] - bstart[largest])
+            largest = n_blocks - 1;
+    }
+    // every initial block but one (the dead state's, else the largest) splits the others
+    const int64_t left_out = dead_alone ? block[0] : largest;
+    std::vector<uint8_t> in_work(n * k, 0);
+    std::vector<int64_t> work;
+    for (int64_t b = 0; b < n_blocks; ++b)
+        if (b != left_out)
+            for (int64_t a = 0; a < k; ++a) {
+                work.push_back(b * k + a);
+                in_work[b * k + a] = 1;
+            }
+    std::vector<int32_t> splitter(n), touched(n);
+    while (!work.empty()) {
+        const int64_t item = work.back();
+        work.pop_back();
+        in_work[item] = 0;
+        const int64_t bb = item / k, a = item % k;
+        int64_t m = 0;
+        for (int64_t i = bstart[bb]; i < bend[bb]; ++i) splitter[m++] = elems[i];
+        int64_t n_touched = 0;
+        for (int64_t i = 0; i < m; ++i) {
+            const int64_t key = splitter[i] * k + a;
+            for (int64_t j = inv_ptr[key]; j < inv_ptr[key + 1]; ++j) {
+                const int32_t s = inv_src[j];
+                const int32_t b = block[s];
+                const int64_t p = pos[s], q = bstart[b] + nmark[b];
+                if (p < q) continue;
+                if (nmark[b] == 0) touched[n_touched++] = b;
+                const int32_t other = elems[q];
+                elems[q] = s;
+                pos[s] = q;
+                elems[p] = other;
+                pos[other] = p;
+                nmark[b] += 1;
+            }
+        }
+        for (int64_t t = 0; t < n_touched; ++t) {
+            const int32_t b = touched[t];
+            if (nmark[b] < bend[b] - bstart[b]) {
+                const int64_t nb = n_blocks++;
+                bstart[nb] = bstart[b];
+                bend[nb] = bstart[b] + nmark[b];
+                bstart[b] = bend[nb];
+                for (int64_t i = bstart[nb]; i < bend[nb]; ++i)
+                    block[elems[i]] = static_cast<int32_t>(nb);
+                const int64_t small = bend[nb] - bstart[nb] <= bend[b] - bstart[b] ? nb : b;
+                for (int64_t c = 0; c < k; ++c) {
+                    const int64_t target = in_work[b * k + c] ? nb * k + c : small * k + c;
+                    if (!in_work[target]) {
+                        in_work[target] = 1;
+                        work.push_back(target);
                     }
                 }
-                nmark[b] = 0;
             }
+            nmark[b] = 0;
         }
     }
-    return py::make_tuple(to_numpy(block), n_blocks);
+    return n_blocks;
 }
 
-py::array_t<int32_t> column_groups(In<int32_t> trans) {
-    require(trans.ndim() == 2, "trans must be two-dimensional");
-    const int64_t n = trans.shape(0), k = trans.shape(1);
-    const int32_t* tr = trans.data();
-    std::vector<int32_t> group(k, 0);
-    {
-        py::gil_scoped_release released;
-        std::vector<uint64_t> hash(k, kHashSeed);
-        for (int64_t s = 0; s < n; ++s)
-            for (int64_t a = 0; a < k; ++a)
-                hash[a] = hash_step(hash[a], static_cast<uint32_t>(tr[s * k + a]), 31);
-        // columns of equal hashes are grouped with the first of them, then checked row by
-        // row (in memory order); a column that differs from its group's first (a hash
-        // collision) is placed again by comparing whole columns
-        std::vector<int64_t> first;  // the first column of each group
-        std::vector<int64_t> leader(k);
-        for (int64_t a = 0; a < k; ++a) {
-            int64_t found = -1;
-            for (size_t g = 0; g < first.size() && found < 0; ++g)
-                if (hash[first[g]] == hash[a]) found = static_cast<int64_t>(g);
-            if (found < 0) {
-                found = static_cast<int64_t>(first.size());
-                first.push_back(a);
-            }
-            group[a] = static_cast<int32_t>(found);
-            leader[a] = first[found];
-        }
-        std::vector<uint8_t> differs(k, 0);
-        bool any_differs = false;
-        for (int64_t s = 0; s < n; ++s) {
-            const int32_t* row = tr + s * k;
-            for (int64_t a = 0; a < k; ++a)
-                if (row[a] != row[leader[a]]) differs[a] = any_differs = true;
-        }
-        if (any_differs) {
-            for (int64_t a = 0; a < k; ++a) {
-                if (!differs[a]) continue;
-                int64_t found = -1;
-                for (size_t g = 0; g < first.size() && found < 0; ++g) {
-                    const int64_t b = first[g];
-                    if (b >= a || hash[b] != hash[a]) continue;
-                    bool same = true;
-                    for (int64_t s = 0; s < n && same; ++s) same = tr[s * k + a] == tr[s * k + b];
-                    if (same) found = static_cast<int64_t>(g);
-                }
-                if (found < 0) {
-                    found = static_cast<int64_t>(first.size());
-                    first.push_back(a);
-                }
-                group[a] = static_cast<int32_t>(found);
-            }
-            // number the groups by their first column again
-            std::vector<int32_t> renumber(first.size(), -1);
-            int32_t next = 0;
-            for (int64_t a = 0; a < k; ++a) {
-                if (renumber[group[a]] < 0) renumber[group[a]] = next++;
-                group[a] = renumber[group[a]];
-            }
-        }
-    }
-    return to_numpy(group);
-}
-
-py::array_t<int32_t> bfs_order(In<int32_t> trans, int64_t dead, int64_t start) {
-    require_dfa(trans, "trans");
-    const int64_t n = trans.shape(0), k = trans.shape(1);
-    require(dead >= 0 && dead < n && start >= 0 && start < n && dead != start,
-            "dead and start must be two states");
-    const int32_t* tr = trans.data();
+// States in canonical order: `dead`, then breadth-first from `start` visiting classes in order.
+std::vector<int32_t> canonical_order(const int32_t* tr, int64_t n, int64_t k, int64_t dead,
+                                     int64_t start) {
     std::vector<int32_t> order;
     order.reserve(n);
     std::vector<uint8_t> seen(n, 0);
@@ -488,7 +469,112 @@ py::array_t<int32_t> bfs_order(In<int32_t> trans, int64_t dead, int64_t start) {
             }
         }
     }
-    return to_numpy(order);
+    return order;
+}
+
+}  // namespace
+
+py::array_t<int32_t> column_groups(In<int32_t> trans) {
+    require(trans.ndim() == 2, "trans must be two-dimensional");
+    const int64_t n = trans.shape(0), k = trans.shape(1);
+    std::vector<int32_t> group;
+    {
+        py::gil_scoped_release released;
+        group = group_columns(trans.data(), n, k);
+    }
+    return to_numpy(group);
+}
+
+py::tuple minimize_dfa(In<int32_t> trans, In<int32_t> byte_class, In<bool> accepting,
+                       In<int32_t> labels) {
+    require_dfa(trans, "trans");
+    const int64_t n = trans.shape(0), k0 = trans.shape(1);
+    require(n >= 2, "trans must hold the dead state and the start");
+    length(byte_class, "byte_class", 256);
+    require_in_range(byte_class.data(), 256, 0, k0, "byte_class");
+    length(accepting, "accepting", n);
+    const bool labelled = labels.shape(0) > 0;
+    if (labelled) length(labels, "labels", n);
+    const int32_t* tr0 = trans.data();
+    const uint8_t* acc = reinterpret_cast<const uint8_t*>(accepting.data());
+    const int32_t* lab = labels.data();
+    std::vector<int32_t> out_trans, out_class(256), rep_of;
+    std::vector<uint8_t> out_acc;
+    int64_t m = 0, c = 0, status = 0;
+    {
+        py::gil_scoped_release released;
+        // classes every state treats alike are one (Hopcroft's cost grows with classes)
+        const std::vector<int32_t> group = group_columns(tr0, n, k0);
+        const int64_t k = *std::max_element(group.begin(), group.end()) + 1;
+        std::vector<int64_t> column_of(k);
+        for (int64_t a = k0 - 1; a >= 0; --a) column_of[group[a]] = a;
+        // trimmed: a move to a state that cannot reach acceptance goes to the dead state
+        std::vector<int32_t> tr(n * k);
+        for (int64_t s = 0; s < n; ++s)
+            for (int64_t a = 0; a < k; ++a) tr[s * k + a] = tr0[s * k0 + column_of[a]];
+        const std::vector<uint8_t> live = live_states(tr.data(), n, k, acc);
+        if (!live[1]) {
+            status = 1;
+        } else {
+            for (int64_t i = 0; i < n * k; ++i)
+                if (!live[tr[i]]) tr[i] = 0;
+            // accepting, and the label of a live state, separate states; the dead state
+            // starts in a block of its own (never a splitter)
+            std::vector<int32_t> init(n), block(n);
+            int32_t highest = 0;
+            for (int64_t s = 0; s < n; ++s) {
+                init[s] = acc[s] + (labelled && live[s] ? 2 * (lab[s] + 1) : 0);
+                highest = std::max(highest, init[s]);
+            }
+            init[0] = highest + 1;
+            const int64_t n_blocks = refine_blocks(tr.data(), n, k, init.data(), block.data());
+            const int64_t dead = block[0], start = block[1];
+            if (dead == start) {
+                status = 1;
+            } else {
+                std::vector<int32_t> rep(n_blocks);
+                for (int64_t s = 0; s < n; ++s) rep[block[s]] = static_cast<int32_t>(s);
+                std::vector<int32_t> block_trans(n_blocks * k);
+                for (int64_t b = 0; b < n_blocks; ++b)
+                    for (int64_t a = 0; a < k; ++a)
+                        block_trans[b * k + a] = block[tr[rep[b] * k + a]];
+                const std::vector<int32_t> order =
+                    canonical_order(block_trans.data(), n_blocks, k, dead, start);
+                m = static_cast<int64_t>(order.size());
+                std::vector<int32_t> new_id(n_blocks, -1);
+                for (int64_t i = 0; i < m; ++i) new_id[order[i]] = static_cast<int32_t>(i);
+                std::vector<int32_t> canon(m * k);
+                rep_of.resize(m);
+                out_acc.resize(m);
+                for (int64_t i = 0; i < m; ++i) {
+                    for (int64_t a = 0; a < k; ++a)
+                        canon[i * k + a] = new_id[block_trans[order[i] * k + a]];
+                    rep_of[i] = rep[order[i]];
+                    out_acc[i] = acc[rep_of[i]];
+                }
+                // classes with equal columns merged, numbered by their first byte
+                const std::vector<int32_t> merged = group_columns(canon.data(), m, k);
+                std::vector<int32_t> rank(k, -1);
+                std::vector<int64_t> column_of_rank;
+                for (int64_t b = 0; b < 256; ++b) {
+                    const int64_t column = group[byte_class.data()[b]];
+                    const int32_t g = merged[column];
+                    if (rank[g] < 0) {
+                        rank[g] = static_cast<int32_t>(column_of_rank.size());
+                        column_of_rank.push_back(column);
+                    }
+                    out_class[b] = rank[g];
+                }
+                c = static_cast<int64_t>(column_of_rank.size());
+                out_trans.resize(m * c);
+                for (int64_t i = 0; i < m; ++i)
+                    for (int64_t r = 0; r < c; ++r)
+                        out_trans[i * c + r] = canon[i * k + column_of_rank[r]];
+            }
+        }
+    }
+    return py::make_tuple(to_numpy_2d(out_trans, m, c), to_numpy(out_class),
+                          bool_numpy(out_acc, m), to_numpy(rep_of), status);
 }
 
 py::array_t<int32_t> csr_bfs_order(In<int64_t> ptr, In<int32_t> target, int64_t start) {

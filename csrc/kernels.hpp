@@ -14,9 +14,8 @@ py::tuple subset_construction(int64_t n_nfa, In<int64_t> eps_ptr, In<int32_t> ep
                               In<int32_t> edge_dst, In<int64_t> tag_ptr, In<int32_t> tag_family,
                               In<int32_t> tag_rank, int64_t n_families, int64_t n_classes,
                               int64_t max_states, int64_t max_entries, In<int32_t> nfa_label);
-py::array_t<bool> coreachable(In<int32_t> trans, In<bool> accepting);
-py::tuple hopcroft(In<int32_t> trans, In<int32_t> initial);
-py::array_t<int32_t> bfs_order(In<int32_t> trans, int64_t dead, int64_t start);
+py::tuple minimize_dfa(In<int32_t> trans, In<int32_t> byte_class, In<bool> accepting,
+                       In<int32_t> labels);
 py::array_t<int32_t> csr_bfs_order(In<int64_t> ptr, In<int32_t> target, int64_t start);
 py::array_t<int32_t> column_groups(In<int32_t> trans);
 py::tuple product(In<int32_t> trans_a, In<bool> acc_a, In<int32_t> trans_b, In<bool> acc_b,

@@ -18,16 +18,16 @@ PYBIND11_MODULE(_core, m) {
           "max_states DFA states or max_entries NFA states summed over the subsets were "
           "exceeded; status 2 that the subset reached from DFA state conflict[0] (-1: the "
           "start) by class conflict[1] holds NFA states labelled conflict[2] and conflict[3].");
-    m.def("coreachable", &coreachable, py::arg("trans"), py::arg("accepting"),
-          "Which states of a complete DFA can reach an accepting state.");
-    m.def("hopcroft", &hopcroft, py::arg("trans"), py::arg("initial"),
-          "Hopcroft's partition refinement from the partition of states by `initial`; "
-          "returns (block of each state, number of blocks). When state 0 has an initial value "
-          "of its own, its block is the one never used as a splitter, and the transitions "
-          "into it are not indexed (same result, far less work on a trimmed grammar).");
-    m.def("bfs_order", &bfs_order, py::arg("trans"), py::arg("dead"), py::arg("start"),
-          "States in canonical order: `dead`, then breadth-first from `start` visiting "
-          "classes in order.");
+    m.def("minimize_dfa", &minimize_dfa, py::arg("trans"), py::arg("byte_class"),
+          py::arg("accepting"), py::arg("labels"),
+          "The minimal DFA of a complete DFA (state 0 dead, 1 the start; `labels` of its "
+          "states, or empty): classes every state treats alike made one, states that cannot "
+          "reach acceptance trimmed into the dead state, Hopcroft's refinement from the "
+          "partition by acceptance and label (the dead state alone, never a splitter), states "
+          "numbered dead first then breadth-first from the start visiting classes in order, "
+          "classes with equal columns merged and numbered by their first byte. Returns (trans, "
+          "byte_class, accepting, representative original state of each state, status): "
+          "status 1 means the language is empty.");
     m.def("csr_bfs_order", &csr_bfs_order, py::arg("ptr"), py::arg("target"), py::arg("start"),
           "The states reached from `start` along the edges `ptr`/`target` (CSR), breadth-first, "
           "each state's edges visited in their order.");

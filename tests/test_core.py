@@ -63,54 +63,112 @@ def test_subset_construction_rejects_malformed_nfas(change, message):
         _core.subset_construction(**args)
 
 
-def test_minimisation_kernels():
+_HALVES = np.repeat(np.arange(2, dtype=i32), 128)  # bytes 0-127 class 0, 128-255 class 1
+
+
+def test_minimize_dfa_merges_equivalent_states_and_trims():
     # states 2 and 3 are equivalent accepting loops; 4 cannot accept
     trans = _dfa([[0, 0], [2, 3], [2, 4], [3, 4], [4, 4]])
     accepting = np.array([False, False, True, True, False])
-    assert _core.coreachable(trans, accepting).tolist() == [False, True, True, True, False]
-    block, n_blocks = _core.hopcroft(trans, accepting.astype(i32))
-    assert n_blocks == 3 and block[2] == block[3] and block[0] == block[4] != block[1]
-    assert _core.bfs_order(trans, 0, 1).tolist() == [0, 1, 2, 3, 4]
-    # a DFA of the dead state alone, and one with no transitions at all
-    assert _core.hopcroft(_dfa([[0]]), np.zeros(1, i32))[1] == 1
-    assert _core.hopcroft(np.zeros((2, 0), i32), np.zeros(2, i32))[1] == 1
+    out, byte_class, out_accepting, rep, status = _core.minimize_dfa(
+        trans, _HALVES, accepting, np.zeros(0, i32))
+    assert status == 0
+    assert out.tolist() == [[0, 0], [2, 2], [2, 0]]
+    assert byte_class.tolist() == _HALVES.tolist() and out_accepting.tolist() == [0, 0, 1]
+    assert rep.tolist() == [0, 1, 3]
+    # labels keep 2 and 3 apart; an empty language is reported, not returned
+    labelled = _core.minimize_dfa(trans, _HALVES, accepting, np.array([-1, -1, 0, 1, -1], i32))
+    assert labelled[0].shape[0] == 4
+    assert _core.minimize_dfa(trans, _HALVES, np.zeros(5, bool), np.zeros(0, i32))[4] == 1
 
 
-def test_hopcroft_with_the_dead_state_alone_matches_moore_refinement():
-    # the fast path (state 0 alone in its block, transitions into it not indexed) against
-    # Moore's iterated refinement, on random trimmed DFAs
+def _reference_minimal(trans, byte_class, accepting, labels):
+    """Canonical minimal DFA by Moore's iterated refinement, in plain numpy: trim, refine
+    from (accepting, label), number dead then breadth-first by class, merge equal columns
+    numbered by first byte."""
+    n, k = trans.shape
+    live = accepting.copy()
+    live[0] = False
+    while True:
+        grown = live | np.array([live[trans[s]].any() for s in range(n)])
+        grown[0] = False
+        if (grown == live).all():
+            break
+        live = grown
+    if not live[1]:
+        return None
+    trans = np.where(live[trans], trans, 0)
+    part = accepting.astype(np.int64) + (2 * (labels.astype(np.int64) + 1) * live
+                                         if labels is not None else 0)
+    part[0] = part.max() + 1
+    while True:
+        keys = [(part[s], *part[trans[s]]) for s in range(n)]
+        ids = {key: i for i, key in enumerate(sorted(set(keys)))}
+        refined = np.array([ids[key] for key in keys])
+        if len(ids) == len(set(part.tolist())):
+            break
+        part = refined
+    if part[0] == part[1]:
+        return None
+    order, seen = [part[0], part[1]], {part[0], part[1]}
+    rep = {int(part[s]): s for s in range(n)}
+    head = 1
+    while head < len(order):
+        block, head = order[head], head + 1
+        for a in range(k):
+            t = part[trans[rep[block], a]]
+            if t not in seen:
+                seen.add(t)
+                order.append(t)
+    new_id = {b: i for i, b in enumerate(order)}
+    canon = np.array([[new_id[part[trans[rep[b], a]]] for a in range(k)] for b in order])
+    out_accepting = np.array([accepting[rep[b]] for b in order])
+    columns: dict[bytes, int] = {}
+    out_class = np.array([columns.setdefault(canon[:, byte_class[x]].tobytes(), len(columns))
+                          for x in range(256)])
+    first = [int(np.flatnonzero(out_class == c)[0]) for c in range(len(columns))]
+    return canon[:, byte_class[first]], out_class, out_accepting
+
+
+def test_minimize_dfa_matches_moore_refinement_on_random_dfas():
     rng = np.random.default_rng(7)
-    for _ in range(200):
-        n, k = int(rng.integers(2, 14)), int(rng.integers(1, 4))
+    for _ in range(300):
+        n, k = int(rng.integers(2, 14)), int(rng.integers(1, 5))
         trans = rng.integers(0, n, size=(n, k)).astype(i32)
         trans[0] = 0
+        if rng.random() < 0.5:  # duplicated columns
+            trans[:, -1] = trans[:, 0]
+        byte_class = rng.integers(0, k, 256).astype(i32)
         accepting = rng.random(n) < 0.3
         accepting[0] = False
-        live = _core.coreachable(trans, accepting)
-        trans = np.where(live[trans], trans, 0).astype(i32)
-        initial = accepting.astype(i32)
-        initial[0] = 2
-        block, n_blocks = _core.hopcroft(trans, initial)
-        moore = initial.copy()
-        while True:
-            keys = [(moore[s], *moore[trans[s]]) for s in range(n)]
-            ids = {key: i for i, key in enumerate(sorted(set(keys)))}
-            refined = np.array([ids[key] for key in keys])
-            if len(ids) == len(set(moore.tolist())):
-                break
-            moore = refined
-        pairs = {(int(a), int(b)) for a, b in zip(block, moore)}
-        assert len(pairs) == n_blocks == len(set(moore.tolist()))  # the same partition
+        labels = rng.integers(-1, 2, n).astype(i32) if rng.random() < 0.3 else None
+        expected = _reference_minimal(trans, byte_class, accepting, labels)
+        out, out_class, out_accepting, rep, status = _core.minimize_dfa(
+            trans, byte_class, accepting, np.zeros(0, i32) if labels is None else labels)
+        if expected is None:
+            assert status == 1
+            continue
+        assert status == 0
+        assert out.tolist() == expected[0].tolist()
+        assert out_class.tolist() == expected[1].tolist()
+        assert out_accepting.tolist() == expected[2].tolist()
 
 
 @pytest.mark.parametrize("call", [
-    lambda: _core.coreachable(_dfa([[0, 5], [1, 1]]), np.zeros(2, bool)),
-    lambda: _core.hopcroft(_dfa([[0, -1], [1, 1]]), np.zeros(2, i32)),
-    lambda: _core.hopcroft(_dfa([[0], [1]]), np.zeros(3, i32)),
-    lambda: _core.bfs_order(_dfa([[0], [1]]), 0, 2),
-    lambda: _core.bfs_order(np.zeros(4, i32), 0, 1),
+    lambda: _core.minimize_dfa(_dfa([[0, 5], [1, 1]]), _HALVES, np.zeros(2, bool),
+                               np.zeros(0, i32)),
+    lambda: _core.minimize_dfa(_dfa([[0, -1], [1, 1]]), _HALVES, np.zeros(2, bool),
+                               np.zeros(0, i32)),
+    lambda: _core.minimize_dfa(_dfa([[0], [1]]), _HALVES, np.zeros(2, bool), np.zeros(0, i32)),
+    lambda: _core.minimize_dfa(_dfa([[0, 0], [1, 1]]), _HALVES, np.zeros(3, bool),
+                               np.zeros(0, i32)),
+    lambda: _core.minimize_dfa(_dfa([[0, 0], [1, 1]]), _HALVES[:10], np.zeros(2, bool),
+                               np.zeros(0, i32)),
+    lambda: _core.minimize_dfa(_dfa([[0, 0], [1, 1]]), _HALVES, np.zeros(2, bool),
+                               np.zeros(5, i32)),
+    lambda: _core.minimize_dfa(_dfa([[0, 0]]), _HALVES, np.zeros(1, bool), np.zeros(0, i32)),
 ])
-def test_dfa_kernels_reject_out_of_range_tables(call):
+def test_minimize_dfa_rejects_malformed_tables(call):
     with pytest.raises(ValueError):
         call()
 

@@ -28,6 +28,7 @@ from .expr import Expr
 from .nfa import Fragment, build_nfa
 
 _NO_LIMIT = np.iinfo(np.int32).max
+_NO_LABELS = np.zeros(0, np.int32)
 # The subset construction may pass through more states than the minimal result has (copies
 # of an ambiguous item in a bounded repeat); it may use this many times --max-states, and
 # SUBSET_ENTRIES times as many NFA states summed over its subsets (which bounds its memory and
@@ -128,52 +129,25 @@ def memory_budget() -> int:
 
 def minimize(trans: np.ndarray, byte_class: np.ndarray, accepting: np.ndarray,
              labels: np.ndarray | None = None, label_names: tuple[str, ...] = ()) -> ByteDFA:
-    """Minimise a complete DFA whose state 0 is dead and state 1 the start; canonical result.
+    """Minimise a complete DFA whose state 0 is dead and state 1 the start; canonical result
+    (one compiled kernel, `_core.minimize_dfa`).
 
-    States that cannot reach acceptance fall into the dead state's block, so the result is
-    trimmed as well. States with different `labels` are never merged. An empty language raises
+    States that cannot reach acceptance fall into the dead state, so the result is trimmed as
+    well. States with different `labels` are never merged. An empty language raises
     `GrammarError`.
     """
-    trans = np.ascontiguousarray(trans, dtype=np.int32)
-    # classes every state treats alike are one before Hopcroft, whose cost grows with them (a
-    # subset construction over interval classes leaves many alike)
-    group_of_class = _core.column_groups(trans)
-    if int(group_of_class.max(initial=0)) + 1 < trans.shape[1]:
-        first = np.unique(group_of_class, return_index=True)[1]
-        trans = np.ascontiguousarray(trans[:, first])
-        byte_class = group_of_class[byte_class]
-    accepting = np.ascontiguousarray(accepting, dtype=np.bool_)
-    live = _core.coreachable(trans, accepting)
-    if not live[1]:
+    trans, byte_class, accepting, rep, status = _core.minimize_dfa(
+        np.ascontiguousarray(trans, dtype=np.int32), np.ascontiguousarray(byte_class,
+                                                                          dtype=np.int32),
+        np.ascontiguousarray(accepting, dtype=np.bool_),
+        _NO_LABELS if labels is None else np.ascontiguousarray(labels, dtype=np.int32))
+    if status:
         raise GrammarError("the grammar matches no string at all (its language is empty)")
-    if not live[1:].all():  # trimmed: what leads where acceptance is out of reach is dead
-        trans = np.ascontiguousarray(np.where(live[trans], trans, 0), dtype=np.int32)
     if labels is None:
-        initial = accepting.astype(np.int32)
-    else:
-        # a label only separates states that can still reach acceptance
-        labels = np.where(live, labels, -1).astype(np.int32)
-        initial = accepting + 2 * (labels + 1)
-    # every other state can reach acceptance, so the dead state starts in a block of its own
-    # (which Hopcroft never has to split by)
-    initial = initial.astype(np.int32)
-    initial[0] = initial.max(initial=0) + 1
-    block, num_blocks = _core.hopcroft(trans, initial)
-    dead, start = block[0], block[1]
-    if dead == start:
-        raise GrammarError("the grammar matches no string at all (its language is empty)")
-    rep = np.empty(num_blocks, np.int64)
-    rep[block] = np.arange(len(block))
-    block_trans = block[trans[rep]]
-    order = _core.bfs_order(block_trans, dead, start)  # reachable block ids in new numbering order
-    new_id = np.full(num_blocks, -1, np.int32)
-    new_id[order] = np.arange(len(order), dtype=np.int32)
-    canon = new_id[block_trans[order]]
-    canon_accepting = accepting[rep[order]]
-    dfa = _merge_byte_classes(canon, byte_class, canon_accepting)
-    if labels is None:
-        return dfa
-    return ByteDFA(dfa.trans, dfa.byte_class, dfa.accepting, labels[rep[order]], label_names)
+        return ByteDFA(trans, byte_class, accepting)
+    state_labels = np.asarray(labels, dtype=np.int32)[rep]
+    state_labels[0] = -1  # the dead state; every other one can reach acceptance
+    return ByteDFA(trans, byte_class, accepting, state_labels, label_names)
 
 
 def _witness(trans: np.ndarray, byte_class: np.ndarray, state: int, cls: int) -> bytes:
@@ -198,22 +172,6 @@ def _witness(trans: np.ndarray, byte_class: np.ndarray, state: int, cls: int) ->
         s, c = parent[s]
         path.append(c)
     return bytes(int(first_byte[c]) for c in reversed(path))
-
-
-def _merge_byte_classes(trans: np.ndarray, byte_class: np.ndarray,
-                        accepting: np.ndarray) -> ByteDFA:
-    """Merge classes with identical columns; number classes by their first byte."""
-    group = _core.column_groups(np.ascontiguousarray(trans, dtype=np.int32))
-    merged_of_byte = group[byte_class]
-    # renumber merged classes by the first byte that uses them
-    used, first = np.unique(merged_of_byte, return_index=True)
-    group_of_new = used[np.argsort(first, kind="stable")]
-    rank = np.zeros(int(group.max(initial=0)) + 1, np.int32)
-    rank[group_of_new] = np.arange(len(group_of_new), dtype=np.int32)
-    column_of_group = np.zeros(len(rank), np.int64)
-    column_of_group[group] = np.arange(len(group))  # any column of the group: they are equal
-    merged = np.ascontiguousarray(trans[:, column_of_group[group_of_new]], dtype=np.int32)
-    return ByteDFA(merged, rank[merged_of_byte], accepting.astype(np.bool_))
 
 
 def _byte_classes(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
