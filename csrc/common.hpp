@@ -42,6 +42,13 @@ int64_t length(const In<T>& array, const char* name, int64_t expected = -1) {
 // Every value of `data[0:n]` lies in [lo, hi).
 template <class T>
 void require_in_range(const T* data, int64_t n, int64_t lo, int64_t hi, const char* name) {
+    if (n == 0) return;
+    T least = data[0], most = data[0];  // a branch-free pass first (vectorised)
+    for (int64_t i = 1; i < n; ++i) {
+        least = std::min(least, data[i]);
+        most = std::max(most, data[i]);
+    }
+    if (static_cast<int64_t>(least) >= lo && static_cast<int64_t>(most) < hi) return;
     for (int64_t i = 0; i < n; ++i)
         if (static_cast<int64_t>(data[i]) < lo || static_cast<int64_t>(data[i]) >= hi)
             fail(std::string(name) + " holds " + std::to_string(static_cast<int64_t>(data[i])) +

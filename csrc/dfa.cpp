@@ -348,31 +348,32 @@ std::vector<uint8_t> live_states(const int32_t* tr, int64_t n, int64_t k, const 
 // each state into `block`, the number of blocks returned. When state 0 has an initial value
 // of its own, its block is the one never used as a splitter, and the transitions into it are
 // not indexed (same result, far less work on a trimmed grammar).
+//
+// A block is split by for all its pending classes at once: one pass over the transitions
+// into its states (indexed by target state, not by (state, class)) sorts their sources by
+// class, then each class splits as in the textbook algorithm. Splitting by a block that has
+// since been split (the union of its parts) is sound, and the parts are queued by the usual
+// rule, so the result is the coarsest partition, as one class at a time would give.
 int64_t refine_blocks(const int32_t* tr, int64_t n, int64_t k, const int32_t* init,
                       int32_t* block) {
     int64_t n_blocks = 0;
-    // When state 0 is alone in its initial block, that block is the one left out of the
-    // splitters (any one may be) and never splits: the transitions into it, most of a
-    // grammar's, are never read and not indexed.
     int64_t alone = 0;
     for (int64_t s = 0; s < n && alone < 2; ++s) alone += init[s] == init[0];
     const bool dead_alone = n > 0 && alone == 1;
-    // predecessors of (state, class): inv_src[inv_ptr[t * k + a] : inv_ptr[t * k + a + 1]]
-    // (filled through inv_ptr[key + 1], which then ends up holding the starts)
-    std::vector<int64_t> inv_ptr(n * k + 2, 0);
-    int64_t n_inv = 0;
+    // transitions into each state: inc_src/inc_cls[inc_ptr[t] : inc_ptr[t + 1]]
+    std::vector<int64_t> inc_ptr(n + 2, 0);
+    for (int64_t i = 0; i < n * k; ++i)
+        if (!dead_alone || tr[i] != 0) inc_ptr[tr[i] + 2] += 1;
+    for (int64_t t = 2; t <= n + 1; ++t) inc_ptr[t] += inc_ptr[t - 1];
+    std::vector<int32_t> inc_src(inc_ptr[n + 1]), inc_cls(inc_ptr[n + 1]);
     for (int64_t s = 0; s < n; ++s)
-        for (int64_t a = 0; a < k; ++a)
-            if (!dead_alone || tr[s * k + a] != 0) {
-                inv_ptr[tr[s * k + a] * k + a + 2] += 1;
-                ++n_inv;
-            }
-    for (int64_t i = 2; i <= n * k; ++i) inv_ptr[i] += inv_ptr[i - 1];
-    std::vector<int32_t> inv_src(n_inv);
-    for (int64_t s = 0; s < n; ++s)
-        for (int64_t a = 0; a < k; ++a)
-            if (!dead_alone || tr[s * k + a] != 0)
-                inv_src[inv_ptr[tr[s * k + a] * k + a + 1]++] = static_cast<int32_t>(s);
+        for (int64_t a = 0; a < k; ++a) {
+            const int32_t t = tr[s * k + a];
+            if (dead_alone && t == 0) continue;
+            const int64_t j = inc_ptr[t + 1]++;
+            inc_src[j] = static_cast<int32_t>(s);
+            inc_cls[j] = static_cast<int32_t>(a);
+        }
 
     std::vector<int32_t> elems(n);
     std::vector<int64_t> pos(n), bstart(n + 1, 0), bend(n + 1, 0), nmark(n + 1, 0);
@@ -394,26 +395,35 @@ int64_t refine_blocks(const int32_t* tr, int64_t n, int64_t k, const int32_t* in
     // every initial block but one (the dead state's, else the largest) splits the others
     const int64_t left_out = dead_alone ? block[0] : largest;
     std::vector<uint8_t> in_work(n * k, 0);
-    std::vector<int64_t> work;
+    std::vector<int64_t> work;  // blocks with pending classes (maybe listed twice)
     for (int64_t b = 0; b < n_blocks; ++b)
-        if (b != left_out)
-            for (int64_t a = 0; a < k; ++a) {
-                work.push_back(b * k + a);
-                in_work[b * k + a] = 1;
-            }
-    std::vector<int32_t> splitter(n), touched(n);
+        if (b != left_out) {
+            work.push_back(b);
+            for (int64_t a = 0; a < k; ++a) in_work[b * k + a] = 1;
+        }
+    std::vector<int32_t> splitter(n), touched(n), classes;
+    std::vector<uint8_t> pending(k, 0);
+    std::vector<std::vector<int32_t>> sources(k);
     while (!work.empty()) {
-        const int64_t item = work.back();
+        const int64_t bb = work.back();
         work.pop_back();
-        in_work[item] = 0;
-        const int64_t bb = item / k, a = item % k;
+        classes.clear();
+        for (int64_t a = 0; a < k; ++a)
+            if (in_work[bb * k + a]) {
+                in_work[bb * k + a] = 0;
+                pending[a] = 1;
+                classes.push_back(static_cast<int32_t>(a));
+            }
+        if (classes.empty()) continue;
         int64_t m = 0;
         for (int64_t i = bstart[bb]; i < bend[bb]; ++i) splitter[m++] = elems[i];
-        int64_t n_touched = 0;
-        for (int64_t i = 0; i < m; ++i) {
-            const int64_t key = splitter[i] * k + a;
-            for (int64_t j = inv_ptr[key]; j < inv_ptr[key + 1]; ++j) {
-                const int32_t s = inv_src[j];
+        for (int64_t i = 0; i < m; ++i)
+            for (int64_t j = inc_ptr[splitter[i]]; j < inc_ptr[splitter[i] + 1]; ++j)
+                if (pending[inc_cls[j]]) sources[inc_cls[j]].push_back(inc_src[j]);
+        for (const int32_t a : classes) {
+            pending[a] = 0;
+            int64_t n_touched = 0;
+            for (const int32_t s : sources[a]) {
                 const int32_t b = block[s];
                 const int64_t p = pos[s], q = bstart[b] + nmark[b];
                 if (p < q) continue;
@@ -425,26 +435,32 @@ int64_t refine_blocks(const int32_t* tr, int64_t n, int64_t k, const int32_t* in
                 pos[other] = p;
                 nmark[b] += 1;
             }
-        }
-        for (int64_t t = 0; t < n_touched; ++t) {
-            const int32_t b = touched[t];
-            if (nmark[b] < bend[b] - bstart[b]) {
-                const int64_t nb = n_blocks++;
-                bstart[nb] = bstart[b];
-                bend[nb] = bstart[b] + nmark[b];
-                bstart[b] = bend[nb];
-                for (int64_t i = bstart[nb]; i < bend[nb]; ++i)
-                    block[elems[i]] = static_cast<int32_t>(nb);
-                const int64_t small = bend[nb] - bstart[nb] <= bend[b] - bstart[b] ? nb : b;
-                for (int64_t c = 0; c < k; ++c) {
-                    const int64_t target = in_work[b * k + c] ? nb * k + c : small * k + c;
-                    if (!in_work[target]) {
-                        in_work[target] = 1;
-                        work.push_back(target);
+            sources[a].clear();
+            for (int64_t t = 0; t < n_touched; ++t) {
+                const int32_t b = touched[t];
+                if (nmark[b] < bend[b] - bstart[b]) {
+                    const int64_t nb = n_blocks++;
+                    bstart[nb] = bstart[b];
+                    bend[nb] = bstart[b] + nmark[b];
+                    bstart[b] = bend[nb];
+                    for (int64_t i = bstart[nb]; i < bend[nb]; ++i)
+                        block[elems[i]] = static_cast<int32_t>(nb);
+                    const int64_t small = bend[nb] - bstart[nb] <= bend[b] - bstart[b] ? nb : b;
+                    bool queued_nb = false, queued_small = false;
+                    for (int64_t c = 0; c < k; ++c) {
+                        const int64_t target = in_work[b * k + c] ? nb : small;
+                        if (!in_work[target * k + c]) {
+                            in_work[target * k + c] = 1;
+                            bool& queued = target == nb ? queued_nb : queued_small;
+                            if (!queued) {
+                                queued = true;
+                                work.push_back(target);
+                            }
+                        }
                     }
                 }
+                nmark[b] = 0;
             }
-            nmark[b] = 0;
         }
     }
     return n_blocks;
