@@ -123,11 +123,12 @@ def _reference_minimal(trans, byte_class, accepting, labels):
     new_id = {b: i for i, b in enumerate(order)}
     canon = np.array([[new_id[part[trans[rep[b], a]]] for a in range(k)] for b in order])
     out_accepting = np.array([accepting[rep[b]] for b in order])
+    out_labels = [-1] + [int(labels[rep[b]]) if labels is not None else -1 for b in order[1:]]
     columns: dict[bytes, int] = {}
     out_class = np.array([columns.setdefault(canon[:, byte_class[x]].tobytes(), len(columns))
                           for x in range(256)])
     first = [int(np.flatnonzero(out_class == c)[0]) for c in range(len(columns))]
-    return canon[:, byte_class[first]], out_class, out_accepting
+    return canon[:, byte_class[first]], out_class, out_accepting, out_labels
 
 
 def test_minimize_dfa_matches_moore_refinement_on_random_dfas():
@@ -153,6 +154,10 @@ def test_minimize_dfa_matches_moore_refinement_on_random_dfas():
         assert out.tolist() == expected[0].tolist()
         assert out_class.tolist() == expected[1].tolist()
         assert out_accepting.tolist() == expected[2].tolist()
+        # each state's representative: accepting and labelled as the state it stands for
+        assert accepting[rep].tolist() == expected[2].tolist()
+        if labels is not None:
+            assert [-1, *labels[rep[1:]].tolist()] == expected[3]
 
 
 @pytest.mark.parametrize("call", [

@@ -927,6 +927,19 @@ def test_cli_records_integer_fractions(tmp_path):
         assert grammar.matches("42") and grammar.matches("42.0") == fraction_ok
 
 
+def test_a_string_past_the_state_limit_is_named_by_its_pointer(tmp_path):
+    # a word-count pattern with a length: too large alone, and the error says which string
+    schema = tmp_path / "bio.schema.json"
+    schema.write_text(json.dumps({"type": "object", "properties": {"bio": {
+        "type": "string", "pattern": "^(?:\\S+\\s+){0,19}\\S+$", "maxLength": 100}}}))
+    out = tmp_path / "bio.safetensors"
+    result = run_cli("compile", str(schema), "--tokenizer", "smollm2", "-o", str(out),
+                     "--max-states", "20000")
+    assert result.returncode == 1 and not out.exists()
+    assert result.stderr.startswith("error: ") and "Traceback" not in result.stderr
+    assert "#/properties/bio: the automaton needs" in result.stderr, result.stderr
+
+
 def test_cli_compiles_a_schema_file_and_reports_json_errors(tmp_path):
     good = ROOT / "grammars" / "person.schema.json"
     out = tmp_path / "person.safetensors"

@@ -41,7 +41,7 @@ from ...automaton.machines import (
 )
 from ...charsets import MAX_CODE_POINT, complement_ranges
 from ...deepcall import call_with_deep_stack
-from ...errors import GrammarError, UnresolvedCallError, UnsupportedError
+from ...errors import GrammarError, TooManyStatesError, UnresolvedCallError, UnsupportedError
 from .. import FrontendOptions
 from ..regex import parse_regex
 from . import numbers, strings
@@ -987,11 +987,14 @@ class Compiler:
                 texts.append(formatted)
         if not texts:
             texts.append(strings.any_string())
-        if len(texts) == 1 and not isinstance(texts[0], Automaton):
-            # a minimal DFA: spelled out as alternatives, the texts would be determinised
-            # again, into many equivalent states, in every body that holds them
-            return self.ops.automaton(texts[0])
-        return self.intersect_all(texts)
+        try:
+            if len(texts) == 1 and not isinstance(texts[0], Automaton):
+                # a minimal DFA: spelled out as alternatives, the texts would be determinised
+                # again, into many equivalent states, in every body that holds them
+                return self.ops.automaton(texts[0])
+            return self.intersect_all(texts)
+        except TooManyStatesError as exc:  # located: the string alone is too large
+            raise TooManyStatesError(f"{self.registry.pointer(node)}: {exc}") from None
 
     def literal_value(self, value: Any, position: Position) -> Expr:
         """Every text of exactly this JSON value (numbers equal in value, any escapes)."""
