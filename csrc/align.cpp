@@ -761,34 +761,13 @@ py::array_t<int32_t> min_tokens_to_accept(In<int64_t> state_ptr, In<int32_t> ent
     const int64_t* ptr = state_ptr.data();
     const int32_t* next = entry_next.data();
     const bool* acc = accepting.data();
-    std::vector<int32_t> dist(n, -1);
+    std::vector<int32_t> dist;
     {
         py::gil_scoped_release released;
-        // predecessors, then a breadth-first search backwards from the accepting states
-        std::vector<int64_t> in_ptr(n + 1, 0);
-        for (int64_t e = 0; e < n_entries; ++e) in_ptr[next[e] + 1] += 1;
-        for (int64_t v = 0; v < n; ++v) in_ptr[v + 1] += in_ptr[v];
-        std::vector<int64_t> fill(in_ptr.begin(), in_ptr.end() - 1);
-        std::vector<int32_t> src(n_entries);
-        for (int64_t s = 0; s < n; ++s)
-            for (int64_t e = ptr[s]; e < ptr[s + 1]; ++e) src[fill[next[e]]++] = static_cast<int32_t>(s);
-        std::vector<int32_t> queue;
-        queue.reserve(n);
-        for (int64_t s = 1; s < n; ++s)
-            if (acc[s]) {
-                dist[s] = 0;
-                queue.push_back(static_cast<int32_t>(s));
-            }
-        for (size_t head = 0; head < queue.size(); ++head) {
-            const int32_t t = queue[head];
-            for (int64_t e = in_ptr[t]; e < in_ptr[t + 1]; ++e) {
-                const int32_t s = src[e];
-                if (dist[s] == -1) {
-                    dist[s] = dist[t] + 1;
-                    queue.push_back(s);
-                }
-            }
-        }
+        dist = distances_to_accepting(n, acc, [&](auto&& visit) {
+            for (int64_t s = 0; s < n; ++s)
+                for (int64_t e = ptr[s]; e < ptr[s + 1]; ++e) visit(s, next[e]);
+        });
     }
     return to_numpy(dist);
 }

@@ -313,34 +313,13 @@ std::vector<int32_t> group_columns(const int32_t* tr, int64_t n, int64_t k) {
 // Which states of `tr` (n x k, state 0 dead: never accepting, all its moves to itself) can
 // reach an accepting state; the moves into state 0 are not followed back.
 std::vector<uint8_t> live_states(const int32_t* tr, int64_t n, int64_t k, const uint8_t* acc) {
-    std::vector<uint8_t> live(n, 0);
-    std::vector<int64_t> in_ptr(n + 1, 0);
-    for (int64_t i = 0; i < n * k; ++i)
-        if (tr[i] != 0) in_ptr[tr[i] + 1] += 1;
-    for (int64_t i = 0; i < n; ++i) in_ptr[i + 1] += in_ptr[i];
-    std::vector<int64_t> fill(in_ptr.begin(), in_ptr.end() - 1);
-    std::vector<int32_t> in_src(in_ptr[n]);
-    for (int64_t s = 0; s < n; ++s)
-        for (int64_t a = 0; a < k; ++a)
-            if (tr[s * k + a] != 0) in_src[fill[tr[s * k + a]]++] = static_cast<int32_t>(s);
-    std::vector<int32_t> stack;
-    stack.reserve(n);
-    for (int64_t s = 1; s < n; ++s)
-        if (acc[s]) {
-            live[s] = 1;
-            stack.push_back(static_cast<int32_t>(s));
-        }
-    while (!stack.empty()) {
-        const int32_t t = stack.back();
-        stack.pop_back();
-        for (int64_t j = in_ptr[t]; j < in_ptr[t + 1]; ++j) {
-            const int32_t s = in_src[j];
-            if (!live[s]) {
-                live[s] = 1;
-                stack.push_back(s);
-            }
-        }
-    }
+    const std::vector<int32_t> dist = distances_to_accepting(n, acc, [&](auto&& visit) {
+        for (int64_t s = 0; s < n; ++s)
+            for (int64_t a = 0; a < k; ++a)
+                if (tr[s * k + a] != 0) visit(s, tr[s * k + a]);
+    });
+    std::vector<uint8_t> live(n);
+    for (int64_t s = 0; s < n; ++s) live[s] = dist[s] >= 0;
     return live;
 }
 
