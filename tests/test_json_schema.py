@@ -473,6 +473,8 @@ def _random_object_schema(rng: random.Random, depth: int, refs: bool = True) -> 
                             ("anyOf", [{"required": ["b"]}, {"type": "string"}]),
                             ("minLength", 1), ("dependentRequired", {"a": ["b"]})])
         node[extra[0]] = extra[1]
+    if rng.random() < 0.15:  # keys forbidden by pattern
+        node["patternProperties"] = {"^[cd]$": rng.choice([False, {"type": "integer"}])}
     if rng.random() < 0.3:  # a discriminator key
         node["type"] = "object"
         node["required"] = sorted({*node.get("required", []), "a"})
@@ -569,6 +571,27 @@ def test_one_of_objects_told_apart_by_a_required_key_keep_their_calls():
     for instance in [{"kind": "a"}, {"kind": "b", "x": []}, {"kind": "a", "x": 1}, {"x": 1}]:
         assert accepts(automaton, canonical_dumps(shape, instance)) == \
             validator.is_valid(instance), instance
+
+
+def test_one_of_objects_where_one_forbids_a_key_the_other_requires_keep_their_calls():
+    """A branch that requires a key and one that forbids it (`false` as its property or
+    pattern, or no additional properties) share no value: their union, no product, exact at
+    depth 30 with no notice."""
+    deep: Any = 1
+    for _ in range(30):
+        deep = {"y": [deep]}
+    for forbidding in [{"additionalProperties": False, "properties": {"y": {}}},
+                       {"properties": {"kind": False}},
+                       {"patternProperties": {"^k": False}}]:
+        shape = {"oneOf": [{"type": "object", "required": ["kind"]},
+                           {"type": "object", "required": ["y"], **forbidding}]}
+        automaton, notices = dfa_of(shape)
+        assert not notices and isinstance(automaton, PushdownDFA), forbidding
+        validator = jsonschema.Draft202012Validator(shape)
+        for instance in [{"kind": deep}, {"y": deep}, {"kind": 1, "y": deep}, {"y": 1, "z": 2},
+                         {"kind": 1, "z": deep}, {}]:
+            assert accepts(automaton, canonical_dumps(shape, instance)) == \
+                validator.is_valid(instance), (forbidding, instance)
 
 
 def test_recursion_inside_a_boolean_operation_is_unrolled_with_a_notice():

@@ -26,7 +26,7 @@ from functools import cached_property, lru_cache
 from graphlib import CycleError, TopologicalSorter
 from heapq import heapify, heappop, heappush
 from itertools import combinations
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 from urllib.parse import unquote, urldefrag, urljoin
 
 import numpy as np
@@ -761,9 +761,9 @@ class Compiler:
     def exactly_one(self, branches: list[Expr], schemas: list[Ref] | None = None) -> Expr:
         """The texts of exactly one branch: each branch minus the others it may share a text
         with. Two branches share none when they cannot start with the same byte, or (given
-        their `schemas`) when both describe objects only and require a key with different
-        values (a discriminator); branches that share none with any other stay whole, calls
-        kept."""
+        their `schemas`) when both describe objects only and one requires a key the other
+        forbids, or both require a key with different values (a discriminator); branches that
+        share none with any other stay whole, calls kept."""
         starts = [starting_bytes(b, self._known_machine) for b in branches]
         objects = [self._object_keys(s) for s in schemas] if schemas is not None else \
             [None] * len(branches)
@@ -771,23 +771,59 @@ class Compiler:
         for i, j in combinations(range(len(branches)), 2):
             overlap[i][j] = overlap[j][i] = not (
                 starts[i] is not None and starts[j] is not None and
-                not (starts[i] & starts[j]).any() or _discriminated(objects[i], objects[j]))
+                not (starts[i] & starts[j]).any() or
+                self._disjoint_objects(objects[i], objects[j]))
         options = []
         for i, branch in enumerate(branches):
             others = [other for j, other in enumerate(branches) if overlap[i][j]]
             options.append(self.ops.difference(branch, alt(*others)) if others else branch)
         return alt(*options)
 
-    def _object_keys(self, schema: Ref) -> dict[str, set | None] | None:
+    def _object_keys(self, schema: Ref) -> _ObjectKeys | None:
         """For a schema of objects only, each key it requires with the values it allows
         there when some part of it limits them to a small explicit set (`const`, `enum`,
-        booleans, `null`; else None); None for a schema that may take other values."""
+        booleans, `null`; else None), and its parts; None for a schema that may take other
+        values."""
         parts = [p for p in self._conjuncts(schema, set()) if p.node is not False]
         if not any(self._types(p.node) == {"object"} for p in parts):
             return None
         required = {k for p in parts if isinstance(p.node.get("required"), list)
                     for k in p.node["required"] if isinstance(k, str)}
-        return {key: self._key_values(parts, key) for key in required}
+        return _ObjectKeys({key: self._key_values(parts, key) for key in required}, parts)
+
+    def _disjoint_objects(self, a: _ObjectKeys | None, b: _ObjectKeys | None) -> bool:
+        """Whether two schemas of objects only share no value: one requires a key the other
+        forbids, or both require a key whose explicit values differ."""
+        if a is None or b is None:
+            return False
+        return any(a.required[key] is not None and b.required[key] is not None and
+                   not a.required[key] & b.required[key]
+                   for key in a.required.keys() & b.required.keys()) or \
+            any(self._forbids(b.parts, key) for key in a.required) or \
+            any(self._forbids(a.parts, key) for key in b.required)
+
+    def _forbids(self, parts: list[Ref], key: str) -> bool:
+        """Whether some part makes an object holding `key` invalid: `false` as the key's
+        property or matching pattern, or no property nor pattern for it and no additional
+        properties (`false`, or the `--no-additional-properties` default)."""
+        for part in parts:
+            node = part.node
+            properties = node.get("properties")
+            if isinstance(properties, dict) and key in properties:
+                if properties[key] is False:
+                    return True
+                continue
+            patterns = _pattern_properties(node)
+            matched = [schema for pattern, schema in patterns.items()
+                       if self.key_matches(pattern, key, node)]
+            if matched:
+                if any(schema is False for schema in matched):
+                    return True
+                continue
+            extra = node.get("additionalProperties", bool(self.options.additional_properties))
+            if extra is False:
+                return True
+        return False
 
     def _conjuncts(self, ref: Ref, within: set[int], opened: list[str] | None = None
                    ) -> list[Ref]:
@@ -1696,13 +1732,12 @@ def nested_at_most(levels: int) -> Expr:
     return nested
 
 
-def _discriminated(a: dict[str, set | None] | None, b: dict[str, set | None] | None) -> bool:
-    """Whether two schemas of objects only (`Compiler._object_keys`) share no value: both
-    require a key whose explicit values differ."""
-    if a is None or b is None:
-        return False
-    return any(a[key] is not None and b[key] is not None and not a[key] & b[key]
-               for key in a.keys() & b.keys())
+class _ObjectKeys(NamedTuple):
+    """A schema of objects only, as `exactly_one` tells branches apart: each key it requires
+    with its explicit values (None: not limited to a few), and the parts it is made of."""
+
+    required: dict[str, set | None]
+    parts: list[Ref]
 
 
 def _bytes_label(allowed: np.ndarray) -> str:
