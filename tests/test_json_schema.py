@@ -594,6 +594,32 @@ def test_one_of_objects_where_one_forbids_a_key_the_other_requires_keep_their_ca
                 validator.is_valid(instance), (forbidding, instance)
 
 
+def test_one_of_disjoint_machines_opens_them_and_stays_exact_at_any_depth():
+    """oneOf branches that are calls of object machines (both start with `{`) and share no
+    value: their bodies are the union, their own calls kept, so a recursion through them is
+    exact at depth 30 with no notice (as calls, the next byte could not choose a machine)."""
+    schema = {"$defs": {
+        "leaf": {"type": "object", "required": ["value"], "properties": {
+            "value": {"type": "integer"}}, "additionalProperties": False},
+        "group": {"type": "object", "required": ["children"], "properties": {
+            "children": {"type": "array", "items": {"$ref": "#/$defs/item"}}},
+            "additionalProperties": False},
+        "item": {"oneOf": [{"$ref": "#/$defs/leaf"}, {"$ref": "#/$defs/group"}]}},
+        "$ref": "#/$defs/item"}
+    automaton, notices = dfa_of(schema)
+    assert not notices and isinstance(automaton, PushdownDFA)
+    validator = jsonschema.Draft202012Validator(schema)
+
+    def nested(depth: int, last: Any) -> Any:
+        return last if depth == 0 else {"children": [{"value": depth}, nested(depth - 1, last)]}
+
+    for instance in [nested(30, {"value": 0}), nested(30, {"children": []}),
+                     nested(30, {"value": "x"}), nested(30, {"value": 1, "children": []}),
+                     nested(30, {})]:
+        assert accepts(automaton, canonical_dumps(schema, instance)) == \
+            validator.is_valid(instance), instance
+
+
 def test_recursion_inside_a_boolean_operation_is_unrolled_with_a_notice():
     """An intersection needs flat automata: the recursion there is unrolled to --max-depth."""
     tree = json.loads((ROOT / "grammars" / "tree.schema.json").read_text())

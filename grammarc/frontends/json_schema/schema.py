@@ -777,7 +777,28 @@ class Compiler:
         for i, branch in enumerate(branches):
             others = [other for j, other in enumerate(branches) if overlap[i][j]]
             options.append(self.ops.difference(branch, alt(*others)) if others else branch)
-        return alt(*options)
+        return self.union(options)
+
+    def union(self, options: list[Expr]) -> Expr:
+        """The texts of any option. An option that is a call of a built machine and may
+        start with a byte another option may start with is the machine's body instead (its
+        own calls kept; a counted machine stays a call): two calls the next byte cannot tell
+        apart would leave the caller's machine undecided, and their machines inlined."""
+        starts = [starting_bytes(o, self._known_machine) for o in options]
+
+        def shares_a_first_byte(i: int) -> bool:
+            return any(j != i and (starts[i] is None or starts[j] is None or
+                                   (starts[i] & starts[j]).any()) for j in range(len(options)))
+
+        opened = []
+        for i, option in enumerate(options):
+            while isinstance(option, Call) and shares_a_first_byte(i):
+                body = self._known_machine(option.name)
+                if body is None or counter_form(body) is not None:
+                    break
+                option = body
+            opened.append(option)
+        return alt(*opened)
 
     def _object_keys(self, schema: Ref) -> _ObjectKeys | None:
         """For a schema of objects only, each key it requires with the values it allows
