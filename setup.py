@@ -10,6 +10,7 @@ ParallelCompile("GRAMMARC_BUILD_JOBS", default=0).install()  # one compiler per 
 
 setup(
     ext_modules=[Pybind11Extension("grammarc._core", sorted(glob("csrc/*.cpp")), cxx_std=17,
-                                   extra_compile_args=["-O3"])],
+                                   extra_compile_args=["-O3"],
+                                   depends=sorted(glob("csrc/*.hpp")))],  # rebuilt on edits
     cmdclass={"build_ext": build_ext},
 )
