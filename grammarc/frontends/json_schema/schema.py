@@ -670,8 +670,7 @@ class Compiler:
                 types &= self._types(part)
         if not types:
             return False
-        default_extra = True if self.options.additional_properties else False
-        extras = [p.get("additionalProperties", default_extra) for p in parts]
+        extras = [self._additional(p) for p in parts]
         names = list(dict.fromkeys(name for p in parts for name in p.get("properties", {})))
         pointer = self.registry.pointer(ref.node)
 
@@ -841,8 +840,7 @@ class Compiler:
                 if any(schema is False for schema in matched):
                     return True
                 continue
-            extra = node.get("additionalProperties", bool(self.options.additional_properties))
-            if extra is False:
+            if self._additional(node) is False:
                 return True
         return False
 
@@ -1163,10 +1161,7 @@ class Compiler:
         node = ref.node
         properties = node.get("properties") if isinstance(node.get("properties"), dict) else {}
         patterns = _pattern_properties(node)
-        if "additionalProperties" in node:
-            extra_schema = node["additionalProperties"]
-        else:
-            extra_schema = True if self.options.additional_properties else False
+        extra_schema = self._additional(node)
         required = set(node.get("required", []) if isinstance(node.get("required"), list) else [])
         unranked = (set(properties) | required) - set(position.ranking)
         if unranked:  # the ranking comes from every schema here; missing names are a bug
@@ -1203,6 +1198,11 @@ class Compiler:
         counts = (_count(node, "minProperties") or 0, _count(node, "maxProperties"))
         return self._object_language(position, slots, None, entries, counts, condition,
                                      regions)
+
+    def _additional(self, node: dict) -> Any:
+        """The schema of an object's keys that no property or pattern names: its
+        `additionalProperties`, else any value, or none with `--no-additional-properties`."""
+        return node.get("additionalProperties", bool(self.options.additional_properties))
 
     def _unranked_key(self, position: Position) -> Expr:
         """JSON texts of keys that are not in the position's ranking."""
