@@ -875,6 +875,9 @@ def test_open_values_nest_without_bound():
     ({"contains": {"type": "integer"}, "minContains": 2, "maxContains": 3},
      [[1, "a", 2], [1, 2, 3]], [[1], [1, 2, 3, 4], ["a"]]),
     ({"items": {"enum": ["a", "b", "c"]}, "uniqueItems": True}, [["a", "c"], []], [["a", "a"]]),
+    ({"$defs": {"verb": {"enum": ["GET", "PUT"]}, "alias": {"$ref": "#/$defs/verb"}},
+      "items": {"$ref": "#/$defs/alias"}, "uniqueItems": True},
+     [["GET", "PUT"], ["PUT"]], [["GET", "GET"], ["POST"]]),
     ({"minProperties": 2, "maxProperties": 3}, [{"a": 1, "b": 2}], [{"a": 1}, {"a": 1, "b": 2,
                                                                           "c": 3, "d": 4}]),
     ({"const": {"b": [1, "x"], "a": None}}, [{"b": [1.0, "x"], "a": None}], [{"a": None}]),
@@ -898,8 +901,12 @@ def test_unsupported_keywords_are_listed_with_pointers_and_lenient_ignores_them(
     assert "$dynamicRef at #/items" in str(info.value)
     _, notices = dfa_of(schema, lenient=True)
     assert any("ignored (--lenient)" in n for n in notices)
-    with pytest.raises(UnsupportedError, match="uniqueItems is supported only"):
-        dfa_of({"items": {"type": "string"}, "uniqueItems": True})
+    for items in ({"type": "string"},
+                  {"enum": ["a", "bbb"], "maxLength": 2},  # the set is not just the enum
+                  {"$ref": "#/$defs/a"}):  # a reference cycle: no set
+        with pytest.raises(UnsupportedError, match="uniqueItems is supported only"):
+            dfa_of({"$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"$ref": "#/$defs/a"}},
+                    "items": items, "uniqueItems": True})
     with pytest.raises(UnsupportedError, match="only references within the schema"):
         dfa_of({"$ref": "https://example.com/other.json"})
 

@@ -675,7 +675,7 @@ class Compiler:
         pointer = self.registry.pointer(ref.node)
 
         def conjunction(schemas: list[Any], where: str) -> Any:
-            schemas = [s for s in schemas if s is not True]
+            schemas = [s for s in _distinct(schemas) if s is not True]
             if any(s is False for s in schemas):
                 return False
             if len(schemas) <= 1:
@@ -1181,7 +1181,7 @@ class Compiler:
                                                                    names_pos):
                 applicable = [False]
             language = self.intersect_all([self.value(Ref(s, ref.base), child)
-                                           for s in applicable])
+                                           for s in _distinct(applicable)])
             slots.append((name, language, name in required))
             if condition is not None and name in condition.keys:
                 anything = not any(s is False or isinstance(s, dict) and
@@ -1448,7 +1448,7 @@ class Compiler:
         node = ref.node
         pointer = self.registry.pointer(node)
         schemas = list(prefix) + [rest]
-        choices = [self._finite_values(s) for s in schemas]
+        choices = [self._finite_values(s, ref.base) for s in schemas]
         if contains is not None or any(c is None for c in choices):
             message = (f"{pointer}: uniqueItems is supported only for items limited to a few "
                        "values (enum, const, boolean or null), without contains")
@@ -1492,11 +1492,26 @@ class Compiler:
         return NOTHING if body == NOTHING else concat(layout.open_array, body,
                                                       layout.close_array)
 
-    def _finite_values(self, schema: Any) -> list[Any] | None:
-        """The values a schema allows when it is a small explicit set, else None."""
+    def _finite_values(self, schema: Any, base: str | None = None) -> list[Any] | None:
+        """The values a schema allows when it is a small explicit set (`enum`, `const`,
+        booleans, `null`), else None. Given the `base` to read it against, exactly that set:
+        a `$ref` to such a schema is followed, and a schema with other keywords (which could
+        exclude some of the values) gives None; without, a superset (other keywords are
+        not read)."""
         if schema is False:
             return []
-        if not isinstance(schema, dict) or "$ref" in schema:
+        if not isinstance(schema, dict):
+            return None
+        seen = set()
+        while base is not None and isinstance(schema, dict) and \
+                set(schema) & _KEYWORDS == {"$ref"} and id(schema) not in seen:
+            seen.add(id(schema))
+            target = self.registry.resolve(self.registry.at(schema, base))
+            schema, base = target.node, target.base
+        if schema is False:
+            return []
+        if not isinstance(schema, dict) or "$ref" in schema or base is not None and \
+                set(schema) & _KEYWORDS - {"enum", "const", "type"}:
             return None
         if "const" in schema:
             values = [schema["const"]]
@@ -1782,6 +1797,25 @@ def _same_language(a: Expr, b: Expr) -> bool:
         np.array_equal(x.trans, y.trans) and np.array_equal(x.accepting, y.accepting)
 
 
+def _distinct(schemas: list[Any]) -> list[Any]:
+    """The schemas less those equal (as JSON but for their own annotations, read against the
+    same base) to an earlier one:
+    a value satisfies a schema twice as it does once, and the product of two equal
+    automata would make their calls flat for nothing (a property that patternProperties
+    also match with the same schema, as in the Washington Post's content schemas)."""
+    if len(schemas) < 2:
+        return schemas
+    seen: dict[str, Any] = {}
+    for schema in schemas:
+        if isinstance(schema, dict):  # its own annotations aside
+            key = json.dumps({k: v for k, v in schema.items() if k not in _ANNOTATIONS},
+                             sort_keys=True, default=repr)
+        else:
+            key = json.dumps(schema)
+        seen.setdefault(key, schema)
+    return list(seen.values())
+
+
 def _count(node: dict, key: str) -> int | None:
     """A non-negative integer keyword (1.0 counts as 1), or None when absent."""
     value = node.get(key)
@@ -1856,6 +1890,8 @@ _TYPE_SPECIFIC = {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", 
                   "dependencies"}
 
 _KEYWORDS = frozenset({*_TYPE_SPECIFIC, "type", "enum", "const", *_APPLICATORS})  # not annotations
+_ANNOTATIONS = frozenset({"title", "description", "$comment", "examples", "default",
+                          "deprecated", "readOnly", "writeOnly"})  # no effect on validation
 # the keywords of schemas whose `allOf` is merged into one schema (`_merged_objects`)
 _OBJECT_MERGE_KEYWORDS = frozenset({"type", "properties", "required", "additionalProperties",
                                     "minProperties", "maxProperties", "allOf", "$ref"})
