@@ -620,6 +620,32 @@ def test_one_of_disjoint_machines_opens_them_and_stays_exact_at_any_depth():
             validator.is_valid(instance), instance
 
 
+def test_a_key_under_a_property_and_a_pattern_of_one_schema_needs_no_product():
+    """A key whose property and matching pattern give the same schema (annotations aside) is
+    read by that schema once: a recursion through it stays calls, exact with no notice (as an
+    intersection of two calls, it was unrolled to --max-depth 4). Depth 12, not 30: jsonschema
+    validates such a key twice per level."""
+    schema = {"$defs": {"node": {"type": "object", "additionalProperties": False,
+                                 "properties": {"next": {"$ref": "#/$defs/holder"}}},
+                        "holder": {"type": "object",
+                                   "properties": {"link": {"$ref": "#/$defs/node"}},
+                                   "patternProperties": {"^l": {"$ref": "#/$defs/node",
+                                                                "description": "a link"}},
+                                   "additionalProperties": False}},
+              "$ref": "#/$defs/holder"}
+    automaton, notices = dfa_of(schema)
+    assert not notices and isinstance(automaton, PushdownDFA)
+    validator = jsonschema.Draft202012Validator(schema)
+
+    def chain(depth: int, last: Any) -> Any:
+        return last if depth == 0 else {"link": {"next": chain(depth - 1, last)}}
+
+    for instance in [chain(12, {}), chain(12, {"link": {}}), chain(12, {"lx": {}}),
+                     chain(12, {"link": {"other": 1}}), chain(12, {"x": 1})]:
+        assert accepts(automaton, canonical_dumps(schema, instance)) == \
+            validator.is_valid(instance), instance
+
+
 def test_recursion_inside_a_boolean_operation_is_unrolled_with_a_notice():
     """An intersection needs flat automata: the recursion there is unrolled to --max-depth."""
     tree = json.loads((ROOT / "grammars" / "tree.schema.json").read_text())
