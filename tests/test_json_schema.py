@@ -946,6 +946,57 @@ def test_empty_language_and_bad_schemas_are_errors():
         dfa_of({"properties": {"a": {"type": "text"}}})
 
 
+# chains of `{"a": ...}` whose depth is odd and 4 mod 5 (9, 19, 29, ...), as an allOf of object
+# schemas whose merges recur with a period of 10 levels
+CHAINS = {"allOf": [{"$ref": "#/$defs/word"}, {"$ref": "#/$defs/x0"}, {"$ref": "#/$defs/z0"}],
+          "$defs": {"word": {"type": "object", "additionalProperties": False,
+                             "properties": {"a": {"$ref": "#/$defs/word"}}},
+                    "x0": {"minProperties": 1, "additionalProperties": {"$ref": "#/$defs/x1"}},
+                    "x1": {"additionalProperties": {"$ref": "#/$defs/x0"}},
+                    **{f"z{i}": {"minProperties": 1,
+                                 "additionalProperties": {"$ref": f"#/$defs/z{i + 1}"}}
+                       for i in range(4)},
+                    "z4": {"additionalProperties": {"$ref": "#/$defs/z0"}}}}
+
+
+def _chain(depth: int) -> Any:
+    return {} if depth == 0 else {"a": _chain(depth - 1)}
+
+
+def test_merged_object_schemas_that_recur_are_machines_exact_at_any_depth():
+    """Merging the allOf gives key `a` the allOf of the parts' schemas there, and so on: the
+    same conjunction is the same schema (it recursed without end before), so the merges
+    close into recursive machines."""
+    automaton, notices = dfa_of(CHAINS)
+    assert not notices and isinstance(automaton, PushdownDFA)
+    validator = jsonschema.Draft202012Validator(CHAINS)
+    for depth in range(42):
+        assert accepts(automaton, json.dumps(_chain(depth))) == \
+            validator.is_valid(_chain(depth)) == (depth % 10 == 9), depth
+
+
+def test_no_value_within_the_unrolled_depth_is_not_called_an_empty_schema():
+    """Chains of odd depth 2 mod 3 (5, 11, ...) with a `not`: the allOf is a product, where
+    recursion is unrolled to --max-depth 4, and no chain is left, which the error says, with
+    the way out; 5 levels deep, the chain of depth 5 is accepted."""
+    defs = {"word": CHAINS["$defs"]["word"], "x0": CHAINS["$defs"]["x0"],
+            "x1": CHAINS["$defs"]["x1"],
+            "y0": {"minProperties": 1, "additionalProperties": {"$ref": "#/$defs/y1"}},
+            "y1": {"minProperties": 1, "additionalProperties": {"$ref": "#/$defs/y2"}},
+            "y2": {"additionalProperties": {"$ref": "#/$defs/y0"}}}
+    schema = {"allOf": [{"$ref": f"#/$defs/{name}"} for name in ("word", "x0", "y0")] +
+              [{"not": {"type": "string"}}], "$defs": defs}
+    with pytest.raises(GrammarError, match=r"accepts no value nested at most 4 levels where its "
+                                           r"recursion is unrolled \(.*\); deeper values may "
+                                           r"exist \(raise --max-depth\)"):
+        dfa_of(schema)
+    dfa, _ = dfa_of(schema, max_depth=5)
+    validator = jsonschema.Draft202012Validator(schema)
+    for depth in range(8):
+        assert accepts(dfa, json.dumps(_chain(depth))) == validator.is_valid(_chain(depth)) == \
+            (depth == 5), depth
+
+
 @pytest.mark.parametrize("schema,pointer", [
     ({"properties": []}, "#/properties"), ({"required": "a"}, "#/required"),
     ({"pattern": 5}, "#/pattern"), ({"properties": {"a": {"minimum": "a"}}},

@@ -402,6 +402,8 @@ class Compiler:
         self._unranked_keys: dict[frozenset[str], Expr] = {}  # by the names they leave out
         # an allOf of object keywords as one schema, by the schema holding it
         self._object_merges: dict[int, tuple[dict | bool, str | None] | None] = {}
+        # the `allOf` of the schemas a merge gives one key, by base and the schemas' identities
+        self._conjunctions: dict[tuple, dict] = {}
         self._check_supported()
 
     # ------------------------------------------------------------------ entry points
@@ -418,6 +420,12 @@ class Compiler:
                 f"unrolled to depth {self.options.max_depth}; deeper values are not accepted "
                 "there (--max-depth)")
         expr = self._without_empty_machines(expr)
+        if expr == NOTHING and (self._unrolled or self._flat_unrolled):
+            raise GrammarError(
+                "the schema accepts no value nested at most "
+                f"{self.options.max_depth} levels where its recursion is unrolled "
+                f"({', '.join(sorted(self._unrolled | self._flat_unrolled))}); deeper values "
+                "may exist (raise --max-depth)")
         if expr == NOTHING:
             raise GrammarError("the schema accepts no value at all")
         if isinstance(expr, Call) and counter_form(self._machines[expr.name]) is None:
@@ -680,8 +688,11 @@ class Compiler:
                 return False
             if len(schemas) <= 1:
                 return schemas[0] if schemas else True
-            combined = {"allOf": schemas}
-            self.registry.pointer_of[id(combined)] = where
+            key = (ref.base, *(id(s) for s in schemas))
+            combined = self._conjunctions.get(key)
+            if combined is None:  # one schema per conjunction: merges of merges recur
+                combined = self._conjunctions[key] = {"allOf": schemas}
+                self.registry.pointer_of[id(combined)] = where
             return combined
 
         merged: dict[str, Any] = {"type": sorted(types - {"integer"} if "number" in types
