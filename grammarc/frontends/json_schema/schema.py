@@ -420,12 +420,14 @@ class Compiler:
                 f"unrolled to depth {self.options.max_depth}; deeper values are not accepted "
                 "there (--max-depth)")
         expr = self._without_empty_machines(expr)
-        if expr == NOTHING and (self._unrolled or self._flat_unrolled):
+        # a recursion of the schema's own cut there may be why no value is left (any value
+        # cut below a position is not: each level of it has values of every type)
+        recursions = sorted((self._unrolled | self._flat_unrolled) - {_ANY_MACHINE})
+        if expr == NOTHING and recursions:
             raise GrammarError(
                 "the schema accepts no value nested at most "
                 f"{self.options.max_depth} levels where its recursion is unrolled "
-                f"({', '.join(sorted(self._unrolled | self._flat_unrolled))}); deeper values "
-                "may exist (raise --max-depth)")
+                f"({', '.join(recursions)}); deeper values may exist (raise --max-depth)")
         if expr == NOTHING:
             raise GrammarError("the schema accepts no value at all")
         if isinstance(expr, Call) and counter_form(self._machines[expr.name]) is None:
