@@ -1508,23 +1508,24 @@ class Compiler:
     def _finite_values(self, schema: Any, base: str | None = None) -> list[Any] | None:
         """The values a schema allows when it is a small explicit set (`enum`, `const`,
         booleans, `null`), else None. Given the `base` to read it against, exactly that set:
-        a `$ref` to such a schema is followed, and a schema with other keywords (which could
-        exclude some of the values) gives None; without, a superset (other keywords are
-        not read)."""
+        the values of one of its conjuncts (`_conjuncts`: through `$ref`s and `allOf`s) that
+        every conjunct allows, None if a conjunct has a keyword that could exclude some;
+        without, a superset (other keywords are not read)."""
+        if base is not None:
+            parts = [p.node for p in self._conjuncts(self.registry.at(schema, base), set())]
+            if not all(p is False or isinstance(p, dict) and not set(p) & _KEYWORDS -
+                       {"enum", "const", "type", "$ref", "allOf"} for p in parts):
+                return None
+            sets = [self._finite_values(p if p is False else
+                                        {k: v for k, v in p.items() if k != "$ref"})
+                    for p in parts if p is False or set(p) & {"enum", "const", "type"}]
+            if not sets or any(v is None for v in sets):
+                return None
+            return [v for v in sets[0] if all(any(value_key(v) == value_key(w) for w in other)
+                                             for other in sets[1:])]
         if schema is False:
             return []
-        if not isinstance(schema, dict):
-            return None
-        seen = set()
-        while base is not None and isinstance(schema, dict) and \
-                set(schema) & _KEYWORDS == {"$ref"} and id(schema) not in seen:
-            seen.add(id(schema))
-            target = self.registry.resolve(self.registry.at(schema, base))
-            schema, base = target.node, target.base
-        if schema is False:
-            return []
-        if not isinstance(schema, dict) or "$ref" in schema or base is not None and \
-                set(schema) & _KEYWORDS - {"enum", "const", "type"}:
+        if not isinstance(schema, dict) or "$ref" in schema:
             return None
         if "const" in schema:
             values = [schema["const"]]
