@@ -667,7 +667,8 @@ py::tuple product(In<int32_t> trans_a, In<bool> acc_a, In<int32_t> trans_b, In<b
         }
     }
     const int64_t n = pair_a.size();
-    return py::make_tuple(to_numpy_2d(trans, n, n_classes), bool_numpy(accepting, n), status);
+    return py::make_tuple(to_numpy_2d(trans, n, n_classes), bool_numpy(accepting, n), status,
+                          to_numpy(pair_a), to_numpy(pair_b));
 }
 
 }  // namespace grammarc

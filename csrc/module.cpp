@@ -39,7 +39,8 @@ PYBIND11_MODULE(_core, m) {
           py::arg("max_states"),
           "Reachable product of two complete DFAs (0 dead, 1 start) over the product's byte "
           "classes; op 0 intersects, op 1 subtracts b from a. Returns (trans, accepting, "
-          "status), status 1 when more than max_states states were needed.");
+          "status, pair_a, pair_b), status 1 when more than max_states states were needed; "
+          "state i is the pair (pair_a[i], pair_b[i]) of the operands' states.");
     m.def("build_trie", &build_trie, py::arg("data"), py::arg("offsets"),
           "Pre-order trie of the byte strings data[offsets[i]:offsets[i+1]] (any order): "
           "(node_byte, node_depth, node_end, the node where each string ends).");

@@ -201,7 +201,7 @@ class Builder {
                 frag = repeat(node);
                 break;
             case kAutomaton:
-                frag = automata_.at(extra_[extra_ptr_[node]]);
+                frag = automaton(node);
                 break;
             case kGraph:
                 frag = graph(node);
@@ -375,6 +375,36 @@ class Builder {
         }
     }
 
+    // A DFA's fragment (state s is fragment state s + 1), and the fragments of its extra
+    // edges (calls, or what replaced them) laid from their source state to their target:
+    // edges of one expression to one target share a copy, entered by epsilon edges.
+    Fragment automaton(int32_t node) {
+        const int32_t* x = extra(node);
+        if (n_children(node) == 0) return automata_.at(x[0]);
+        Stamper stamper(0);
+        stamper.out = automata_.at(x[0]);
+        std::map<std::pair<int32_t, int32_t>, int32_t> copies;  // (expression, target) -> entry
+        for (int64_t e = 0; e < n_children(node); ++e) {
+            const int32_t src = x[1 + 2 * e] + 1, dst = x[2 + 2 * e] + 1;
+            const int32_t label = child(node, e);
+            auto hit = copies.find({label, dst});
+            if (hit == copies.end()) {
+                const int32_t entry = stamper.new_state();
+                hit = copies.emplace(std::make_pair(label, dst), entry).first;
+                if (kind_[label] == kCharSet) {
+                    stamper.chars(sequences(label), entry, dst);
+                } else if (kind_[label] == kCall) {
+                    stamper.byte_path(extra(label), n_extra(label), entry, dst);
+                } else {
+                    stamper.place(build(label), {entry}, {dst});
+                }
+                check_size(stamper.out.num_states);
+            }
+            stamper.epsilon(src, hit->second);
+        }
+        return std::move(stamper.out);
+    }
+
     // Node states joined by their edges' fragments; entry and exit reach them by epsilon
     // edges, so no edge enters the entry even when an edge returns to the start node.
     Fragment graph(int32_t node) {
@@ -468,9 +498,9 @@ py::tuple build_nfa(In<int8_t> kind, In<int64_t> child_ptr, In<int32_t> children
                         "a Repeat has one item and bounds 0 <= min <= max (or max -1)");
                 break;
             case kAutomaton:
-                require(nc == 0 && nx == 1 && x[xp[i]] >= 0 &&
+                require(nx == 1 + 2 * nc && x[xp[i]] >= 0 &&
                             x[xp[i]] < static_cast<int64_t>(automata.size()),
-                        "an Automaton names one of the automata");
+                        "an Automaton names one of the automata, and the ends of its edges");
                 break;
             case kGraph: {
                 require(nx >= 3, "a Graph holds its node count, start and accepting nodes");

@@ -184,10 +184,14 @@ def test_product_and_its_limit():
     a = _dfa([[0], [2], [2]]), np.array([False, False, True])
     b = _dfa([[0], [2], [0]]), np.array([False, False, True])
     classes = np.zeros(1, i32)
-    trans, accepting, status = _core.product(*a, *b, classes, classes, 0, 100)
+    trans, accepting, status, state_a, state_b = _core.product(*a, *b, classes, classes, 0,
+                                                               100)
     assert status == 0 and accepting.tolist() == [False, False, True]
-    trans, accepting, status = _core.product(*a, *b, classes, classes, 1, 100)
+    assert state_a.tolist() == [0, 1, 2] and state_b.tolist() == [0, 1, 2]
+    trans, accepting, status, state_a, state_b = _core.product(*a, *b, classes, classes, 1,
+                                                               100)
     assert status == 0 and accepting.tolist() == [False, False, False, True]
+    assert state_a.tolist() == [0, 1, 2, 2] and state_b.tolist() == [0, 1, 2, 0]
     assert _core.product(*a, *b, classes, classes, 1, 3)[2] == 1
     with pytest.raises(ValueError, match="op"):
         _core.product(*a, *b, classes, classes, 2, 100)

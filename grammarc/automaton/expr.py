@@ -102,10 +102,16 @@ class Automaton:
     A truncated automaton stands for a recursive language cut at some depth of nesting (an
     under-approximation): `exact_to` is the nesting depth, counted from its own start, up to
     which its texts are exactly those of the language it stands for (see `automaton.ops`);
-    None for an automaton that is exact."""
+    None for an automaton that is exact.
+
+    `calls` are edges beside the DFA's own, each reading a text of its expression from one
+    state to another: a product that kept its operands' calls (`automaton.ops`) links its
+    states by `Call`s so; replacing them (`machines.replace_calls`) may put any expression
+    there."""
 
     dfa: ByteDFA
     exact_to: int | None = None
+    calls: tuple[tuple[int, "Expr", int], ...] = ()
 
     @property
     def truncated(self) -> bool:
@@ -197,10 +203,12 @@ def exact_to(expr: Expr) -> int | None:
     again and again."""
     cached = expr.__dict__.get("_exact_to", False)
     if cached is False:
-        if isinstance(expr, Automaton):
+        if isinstance(expr, Automaton) and not expr.calls:
             cached = expr.exact_to
         else:
-            if isinstance(expr, Concat):
+            if isinstance(expr, Automaton):
+                children = tuple(edge for _, edge, _ in expr.calls)
+            elif isinstance(expr, Concat):
                 children = expr.parts
             elif isinstance(expr, Alt):
                 children = expr.options
@@ -211,6 +219,8 @@ def exact_to(expr: Expr) -> int | None:
             else:
                 children = ()
             depths = [d for d in map(exact_to, children) if d is not None]
+            if isinstance(expr, Automaton) and expr.exact_to is not None:
+                depths.append(expr.exact_to)
             cached = min(depths) if depths else None
         object.__setattr__(expr, "_exact_to", cached)
     return cached

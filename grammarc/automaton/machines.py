@@ -369,6 +369,10 @@ def replace_calls(expr: Expr, replacement: Callable[[str], Expr]) -> Expr:
             edges = tuple((a, b, walk(e)) for a, b, e in node.edges)
             same = all(new[2] is old[2] for new, old in zip(edges, node.edges))
             out = node if same else Graph(node.names, node.start, node.accepting, edges)
+        elif isinstance(node, Automaton) and node.calls:
+            calls = tuple((a, walk(e), b) for a, e, b in node.calls)
+            same = all(new[1] is old[1] for new, old in zip(calls, node.calls))
+            out = node if same else Automaton(node.dfa, node.exact_to, calls)
         else:
             out = node
         memo[id(node)] = out
@@ -419,6 +423,9 @@ def starting_bytes(expr: Expr, body_of: Callable[[str], Expr | None],
             dfa = node.dfa
             out = None if node.truncated else (dfa.trans[1][dfa.byte_class] != 0,
                                                bool(dfa.accepting[1]))
+            for edge in (edge for state, edge, _ in node.calls if state == 1):
+                found = None if out is None else walk(edge)
+                out = None if found is None or found[1] else (out[0] | found[0], out[1])
         elif isinstance(node, Concat):  # the parts up to the first that cannot be empty
             first, out = np.zeros(256, bool), None
             for part in node.parts:
@@ -505,14 +512,24 @@ def recursive_machines(bodies: dict[str, Expr]) -> set[str]:
 
 def _read_calls(table: np.ndarray, code_of: dict[bytes, int]) -> list[tuple[int, int, int]]:
     """The call edges (state, machine, return state) spelled by call codes in a DFA."""
-    out = []
     width = len(next(iter(code_of))) - 1
-    for state in np.flatnonzero(table[:, CALL_PREFIX]):
-        frontier = [(int(table[state, CALL_PREFIX]), b"\xff")]
+    return [(state, code_of[code], ret)
+            for state, code, ret in code_paths(table, np.arange(256), width)]
+
+
+def code_paths(trans: np.ndarray, byte_class: np.ndarray,
+               width: int) -> list[tuple[int, bytes, int]]:
+    """The call codes of `width` digits spelled in a DFA (`trans[state, byte_class[byte]]`):
+    (state, code, the state after it)."""
+    out = []
+    prefix = byte_class[CALL_PREFIX]
+    digits = [(d, byte_class[d]) for d in CALL_DIGITS]
+    for state in np.flatnonzero(trans[:, prefix]):
+        frontier = [(int(trans[state, prefix]), bytes([CALL_PREFIX]))]
         for _ in range(width):
-            frontier = [(int(table[s, d]), code + bytes([d])) for s, code in frontier
-                        for d in CALL_DIGITS if table[s, d]]
-        out.extend((int(state), code_of[code], ret) for ret, code in frontier)
+            frontier = [(int(trans[s, c]), code + bytes([d])) for s, code in frontier
+                        for d, c in digits if trans[s, c]]
+        out.extend((int(state), code, ret) for ret, code in frontier)
     return out
 
 

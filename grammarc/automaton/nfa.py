@@ -33,7 +33,8 @@ rest of its object, after a comma or not) share one copy of their common end.
 
 `flatten` numbers the DAG's nodes once (by identity) and writes each as a kind, its children
 and a small integer payload (a CharSet's code point ranges, a Repeat's bounds, a Graph's
-nodes and edge ends, a Call's bytes, an Automaton's index into the fragments of its DFAs);
+nodes and edge ends, a Call's bytes, an Automaton's index into the fragments of its DFAs
+and the ends of its calls);
 the compiled builder finds the shared nodes by counting parents and lays everything out.
 """
 
@@ -130,8 +131,9 @@ def flatten(expr: Expr, call_codes: dict[str, bytes]) -> tuple[list[Expr], list[
             extra.append([node.min, -1 if node.max is None else node.max])
         elif isinstance(node, Automaton):
             kind.append(_AUTOMATON)
-            children.append([])
-            extra.append([len(automata)])
+            children.append([number(edge) for _, edge, _ in node.calls])
+            extra.append([len(automata), *(end for src, _, dst in node.calls
+                                           for end in (src, dst))])
             automata.append(_dfa_fragment(node.dfa))
         elif isinstance(node, Graph):
             kind.append(_GRAPH)

@@ -111,8 +111,9 @@ class Ops:
         class_a = dfa_a.byte_class[first].astype(np.int32)
         class_b = dfa_b.byte_class[first].astype(np.int32)
         limit = SUBSET_FACTOR * self.max_states
-        trans, accepting, status = _core.product(dfa_a.trans, dfa_a.accepting, dfa_b.trans,
-                                                 dfa_b.accepting, class_a, class_b, op, limit)
+        trans, accepting, status, _, _ = _core.product(dfa_a.trans, dfa_a.accepting, dfa_b.trans,
+                                                       dfa_b.accepting, class_a, class_b, op,
+                                                       limit)
         if status:
             raise TooManyStatesError(f"a product of automata needs more than {limit:,} states "
                                      "(raise --max-states)")
