@@ -548,7 +548,8 @@ def test_one_of_objects_told_apart_by_a_required_key_keep_their_calls():
     """oneOf branches that are objects requiring a key with different values (a
     discriminator) share no value: their union, no product, so the values of other keys stay
     calls of "any value", exact at depth 30, with no notice. A branch that may share values
-    with them is still told apart by a product."""
+    with them is still told apart by a product, which keeps the calls of "any value" both
+    sides make alike: exact at depth 30 too."""
     shape = {"oneOf": [
         {"type": "object", "required": ["kind"], "maxProperties": 3,
          "properties": {"kind": {"const": "a"}}},
@@ -566,9 +567,11 @@ def test_one_of_objects_told_apart_by_a_required_key_keep_their_calls():
             validator.is_valid(instance), instance
     shape["oneOf"].append({"type": "object", "required": ["x"]})
     automaton, notices = dfa_of(shape)
-    assert any("depth 4" in n for n in notices)  # the third branch shares values: a product
+    assert not notices and isinstance(automaton, PushdownDFA)
     validator = jsonschema.Draft202012Validator(shape)
-    for instance in [{"kind": "a"}, {"kind": "b", "x": []}, {"kind": "a", "x": 1}, {"x": 1}]:
+    for instance in [{"kind": "a"}, {"kind": "b", "x": []}, {"kind": "a", "x": 1}, {"x": 1},
+                     {"kind": "a", "y": deep}, {"x": [deep]}, {"kind": "b", "x": [deep]},
+                     {"kind": "c", "x": deep}, {"kind": "a", "x": deep, "y": deep}]:
         assert accepts(automaton, canonical_dumps(shape, instance)) == \
             validator.is_valid(instance), instance
 
@@ -646,18 +649,98 @@ def test_a_key_under_a_property_and_a_pattern_of_one_schema_needs_no_product():
             validator.is_valid(instance), instance
 
 
-def test_recursion_inside_a_boolean_operation_is_unrolled_with_a_notice():
-    """An intersection needs flat automata: the recursion there is unrolled to --max-depth."""
+def test_an_intersection_keeps_the_calls_of_a_recursion_exact_at_any_depth():
+    """An intersection of a recursive $ref with other keywords keeps the calls of both
+    operands (a call of both at one point is a call of a machine of their common values):
+    exact at depth 30, no notice; before, the recursion was unrolled to --max-depth there."""
     tree = json.loads((ROOT / "grammars" / "tree.schema.json").read_text())
     schema = {"$defs": tree["$defs"], "allOf": [{"$ref": "#/$defs/node"}, {"maxProperties": 2},
                                                  {"propertyNames": {"maxLength": 8}}]}
+    automaton, notices = dfa_of(schema, max_depth=4)
+    assert not notices and isinstance(automaton, PushdownDFA)
+    validator = jsonschema.Draft202012Validator(schema)
+
+    def chain(depth: int, last: dict) -> dict:
+        return last if depth == 0 else {"value": depth % 100, "children": [chain(depth - 1,
+                                                                                  last)]}
+
+    for last in [{"value": 1}, {"value": 100}, {"value": 1, "children": [], "x": 1}]:
+        for depth in (0, 1, 5, 30):
+            instance = chain(depth, last)
+            assert accepts(automaton, canonical_dumps(schema, instance)) == \
+                validator.is_valid(instance), (depth, last)
+
+
+def _chains(depth: int) -> list[dict]:
+    """Chains of objects `depth` levels deep (each level's `c` holds the next), varied at
+    the root and at the deepest level."""
+    def chain(level: int, last: dict, top: dict) -> dict:
+        if level == depth:
+            return last
+        node = {"v": level, "c": [chain(level + 1, last, top)]}
+        return {**node, **top} if level == 0 else node
+
+    leaves = [{"v": 1}, {"v": "s"}, {"x": 1}, {"w": 1}, {"v": 1, "c": [{"v": 2}, {"v": 3},
+                                                                          {"v": 4}]}]
+    return [chain(0, last, top) for last in leaves for top in ({}, {"w": 1}, {"x": 1})]
+
+
+def test_an_intersection_of_two_recursions_is_a_recursive_machine():
+    """Two different recursive $refs intersected: the call of both at one point is a call of
+    a machine of their common values, which calls itself where both recurse: exact at depth
+    30, no notice, checked with jsonschema."""
+    schema = {"$defs": {
+        "A": {"type": "object", "properties": {
+            "v": {"type": "integer"}, "c": {"type": "array", "items": {"$ref": "#/$defs/A"}}}},
+        "B": {"type": "object", "propertyNames": {"enum": ["v", "c", "w"]}, "properties": {
+            "c": {"type": "array", "maxItems": 2, "items": {"$ref": "#/$defs/B"}}}}},
+        "allOf": [{"$ref": "#/$defs/A"}, {"$ref": "#/$defs/B"}]}
+    automaton, notices = dfa_of(schema, max_depth=4)
+    assert not notices and isinstance(automaton, PushdownDFA)
+    assert any(" & " in name for name in automaton.machine_names)
+    validator = jsonschema.Draft202012Validator(schema)
+    verdicts = set()
+    for depth in (1, 6, 30):
+        for instance in _chains(depth):
+            valid = validator.is_valid(instance)
+            verdicts.add(valid)
+            assert accepts(automaton, canonical_dumps(schema, instance)) == valid, instance
+    assert verdicts == {True, False}
+
+
+def test_a_difference_keeps_the_calls_both_sides_make_alike():
+    """`not` beside a recursive $ref: the values of `not` and of the schema it excludes call
+    the same "any value" machine, which stays a call, and the recursion meets it: exact at
+    depth 30, no notice."""
+    schema = {"$defs": {"A": {"type": "object", "properties": {
+        "v": {"type": "integer"}, "c": {"type": "array", "items": {"$ref": "#/$defs/A"}}}}},
+        "$ref": "#/$defs/A", "not": {"required": ["w"]}}
+    automaton, notices = dfa_of(schema, max_depth=4)
+    assert not notices and isinstance(automaton, PushdownDFA)
+    validator = jsonschema.Draft202012Validator(schema)
+    verdicts = set()
+    for depth in (1, 6, 30):
+        for instance in _chains(depth):
+            valid = validator.is_valid(instance)
+            verdicts.add(valid)
+            assert accepts(automaton, canonical_dumps(schema, instance)) == valid, instance
+    assert verdicts == {True, False}
+
+
+def test_recursion_inside_a_difference_is_unrolled_with_a_notice():
+    """A difference whose subtrahend calls is computed on flat automata: the recursion there
+    is unrolled to --max-depth, and no deeper value is accepted."""
+    tree = json.loads((ROOT / "grammars" / "tree.schema.json").read_text())
+    schema = {"$defs": tree["$defs"], "type": "object", "properties": {"t": {}},
+              "not": {"properties": {"t": {"$ref": "#/$defs/node"}}, "required": ["t"]}}
     dfa, notices = dfa_of(schema, max_depth=4)
     assert any("#/$defs/node" in n and "depth 4" in n for n in notices)
-    nested = {"value": 1, "children": [{"value": 2, "children": [{"value": 3}]}]}
-    assert accepts(dfa, canonical_dumps(schema, nested))
-    deeper = {"value": 1, "children": [{"value": 2, "children": [{"value": 3, "children": [
-        {"value": 4, "children": [{"value": 5}]}]}]}]}
-    assert not accepts(dfa, canonical_dumps(schema, deeper))
+    validator = jsonschema.Draft202012Validator(schema)
+    shallow = {"t": {"value": 1, "children": [{"value": 2, "x": 1}]}}
+    deeper = {"t": {"value": 1, "children": [{"value": 2, "children": [{"value": 3, "children": [
+        {"value": 4, "children": [{"value": 5, "x": 1}]}]}]}]}}
+    assert validator.is_valid(shallow) and accepts(dfa, canonical_dumps(schema, shallow))
+    assert validator.is_valid(deeper) and not accepts(dfa, canonical_dumps(schema, deeper))
 
 
 # arrays of arrays through two machines per level (u is t with a sibling `type`), so that a
@@ -979,7 +1062,9 @@ def test_merged_object_schemas_that_recur_are_machines_exact_at_any_depth():
 
 
 def test_no_value_within_the_unrolled_depth_is_not_called_an_empty_schema():
-    """Chains of odd depth 2 mod 3 (5, 11, ...) with a `not`: the allOf is a product, where
+    """Chains of odd depth 2 mod 3 (5, 11, ...). With a `not`, the product keeps the calls of
+    both sides: exact at any depth, no notice. With `dependentSchemas` (whose "objects
+    without the key" is a flat "any value", cut at --max-depth), the product is flat, where
     recursion is unrolled to --max-depth 4, and no chain is left, which the error says, with
     the way out; 5 levels deep, the chain of depth 5 is accepted."""
     defs = {"word": CHAINS["$defs"]["word"], "x0": CHAINS["$defs"]["x0"],
@@ -987,8 +1072,14 @@ def test_no_value_within_the_unrolled_depth_is_not_called_an_empty_schema():
             "y0": {"minProperties": 1, "additionalProperties": {"$ref": "#/$defs/y1"}},
             "y1": {"minProperties": 1, "additionalProperties": {"$ref": "#/$defs/y2"}},
             "y2": {"additionalProperties": {"$ref": "#/$defs/y0"}}}
-    schema = {"allOf": [{"$ref": f"#/$defs/{name}"} for name in ("word", "x0", "y0")] +
-              [{"not": {"type": "string"}}], "$defs": defs}
+    chains = [{"$ref": f"#/$defs/{name}"} for name in ("word", "x0", "y0")]
+    schema = {"allOf": chains + [{"not": {"type": "string"}}], "$defs": defs}
+    automaton, notices = dfa_of(schema)
+    assert not notices and isinstance(automaton, PushdownDFA)
+    for depth in range(20):
+        assert accepts(automaton, json.dumps(_chain(depth))) == (depth % 6 == 5), depth
+    schema = {"allOf": chains + [{"dependentSchemas": {"a": {"minProperties": 1}}}],
+              "$defs": defs}
     with pytest.raises(GrammarError, match=r"accepts no value nested at most 4 levels where its "
                                            r"recursion is unrolled \(.*\); deeper values may "
                                            r"exist \(raise --max-depth\)"):

@@ -7,6 +7,19 @@ of the product is explored by a compiled kernel (csrc/dfa.cpp), minimised, and r
 (or `NOTHING` when the result is empty), ready to be combined further. Operands that call
 machines are made flat first, by the `flatten` function the front end gives.
 
+Operands that call machines keep their calls where the front end links machines (`body_of` and
+`meet`): the operands' DFAs are built with each call spelled by its code (machines.py), and the
+product reads a call of both operands at the same point as one call of a machine of the texts
+both callees accept (`meet`; a machine met with itself is itself). In a difference, a call of
+the same machine in both operands stays that call, and a call of `a` where `b` has failed (or
+cannot read the callee's first byte) stays a call of `a`'s machine; two different machines
+called at one point would need two ways out of the call, and are out of step. Where one operand
+calls a machine and the other reads that machine's first bytes itself, the calls are out of
+step too: the machine is inlined in that operand (its own calls kept) and the product tried
+again, a few times, before both are made flat. Recursion through such products stays exact at
+any depth. Texts of a machine must end where the syntax says (JSON values do), so that both
+operands return from a call after the same text.
+
 A truncated operand (`Automaton.exact_to`: recursion cut at some depth) is an
 under-approximation, exact for texts nested up to some depth. Intersections and unions of
 such operands are exact up to the least of those depths; a difference `a - b` with a
@@ -18,6 +31,7 @@ truncated operands are truncated, so the rule carries through nested operations.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Callable
 
 import numpy as np
@@ -26,23 +40,55 @@ from .. import _core
 from ..errors import GrammarError, TooManyStatesError
 from .bytedfa import ByteDFA
 from .dfa import SUBSET_FACTOR, build_dfa, minimize
-from .expr import NOTHING, Automaton, Expr, exact_to
+from .expr import NOTHING, Automaton, Call, Expr, exact_to
+from .machines import (
+    CALL_DIGITS, CALL_PREFIX, call_codes, called_names, code_paths, replace_calls,
+    starting_bytes,
+)
 
 _AND, _AND_NOT = 0, 1
+# inlinings of calls out of step before a product goes flat: where only one operand calls, the
+# other's nesting is finite, and each round reaches a level deeper into it. The rounds stop
+# too where the operands have grown by inlining past --max-states / _INLINED_SHARE states, or
+# their growth summed over the rounds passes --max-states (inlining may double an operand at
+# each round).
+_CALL_ROUNDS, _ONE_SIDED_ROUNDS, _INLINED_SHARE = 40, 64, 10
+_CODE_BYTES = np.array([CALL_PREFIX, *CALL_DIGITS])
+_DIGITS = np.array(list(CALL_DIGITS))
+_ANY_DIGIT = -1
+
+
+def _without_codes(dfa: ByteDFA) -> ByteDFA:
+    """The DFA with no transition on a byte of a call code (those get a class of their own,
+    with no transition)."""
+    byte_class = dfa.byte_class.copy()
+    byte_class[_CODE_BYTES] = dfa.num_classes
+    trans = np.zeros((dfa.num_states, dfa.num_classes + 1), np.int32)
+    trans[:, :-1] = dfa.trans
+    return ByteDFA(trans, byte_class, dfa.accepting)
 
 
 class Ops:
     """Intersection and difference of expressions, with a cache of the DFAs already built.
     `flatten` replaces the calls of an operand by flat languages (None: a call is an error);
     `nested_at_most(depth)` is the language of texts nested at most `depth` deep (None: the
-    front end makes no truncated automaton)."""
+    front end makes no truncated automaton). `body_of(name)` is a machine's body (None while
+    it is being built) and `meet(a, b)` a call of a machine of the texts both machines accept
+    (None where there is none to be had yet): with them, products keep calls (module
+    docstring)."""
 
     def __init__(self, max_states: int, flatten: Callable[[Expr], Expr] | None = None,
-                 nested_at_most: Callable[[int], Expr] | None = None) -> None:
+                 nested_at_most: Callable[[int], Expr] | None = None,
+                 body_of: Callable[[str], Expr | None] | None = None,
+                 meet: Callable[[str, str], Expr | None] | None = None) -> None:
         self.max_states = max_states
         self.flatten = flatten
         self.nested_at_most = nested_at_most
+        self.body_of = body_of
+        self.meet = meet
         self._dfas: dict[int, tuple[Expr, _Built]] = {}
+        self._call_tables: dict[tuple, tuple[Expr, _CallTable]] = {}
+        self._firsts: dict[str, np.ndarray] = {}
 
     def dfa(self, expr: Expr) -> ByteDFA | None:
         """The minimal DFA of `expr`, or None for the empty language."""
@@ -59,7 +105,7 @@ class Ops:
         return self._built(expr).exact_to
 
     def _built(self, expr: Expr) -> _Built:
-        if isinstance(expr, Automaton):
+        if isinstance(expr, Automaton) and not expr.calls:
             return _Built(expr.dfa, expr.exact_to)
         hit = self._dfas.get(id(expr))
         if hit is not None and hit[0] is expr:
@@ -85,6 +131,9 @@ class Ops:
     def _product(self, a: Expr, b: Expr, op: int) -> Expr:
         if a == NOTHING or b == NOTHING:
             return a if op == _AND_NOT else NOTHING
+        kept = self._with_calls(a, b, op)
+        if kept is not None:
+            return kept
         built_a, built_b = self._built(a), self._built(b)
         if built_a.dfa is None:
             return NOTHING
@@ -105,25 +154,250 @@ class Ops:
         """The minimal DFA of `a & b` or `a - b` (None: the empty language)."""
         if dfa_a is None or dfa_b is None:
             return dfa_a if op == _AND_NOT else None
+        return self._minimal(self._pairs(dfa_a, dfa_b, op))
+
+    def _pairs(self, dfa_a: ByteDFA, dfa_b: ByteDFA, op: int) -> _Pairs:
+        """The reachable product of two DFAs, not minimised."""
         # byte classes of the product: pairs of the operands' classes
         pairs = dfa_a.byte_class.astype(np.int64) * dfa_b.num_classes + dfa_b.byte_class
         _, first, byte_class = np.unique(pairs, return_index=True, return_inverse=True)
         class_a = dfa_a.byte_class[first].astype(np.int32)
         class_b = dfa_b.byte_class[first].astype(np.int32)
         limit = SUBSET_FACTOR * self.max_states
-        trans, accepting, status, _, _ = _core.product(dfa_a.trans, dfa_a.accepting, dfa_b.trans,
-                                                       dfa_b.accepting, class_a, class_b, op,
-                                                       limit)
+        trans, accepting, status, state_a, state_b = _core.product(
+            dfa_a.trans, dfa_a.accepting, dfa_b.trans, dfa_b.accepting, class_a, class_b, op,
+            limit)
         if status:
             raise TooManyStatesError(f"a product of automata needs more than {limit:,} states "
                                      "(raise --max-states)")
-        if not accepting.any():
+        return _Pairs(trans, byte_class.reshape(-1).astype(np.int32), accepting, state_a,
+                      state_b)
+
+    def _minimal(self, product: _Pairs) -> ByteDFA | None:
+        """The minimal DFA of a product (None: the empty language), within --max-states."""
+        if not product.accepting.any():
             return None
-        result = minimize(trans, byte_class.reshape(-1).astype(np.int32), accepting)
+        result = minimize(product.trans, product.byte_class, product.accepting)
         if result.num_states > self.max_states:
             raise TooManyStatesError(f"the automaton needs {result.num_states:,} DFA states, "
                                      f"more than --max-states {self.max_states:,}")
         return result
+
+    # ------------------------------------------------------------ products that keep calls
+    def _with_calls(self, a: Expr, b: Expr, op: int) -> Expr | None:
+        """`a & b` or `a - b` with the operands' calls kept (module docstring); None where it
+        is not computed so: no operand calls, an operand is truncated (so is the result: the
+        operands are made flat), a machine is still being built, or the calls stay out of
+        step."""
+        if self.meet is None or self.body_of is None or \
+                exact_to(a) is not None or exact_to(b) is not None:
+            return None
+        if op == _AND_NOT:
+            if not called_names(a) and not called_names(b):
+                return None
+        elif not called_names(a):
+            if not called_names(b):
+                return None
+            a, b = b, a
+        try:
+            return self._calls_in_step(a, b, op)
+        except TooManyStatesError:
+            return None
+
+    def _calls_in_step(self, a: Expr, b: Expr, op: int) -> Expr | None:
+        """`_with_calls` once its operands qualify."""
+        one_sided = not called_names(a) or not called_names(b)
+        first_size, spent = None, 0
+        for _ in range(_ONE_SIDED_ROUNDS if one_sided else _CALL_ROUNDS):
+            names = ["", *sorted(called_names(a) | called_names(b))]  # code 0 calls nothing
+            codes = call_codes(names)
+            side_a, side_b = self._call_table(a, names, codes), self._call_table(b, names, codes)
+            size = side_a.dfa.num_states + side_b.dfa.num_states
+            first_size = size if first_size is None else first_size
+            spent += size - first_size
+            if size - first_size > self.max_states // _INLINED_SHARE or spent > self.max_states:
+                return None
+            both = bool(side_a.calls) and bool(side_b.calls) and op == _AND
+            width = len(codes[""]) - 1
+            # where both call, a's code then any digits and any digits then b's code spell
+            # every pair of callees as one code of twice the width; in a difference, only
+            # equal codes go on together (a call of b's that differs is out of step)
+            dfa_a = side_a.spelled(codes, names, width if both else 0, digits_first=True)
+            dfa_b = side_b.spelled(codes, names, width if both else 0, digits_first=False)
+            product = self._pairs(dfa_a, dfa_b, op)
+            late_a = side_a.out_of_step(product.state_a, product.state_b, side_b)
+            late_b = side_b.out_of_step(product.state_b, product.state_a, side_a)
+            if op == _AND_NOT:
+                mismatched = side_a.mismatched(product.state_a, product.state_b, side_b)
+                late_a |= {i for i, _ in mismatched}
+                late_b |= {j for _, j in mismatched}
+            if not late_a and not late_b:
+                return self._linked(product, names, codes, both, a, b)
+            inlined_a = self._inlined(a, {names[i] for i in late_a})
+            inlined_b = self._inlined(b, {names[i] for i in late_b})
+            if inlined_a is None or inlined_b is None:
+                return None
+            a, b = inlined_a, inlined_b
+        return None
+
+    def _call_table(self, expr: Expr, names: list[str], codes: dict[str, bytes]) -> _CallTable:
+        """The DFA of `expr` with its calls read out of it (cached per machine names)."""
+        key = (id(expr), tuple(names))
+        hit = self._call_tables.get(key)
+        if hit is not None and hit[0] is expr:
+            return hit[1]
+        if isinstance(expr, Automaton) and all(isinstance(e, Call) for _, e, _ in expr.calls):
+            dfa = expr.dfa  # a product's: its calls are already out of its table
+            position = {name: i for i, name in enumerate(names)}
+            calls = [(state, position[edge.name], ret) for state, edge, ret in expr.calls]
+        else:
+            coded = build_dfa(expr, max_states=self.max_states, call_codes=codes)
+            index_of = {codes[name]: i for i, name in enumerate(names)}
+            width = len(codes[""]) - 1
+            calls = [(state, index_of[code], ret) for state, code, ret in
+                     code_paths(coded.trans, coded.byte_class, width)]
+            dfa = _without_codes(coded)
+        states = np.unique(np.array([state for state, _, _ in calls], np.int64))
+        firsts = {index: self._first(names[index]) for index in {i for _, i, _ in calls}}
+        first = np.zeros((len(states), 256), bool)
+        for state, index, _ in calls:
+            first[np.searchsorted(states, state)] |= firsts[index]
+        built = _CallTable(dfa, calls, states, first, firsts)
+        self._call_tables[key] = (expr, built)
+        return built
+
+    def _first(self, name: str) -> np.ndarray:
+        """The bytes a machine's texts may start with (every byte where that is not known)."""
+        found = self._firsts.get(name)
+        if found is None:
+            found = starting_bytes(Call(name), self.body_of)
+            if found is None:
+                return np.ones(256, bool)
+            self._firsts[name] = found
+        return found
+
+    def _inlined(self, expr: Expr, names: set[str]) -> Expr | None:
+        """`expr` with its calls of `names` replaced by their bodies (None: one is being
+        built)."""
+        bodies = {name: self.body_of(name) for name in names & called_names(expr)}
+        if any(body is None for body in bodies.values()):
+            return None
+        return replace_calls(expr, lambda name: bodies.get(name) or Call(name))
+
+    def _linked(self, product: _Pairs, names: list[str], codes: dict[str, bytes], both: bool,
+                a: Expr, b: Expr) -> Expr | None:
+        """The product's minimal DFA with its call codes read out as calls: of the callees'
+        meet where both operands call (`both`), else of a's callee (b has failed there)."""
+        dfa = self._minimal(product)
+        if dfa is None:
+            return NOTHING
+        width = len(codes[""]) - 1
+        index_of = {codes[name][1:]: i for i, name in enumerate(names)}
+        calls = []
+        for state, code, ret in code_paths(dfa.trans, dfa.byte_class,
+                                           2 * width if both else width):
+            callee = names[index_of[code[1:width + 1]]]
+            if both:
+                other = names[index_of[code[width + 1:]]]
+                if not (self._first(callee) & self._first(other)).any():
+                    continue
+                edge = Call(callee) if callee == other else self.meet(callee, other)
+                if edge is None:
+                    return None
+            else:
+                edge = Call(callee)
+            calls.append((state, edge, ret))
+        depths = [d for d in (exact_to(a), exact_to(b)) if d is not None]
+        depth = min(depths) if depths else None
+        if not dfa.trans[:, dfa.byte_class[CALL_PREFIX]].any():
+            return Automaton(dfa, depth)  # no call left: the minimal DFA as it is
+        return Automaton(_without_codes(dfa), depth, tuple(calls))
+
+
+@dataclass(frozen=True)
+class _Pairs:
+    """A product of two DFAs: its table over its byte classes, and each state's pair."""
+
+    trans: np.ndarray
+    byte_class: np.ndarray
+    accepting: np.ndarray
+    state_a: np.ndarray
+    state_b: np.ndarray
+
+
+@dataclass(frozen=True)
+class _CallTable:
+    """An operand's DFA without call codes, its calls (state, index of the callee's name,
+    return state), the states that call, and the bytes their callees start with."""
+
+    dfa: ByteDFA
+    calls: list[tuple[int, int, int]]
+    call_states: np.ndarray  # int64 [K], ascending
+    call_first: np.ndarray   # bool [K, 256]
+    firsts: dict[int, np.ndarray]  # the bytes each callee starts with
+
+    def spelled(self, codes: dict[str, bytes], names: list[str], width: int,
+                digits_first: bool) -> ByteDFA:
+        """The DFA with each call spelled again: its code, then `width` any digits, or
+        (not `digits_first`) the code's prefix byte, `width` any digits, then its digits.
+        The new states are numbered after the DFA's."""
+        dfa = self.dfa
+        size = dfa.num_states
+        edges: dict[tuple[int, int], int] = {}  # (state, byte or _ANY_DIGIT) -> state
+        for state, index, ret in self.calls:
+            digits = list(codes[names[index]][1:])
+            pad = [_ANY_DIGIT] * width
+            labels = [CALL_PREFIX, *(digits + pad if digits_first else pad + digits)]
+            for label in labels[:-1]:
+                if (state, label) not in edges:
+                    edges[(state, label)] = size
+                    size += 1
+                state = edges[(state, label)]
+            edges[(state, labels[-1])] = ret
+        # each code byte gets a class of its own, after the DFA's
+        byte_class = dfa.byte_class.copy()
+        byte_class[_CODE_BYTES] = dfa.num_classes + np.arange(len(_CODE_BYTES))
+        trans = np.zeros((size, dfa.num_classes + len(_CODE_BYTES)), np.int32)
+        trans[:dfa.num_states, :dfa.num_classes] = dfa.trans
+        accepting = np.zeros(size, bool)
+        accepting[:dfa.num_states] = dfa.accepting
+        for (state, label), target in edges.items():
+            trans[state, byte_class[_DIGITS if label == _ANY_DIGIT else label]] = target
+        return ByteDFA(trans, byte_class, accepting)
+
+    def out_of_step(self, mine: np.ndarray, theirs: np.ndarray, other: _CallTable) -> set[int]:
+        """Indices of the machines this operand calls at a state of the product (its states
+        `mine`, the other operand's `theirs`) where the other reads their first bytes itself.
+        States past the DFAs (spelling codes) neither read text nor call."""
+        if not len(self.call_states):
+            return set()
+        inside = (mine < self.dfa.num_states) & (theirs < other.dfa.num_states)
+        mine, theirs = mine[inside], theirs[inside]
+        row = np.searchsorted(self.call_states, mine)
+        calling = self.call_states[np.minimum(row, len(self.call_states) - 1)] == mine
+        mine, theirs, row = mine[calling], theirs[calling], row[calling]
+        reads = other.dfa.trans[theirs][:, other.dfa.byte_class] != 0
+        states = set(mine[(self.call_first[row] & reads).any(axis=1)].tolist())
+        return {index for state, index, _ in self.calls if state in states}
+
+    def mismatched(self, mine: np.ndarray, theirs: np.ndarray,
+                   other: _CallTable) -> set[tuple[int, int]]:
+        """Pairs of different machines (this operand's, the other's) called at one state of
+        the product that may start with the same byte."""
+        both = np.isin(mine, self.call_states) & np.isin(theirs, other.call_states)
+        out = set()
+        for p, q in set(zip(mine[both].tolist(), theirs[both].tolist())):
+            out.update((i, j) for i in self.callees[p] for j in other.callees[q]
+                       if i != j and (self.firsts[i] & other.firsts[j]).any())
+        return out
+
+    @cached_property
+    def callees(self) -> dict[int, list[int]]:
+        """The machines each calling state calls."""
+        out: dict[int, list[int]] = {}
+        for state, index, _ in self.calls:
+            out.setdefault(state, []).append(index)
+        return out
 
 
 @dataclass(frozen=True)

@@ -384,7 +384,8 @@ class Compiler:
         self.draft = draft_of(self.root)
         self.registry = Registry(self.root, self.draft)
         self.ops = Ops(self.options.max_states, self.flat_calls if self.calls else None,
-                       self._nested_at_most)
+                       self._nested_at_most, *((self._known_machine, self.meet)
+                                               if self.calls else ()))
         self.layout = Layout.from_style(self.options.whitespace)
         self._active: dict[int, int] = {}
         self._unrolled: set[str] = set()
@@ -468,6 +469,18 @@ class Compiler:
     def _known_machine(self, name: str) -> Expr | None:
         """The body of a machine, None while it is being built."""
         return None if name in self._building else self._machines[name]
+
+    def meet(self, a: str, b: str) -> Call | None:
+        """A call of the machine of the values both machines accept (a product that keeps
+        calls, `Ops`), None while either is being built."""
+        first, second = sorted((a, b))
+        name = f"{first} & {second}"
+        if name not in self._machines:
+            bodies = [self._known_machine(first), self._known_machine(second)]
+            if bodies[0] is None or bodies[1] is None:
+                return None
+            return self.machine(name, lambda: self.ops.intersect(*bodies))
+        return Call(name)
 
     def flat_calls(self, expr: Expr) -> Expr:
         """`expr` with each call replaced by its machine's flat language, for a boolean
@@ -601,7 +614,7 @@ class Compiler:
             parts.append(self.exactly_one([self.value(b, position) for b in branches],
                                           branches))
         if "not" in rest:
-            parts.append(self.ops.difference(self.any(position),
+            parts.append(self.ops.difference(self.any_value(position),
                                               self.value(Ref(rest["not"], ref.base), position)))
         if "if" in rest and ("then" in rest or "else" in rest):
             test = self.value(Ref(rest["if"], ref.base), position)
