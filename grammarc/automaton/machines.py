@@ -45,7 +45,7 @@ from .expr import (
 
 CALL_PREFIX = 0xFF
 CALL_DIGITS = bytes([0xC0, 0xC1, *range(0xF5, 0xFF)])  # never in UTF-8 text, like 0xFF
-_CODE_BYTES = np.array([CALL_PREFIX, *CALL_DIGITS])
+CODE_BYTES = np.array([CALL_PREFIX, *CALL_DIGITS])  # every byte a call code uses
 
 
 class NotDeterministicError(GrammarError):
@@ -248,7 +248,7 @@ def build_pushdown(machines: MachineSet, max_states: int,
         dfa = hit[1]
         table = dfa.byte_table()
         calls.append(_read_calls(table, code_of))
-        table[:, _CODE_BYTES] = 0  # call codes are not text
+        table[:, CODE_BYTES] = 0  # call codes are not text
         tables.append(table)
         finals.append(dfa.accepting)
         counters.append(hit[2])

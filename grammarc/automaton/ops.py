@@ -42,7 +42,7 @@ from .bytedfa import ByteDFA
 from .dfa import SUBSET_FACTOR, build_dfa, minimize
 from .expr import NOTHING, Automaton, Call, Expr, exact_to
 from .machines import (
-    CALL_DIGITS, CALL_PREFIX, call_codes, called_names, code_paths, replace_calls,
+    CALL_DIGITS, CALL_PREFIX, CODE_BYTES, call_codes, called_names, code_paths, replace_calls,
     starting_bytes,
 )
 
@@ -53,7 +53,6 @@ _AND, _AND_NOT = 0, 1
 # their growth summed over the rounds passes --max-states (inlining may double an operand at
 # each round).
 _CALL_ROUNDS, _ONE_SIDED_ROUNDS, _INLINED_SHARE = 40, 64, 10
-_CODE_BYTES = np.array([CALL_PREFIX, *CALL_DIGITS])
 _DIGITS = np.array(list(CALL_DIGITS))
 _ANY_DIGIT = -1
 
@@ -62,7 +61,7 @@ def _without_codes(dfa: ByteDFA) -> ByteDFA:
     """The DFA with no transition on a byte of a call code (those get a class of their own,
     with no transition)."""
     byte_class = dfa.byte_class.copy()
-    byte_class[_CODE_BYTES] = dfa.num_classes
+    byte_class[CODE_BYTES] = dfa.num_classes
     trans = np.zeros((dfa.num_states, dfa.num_classes + 1), np.int32)
     trans[:, :-1] = dfa.trans
     return ByteDFA(trans, byte_class, dfa.accepting)
@@ -356,8 +355,8 @@ class _CallTable:
             edges[(state, labels[-1])] = ret
         # each code byte gets a class of its own, after the DFA's
         byte_class = dfa.byte_class.copy()
-        byte_class[_CODE_BYTES] = dfa.num_classes + np.arange(len(_CODE_BYTES))
-        trans = np.zeros((size, dfa.num_classes + len(_CODE_BYTES)), np.int32)
+        byte_class[CODE_BYTES] = dfa.num_classes + np.arange(len(CODE_BYTES))
+        trans = np.zeros((size, dfa.num_classes + len(CODE_BYTES)), np.int32)
         trans[:dfa.num_states, :dfa.num_classes] = dfa.trans
         accepting = np.zeros(size, bool)
         accepting[:dfa.num_states] = dfa.accepting
