@@ -23,7 +23,7 @@ from grammarc.automaton.machines import PushdownDFA, language_automaton
 from grammarc.errors import GrammarError, UnsupportedError
 from grammarc.frontends import FrontendOptions
 from grammarc.frontends.json_schema import canonical_dumps, numbers, strings
-from grammarc.frontends.json_schema.schema import compile_schema
+from grammarc.frontends.json_schema.schema import Compiler, compile_schema
 
 ROOT = Path(__file__).resolve().parent.parent
 SCHEMAS = sorted((ROOT / "grammars").glob("*.schema.json"))
@@ -524,7 +524,17 @@ def test_a_merged_all_of_that_reaches_itself_is_a_machine_or_unrolled():
             validator.is_valid(instance), instance
     node["properties"]["d"] = {"allOf": [{"$ref": "#/$defs/n"},
                                          {"propertyNames": {"maxLength": 1}}]}
-    flat, notices = dfa_of(schema, max_depth=1)  # two recursive keys: 2^depth copies
+    # a product inside the machine it needs: computed once that machine is built
+    automaton, notices = dfa_of(schema)
+    assert not notices and isinstance(automaton, PushdownDFA)
+    for instance in [chain(30, {"d": {"s": "y"}}), chain(30, {"d": {"ss": "y"}}),
+                     {"d": chain(30, {"d": {}})}, {"d": {"c": {"s": "y", "d": {"c": {}}}}}]:
+        assert accepts(automaton, canonical_dumps(schema, instance)) == \
+            validator.is_valid(instance), instance
+    notices = []  # compiled flat (as where calls cannot be kept): two recursive keys
+    options = FrontendOptions(notice=notices.append, max_depth=1)
+    flat = language_automaton(Compiler(schema, options).document(), options.max_states,
+                              options.max_depth, notices.append)
     assert not isinstance(flat, PushdownDFA) and any("#/$defs/n" in n for n in notices)
     assert accepts(flat, canonical_dumps(schema, chain(1, {"s": "y"})))
     assert not accepts(flat, canonical_dumps(schema, chain(1, {})))
@@ -722,6 +732,34 @@ def test_a_difference_keeps_the_calls_both_sides_make_alike():
     schema = {"$defs": {"A": {"type": "object", "properties": {
         "v": {"type": "integer"}, "c": {"type": "array", "items": {"$ref": "#/$defs/A"}}}}},
         "$ref": "#/$defs/A", "not": {"required": ["w"]}}
+    _exact_on_chains(schema)
+
+
+def test_an_any_of_of_recursions_that_start_alike_is_a_machine_of_both():
+    """anyOf two object $refs inside their own recursion (with a sibling `type`, as real
+    schemas write it): both start with `{`, so neither can stay a call; their union is a
+    machine of its own, built once they are: exact at depth 30, no notice."""
+    items = {"anyOf": [{"$ref": "#/$defs/A"}, {"$ref": "#/$defs/B"}], "type": "object"}
+    schema = {"$defs": {
+        "A": {"type": "object", "required": ["v"], "additionalProperties": False,
+              "properties": {"v": {"type": "integer"}, "c": {"$ref": "#/$defs/list"}}},
+        "B": {"type": "object", "required": ["x"], "additionalProperties": False,
+              "properties": {"x": {}, "w": {"$ref": "#/$defs/list"}}},
+        "list": {"type": "array", "items": items}},
+        "$ref": "#/$defs/A"}
+    automaton = _exact_on_chains(schema)
+    assert any(name.startswith("anyOf of") for name in automaton.machine_names)
+
+
+def test_a_one_of_inside_its_own_recursion_is_a_machine_built_after_it():
+    """oneOf of a recursive $ref and another object inside that recursion: the difference
+    needs the $ref's body, which is still being built there, so the difference is a machine
+    computed once it is: exact at depth 30, no notice."""
+    schema = {"$defs": {"A": {"type": "object", "required": ["v"], "properties": {
+        "v": {"type": "integer"},
+        "c": {"type": "array", "items": {"oneOf": [{"$ref": "#/$defs/A"},
+                                                    {"type": "object", "maxProperties": 1}]}}}}},
+        "$ref": "#/$defs/A"}
     _exact_on_chains(schema)
 
 

@@ -399,12 +399,16 @@ def called_names(expr: Expr) -> set[str]:
 
 
 def starting_bytes(expr: Expr, body_of: Callable[[str], Expr | None],
-                   memo: dict | None = None) -> np.ndarray | None:
+                   memo: dict | None = None,
+                   first_of: Callable[[str], np.ndarray | None] | None = None
+                   ) -> np.ndarray | None:
     """The bytes a text of `expr` can start with (bool [256]), or None when `expr` may match
-    the empty text or the answer is not known (a call of a machine `body_of` does not know,
-    left recursion, a `Graph`, a truncated automaton): languages with disjoint starting bytes
-    are disjoint. `memo` keeps the answers of subtrees for later questions about the same
-    tree."""
+    the empty text or the answer is not known (a call of a machine `body_of` does not know
+    and `first_of` gives no bytes for, left recursion, a `Graph`, a truncated automaton):
+    languages with disjoint starting bytes are disjoint. `first_of(name)` may give a superset
+    of the bytes a machine whose body is not known yet starts with (its texts not empty), so
+    the answer may be a superset too. `memo` keeps the answers of subtrees for later
+    questions about the same tree."""
     memo = {} if memo is None else memo
     open_calls: set[str] = set()
 
@@ -448,7 +452,10 @@ def starting_bytes(expr: Expr, body_of: Callable[[str], Expr | None],
             out = None if found is None else (found[0], found[1] or node.min == 0)
         elif isinstance(node, Call):
             body = body_of(node.name)
-            if body is None or node.name in open_calls:
+            hint = None if body is not None or first_of is None else first_of(node.name)
+            if hint is not None:
+                out = (hint, False)
+            elif body is None or node.name in open_calls:
                 out = None
             else:
                 open_calls.add(node.name)
@@ -464,15 +471,18 @@ def starting_bytes(expr: Expr, body_of: Callable[[str], Expr | None],
 
 
 def with_first_bytes(expr: Expr, allowed: np.ndarray, body_of: Callable[[str], Expr | None],
-                     call_with: Callable[[str], Expr | None]) -> Expr | None:
+                     call_with: Callable[[str], Expr | None],
+                     first_of: Callable[[str], np.ndarray | None] | None = None
+                     ) -> Expr | None:
     """The texts of `expr` whose first byte is in `allowed` (bool [256]), built by keeping the
     branches that start so, or None where the tree does not separate them (a part that may be
     empty, a character set or automaton that starts both ways). `call_with(name)` gives the
-    same for a call whose machine starts both ways (a call of a narrower machine, or None)."""
+    same for a call whose machine starts both ways (a call of a narrower machine, or None);
+    `first_of` is `starting_bytes`'."""
     memo: dict = {}  # every subtree's starting bytes, found once
 
     def walk(node: Expr) -> Expr | None:
-        first = starting_bytes(node, body_of, memo)
+        first = starting_bytes(node, body_of, memo, first_of)
         if first is not None and not (first & ~allowed).any():
             return node
         if first is not None and not (first & allowed).any():
@@ -481,7 +491,7 @@ def with_first_bytes(expr: Expr, allowed: np.ndarray, body_of: Callable[[str], E
             options = [walk(option) for option in node.options]
             return None if any(o is None for o in options) else alt(*options)
         if isinstance(node, Concat) and node.parts and first is not None:
-            head = starting_bytes(node.parts[0], body_of, memo)
+            head = starting_bytes(node.parts[0], body_of, memo, first_of)
             if head is None:
                 return None
             narrowed = walk(node.parts[0])

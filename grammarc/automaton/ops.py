@@ -4,21 +4,22 @@ Regular languages are closed under them, which is what makes JSON Schema's `allO
 `oneOf`, `if`/`then`/`else` and combinations like `pattern` with `maxLength` exact. Operands
 are expression trees; their DFAs are built (and cached per `Ops` instance), the reachable part
 of the product is explored by a compiled kernel (csrc/dfa.cpp), minimised, and returned as an `Automaton` leaf
-(or `NOTHING` when the result is empty), ready to be combined further. Operands that call
-machines are made flat first, by the `flatten` function the front end gives.
+(or `NOTHING` when the result is empty), ready to be combined further.
 
-Operands that call machines keep their calls where the front end links machines (`body_of` and
-`meet`): the operands' DFAs are built with each call spelled by its code (machines.py), and the
-product reads a call of both operands at the same point as one call of a machine of the texts
-both callees accept (`meet`; a machine met with itself is itself). In a difference, a call of
-the same machine in both operands stays that call, and a call of `a` where `b` has failed (or
-cannot read the callee's first byte) stays a call of `a`'s machine; two different machines
-called at one point would need two ways out of the call, and are out of step. Where one operand
-calls a machine and the other reads that machine's first bytes itself, the calls are out of
-step too: the machine is inlined in that operand (its own calls kept) and the product tried
-again, a few times, before both are made flat. Recursion through such products stays exact at
-any depth. Texts of a machine must end where the syntax says (JSON values do), so that both
-operands return from a call after the same text.
+Operands that call machines are made flat first, by the `flatten` function the front end gives,
+unless the front end links machines (a `Linker`): then they keep their calls. The operands'
+DFAs are built with each call spelled by its code (machines.py), and the product reads a call
+of both operands at the same point as one call of a machine of the texts both callees accept
+(`Linker.meet`; a machine met with itself is itself). In a difference, a call of the same
+machine in both operands stays that call, and a call of `a` where `b` has failed (or cannot
+read the callee's first byte) stays a call of `a`'s machine; two different machines called at
+one point would need two ways out of the call, and are out of step. Where one operand calls a
+machine and the other reads that machine's first bytes itself, the calls are out of step too:
+the machine is inlined in that operand (its own calls kept) and the product tried again, a few
+times, before both are made flat. Where a machine to inline (or to make flat) is still being
+built, the product is a machine of its own, computed once that one is (`Linker.later`).
+Recursion through such products stays exact at any depth. Texts of a machine must end where
+the syntax says (JSON values do), so that both operands return from a call after the same text.
 
 A truncated operand (`Automaton.exact_to`: recursion cut at some depth) is an
 under-approximation, exact for texts nested up to some depth. Intersections and unions of
@@ -32,7 +33,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Callable
+from typing import Callable, Protocol
 
 import numpy as np
 
@@ -67,24 +68,40 @@ def _without_codes(dfa: ByteDFA) -> ByteDFA:
     return ByteDFA(trans, byte_class, dfa.accepting)
 
 
+class Linker(Protocol):
+    """The machines of a front end that links them by calls, as products that keep calls
+    (module docstring) see them."""
+
+    def body_of(self, name: str) -> Expr | None:
+        """A machine's body; None while it is being built."""
+
+    def first_of(self, name: str) -> np.ndarray | None:
+        """A superset of the bytes the texts of a machine being built start with (bool
+        [256]), if known (`starting_bytes`)."""
+
+    def meet(self, a: str, b: str) -> Expr:
+        """A call of a machine of the texts both machines accept."""
+
+    def later(self, a: Expr, b: Expr, difference: bool) -> Expr | None:
+        """A call of a machine of `a & b` (or `a - b`) computed once the machines being
+        built that the operands reach are; None where they reach none, or that product is
+        the one being computed."""
+
+
 class Ops:
     """Intersection and difference of expressions, with a cache of the DFAs already built.
     `flatten` replaces the calls of an operand by flat languages (None: a call is an error);
     `nested_at_most(depth)` is the language of texts nested at most `depth` deep (None: the
-    front end makes no truncated automaton). `body_of(name)` is a machine's body (None while
-    it is being built) and `meet(a, b)` a call of a machine of the texts both machines accept
-    (None where there is none to be had yet): with them, products keep calls (module
+    front end makes no truncated automaton). With a `linker`, products keep calls (module
     docstring)."""
 
     def __init__(self, max_states: int, flatten: Callable[[Expr], Expr] | None = None,
                  nested_at_most: Callable[[int], Expr] | None = None,
-                 body_of: Callable[[str], Expr | None] | None = None,
-                 meet: Callable[[str, str], Expr | None] | None = None) -> None:
+                 linker: Linker | None = None) -> None:
         self.max_states = max_states
         self.flatten = flatten
         self.nested_at_most = nested_at_most
-        self.body_of = body_of
-        self.meet = meet
+        self.linker = linker
         self._dfas: dict[int, tuple[Expr, _Built]] = {}
         self._call_tables: dict[tuple, tuple[Expr, _CallTable]] = {}
         self._firsts: dict[str, np.ndarray] = {}
@@ -131,6 +148,8 @@ class Ops:
         if a == NOTHING or b == NOTHING:
             return a if op == _AND_NOT else NOTHING
         kept = self._with_calls(a, b, op)
+        if kept is None and self.linker is not None:
+            kept = self.linker.later(a, b, op == _AND_NOT)
         if kept is not None:
             return kept
         built_a, built_b = self._built(a), self._built(b)
@@ -188,8 +207,7 @@ class Ops:
         is not computed so: no operand calls, an operand is truncated (so is the result: the
         operands are made flat), a machine is still being built, or the calls stay out of
         step."""
-        if self.meet is None or self.body_of is None or \
-                exact_to(a) is not None or exact_to(b) is not None:
+        if self.linker is None or exact_to(a) is not None or exact_to(b) is not None:
             return None
         if op == _AND_NOT:
             if not called_names(a) and not called_names(b):
@@ -266,25 +284,28 @@ class Ops:
         return built
 
     def _first(self, name: str) -> np.ndarray:
-        """The bytes a machine's texts may start with (every byte where that is not known)."""
+        """The bytes a machine's texts may start with (every byte where that is not known;
+        a superset while it is being built)."""
         found = self._firsts.get(name)
         if found is None:
-            found = starting_bytes(Call(name), self.body_of)
+            linker = self.linker
+            found = starting_bytes(Call(name), linker.body_of, first_of=linker.first_of)
             if found is None:
                 return np.ones(256, bool)
-            self._firsts[name] = found
+            if linker.body_of(name) is not None:
+                self._firsts[name] = found
         return found
 
     def _inlined(self, expr: Expr, names: set[str]) -> Expr | None:
         """`expr` with its calls of `names` replaced by their bodies (None: one is being
         built)."""
-        bodies = {name: self.body_of(name) for name in names & called_names(expr)}
+        bodies = {name: self.linker.body_of(name) for name in names & called_names(expr)}
         if any(body is None for body in bodies.values()):
             return None
         return replace_calls(expr, lambda name: bodies.get(name) or Call(name))
 
     def _linked(self, product: _Pairs, names: list[str], codes: dict[str, bytes], both: bool,
-                a: Expr, b: Expr) -> Expr | None:
+                a: Expr, b: Expr) -> Expr:
         """The product's minimal DFA with its call codes read out as calls: of the callees'
         meet where both operands call (`both`), else of a's callee (b has failed there)."""
         dfa = self._minimal(product)
@@ -300,9 +321,7 @@ class Ops:
                 other = names[index_of[code[width + 1:]]]
                 if not (self._first(callee) & self._first(other)).any():
                     continue
-                edge = Call(callee) if callee == other else self.meet(callee, other)
-                if edge is None:
-                    return None
+                edge = Call(callee) if callee == other else self.linker.meet(callee, other)
             else:
                 edge = Call(callee)
             calls.append((state, edge, ret))

@@ -78,6 +78,14 @@ _CUT = Automaton(ByteDFA(np.zeros((2, 1), np.int32), np.zeros(256, np.int32),
                          np.zeros(2, bool)), -1)
 
 
+def _first_bytes(types: set[str]) -> np.ndarray:
+    """The bytes JSON values of `types` start with (bool [256])."""
+    first = np.zeros(256, bool)
+    for name in types:
+        first[list(_FIRST_BYTES["number" if name == "integer" else name])] = True
+    return first
+
+
 @dataclass(frozen=True)
 class Layout:
     """Where whitespace goes: around `:` and `,`, and inside brackets."""
@@ -367,31 +375,44 @@ class Compiler:
     With `calls`, a value the schema leaves open ("any JSON value" where no schema applies:
     `true`, `{}`, default `additionalProperties`), a recursive `$ref` and a `$ref` to an
     object or array schema are calls of machines, each built once, recursion exact at any
-    depth. A boolean operation (a product of flat automata) inlines the machines its operands
-    call (`flat_calls`); one that meets a machine still being built (a recursion through the
-    operation itself) fails, and the document is compiled again without calls
-    (`compile_schema`)."""
+    depth. A boolean operation keeps calls where it can (`Ops`), or inlines the machines its
+    operands call (`flat_calls`); one that meets a machine still being built (a recursion
+    through the operation itself) is a machine computed once that one is (`later`), or where
+    the operation needs flat operands there, the document is compiled again without calls
+    (`compile_schema`). With `open_recursions`, a union whose options may start alike opens
+    those that recurse (or are still being built, `union`) so that the linker need not inline
+    them; where the machines cannot be linked all the same, the alternative is the document
+    compiled without such openings (so that its flat fallback does not grow with them)."""
 
     root: Any
     options: FrontendOptions
     calls: bool = False
+    open_recursions: bool = True
     registry: Registry = field(init=False)
     ops: Ops = field(init=False)
 
     def __post_init__(self) -> None:
         check_against_meta_schema(self.root)
+        self._original_root = self.root
+        self._opened = False  # whether `open_recursions` opened or deferred a union
         self.root = _exact_numbers(self.root)
         self.draft = draft_of(self.root)
         self.registry = Registry(self.root, self.draft)
+        # bytes a machine's values may start with, known before its body (from types)
+        self._first_hints: dict[str, np.ndarray] = {}
         self.ops = Ops(self.options.max_states, self.flat_calls if self.calls else None,
-                       self._nested_at_most, *((self._known_machine, self.meet)
-                                               if self.calls else ()))
+                       self._nested_at_most, self if self.calls else None)
         self.layout = Layout.from_style(self.options.whitespace)
         self._active: dict[int, int] = {}
         self._unrolled: set[str] = set()
         self._any_cache: dict[tuple, Expr] = {}
         self._machines: dict[str, Expr] = {}  # $ref targets, array items, any value; by name
         self._building: set[str] = set()      # machines whose body is not complete yet
+        # machines built once the machines they need are: (those names, the builder)
+        self._deferred: dict[str, tuple[set[str], Callable[[], Expr]]] = {}
+        self._union_names: dict[tuple, tuple[str, list[Expr]]] = {}  # and the options
+        self._meet_parts: dict[str, frozenset[str]] = {}  # the machines each meet meets
+        self._product_names: dict[tuple, tuple[str, Expr, Expr]] = {}  # and the operands
         self._flat: dict[str, Expr] = {}      # machines inlined into boolean operations
         self._flat_unrolled: set[str] = set()
         self._ref_names: dict[tuple, str] = {}
@@ -411,6 +432,7 @@ class Compiler:
     def document(self) -> Expr | MachineSet:
         root_ref = self.registry.at(self.root, _ROOT_URI)
         expr = self.value(root_ref, Position(self, (root_ref,)))
+        self._build_deferred()
         if self._unrolled:
             self.options.notice(
                 f"recursive $ref {', '.join(sorted(self._unrolled))} unrolled to depth "
@@ -436,7 +458,13 @@ class Compiler:
             # root (a counted machine stays called: the root keeps no count)
         used = reachable_machines(called_names(expr), self._machines)  # products inline some
         machines = tuple((name, body) for name, body in self._machines.items() if name in used)
-        return MachineSet(expr, machines) if machines else expr
+        if not machines:
+            return expr
+        if not self.open_recursions or not self._opened:
+            return MachineSet(expr, machines)
+        root, options = self._original_root, self.options
+        return MachineSet(expr, machines, alternative=lambda: _compiled(
+            root, options, open_recursions=False))
 
     def _without_empty_machines(self, expr: Expr) -> Expr:
         """`expr` and the machines' bodies with no call of a machine that has no text (the
@@ -464,23 +492,88 @@ class Compiler:
                 self._machines[name] = build()
             finally:
                 self._building.discard(name)
+            self._build_deferred()
         return Call(name)
 
-    def _known_machine(self, name: str) -> Expr | None:
+    def _defer(self, name: str, needs: set[str], build: Callable[[], Expr],
+               first: np.ndarray | None) -> Call:
+        """A call of the machine `name`, its body built by `build()` once none of the
+        machines `needs` is being built (it is being built till then); `first`: a superset
+        of the bytes its values start with, if known."""
+        if name not in self._machines:
+            self._machines[name] = NOTHING
+            self._building.add(name)
+            self._deferred[name] = (needs, build)
+            if first is not None:
+                self._first_hints[name] = first
+            self._build_deferred()
+        return Call(name)
+
+    def _build_deferred(self) -> None:
+        """Build the deferred machines whose machines are built (at once where they are)."""
+        progress = True
+        while progress:
+            progress = False
+            for name, (needs, build) in list(self._deferred.items()):
+                if name in self._deferred and not needs & self._building:
+                    del self._deferred[name]
+                    try:
+                        self._machines[name] = build()
+                    finally:
+                        self._building.discard(name)
+                    progress = True
+
+    def body_of(self, name: str) -> Expr | None:
         """The body of a machine, None while it is being built."""
         return None if name in self._building else self._machines[name]
 
-    def meet(self, a: str, b: str) -> Call | None:
+    def first_of(self, name: str) -> np.ndarray | None:
+        """A superset of the bytes the values of a machine start with, known before its
+        body (from its schema's types, or those of the operands of a deferred machine)."""
+        return self._first_hints.get(name)
+
+    def _starting_bytes(self, expr: Expr) -> np.ndarray | None:
+        """`starting_bytes` of `expr`: a superset where it calls a machine being built."""
+        return starting_bytes(expr, self.body_of, first_of=self.first_of)
+
+    def later(self, a: Expr, b: Expr, difference: bool) -> Call | None:
+        """A call of a machine of `a - b` (`difference`) or `a & b`, computed once the
+        machines being built that the operands reach are (a recursion through the product:
+        its operands cannot be inlined nor made flat before); None where they reach none, or
+        this product is the one being computed."""
+        key = (id(a), id(b), difference)
+        found = self._product_names.get(key)
+        if found is not None:
+            return Call(found[0]) if found[0] in self._deferred or \
+                found[0] not in self._building else None
+        waiting = reachable_machines(called_names(a) | called_names(b), self._machines) & \
+            self._building
+        if not waiting:
+            return None
+        name = f"{'difference' if difference else 'intersection'} ({len(self._product_names) + 1})"
+        self._product_names[key] = (name, a, b)
+        starts = [f for f in (self._starting_bytes(a), None if difference else
+                              self._starting_bytes(b)) if f is not None]
+        return self._defer(name, waiting, lambda: self.ops.difference(a, b) if difference
+                           else self.ops.intersect(a, b),
+                           np.logical_and.reduce(starts) if starts else None)
+
+    def meet(self, a: str, b: str) -> Call:
         """A call of the machine of the values both machines accept (a product that keeps
-        calls, `Ops`), None while either is being built."""
-        first, second = sorted((a, b))
-        name = f"{first} & {second}"
-        if name not in self._machines:
-            bodies = [self._known_machine(first), self._known_machine(second)]
-            if bodies[0] is None or bodies[1] is None:
-                return None
-            return self.machine(name, lambda: self.ops.intersect(*bodies))
-        return Call(name)
+        calls, `Ops`), built once both machines are. Such a machine is named by the machines
+        it meets, each once (so meets of meets end: a machine met with one of its parts is
+        itself)."""
+        parts = self._meet_parts.get(a, frozenset([a])) | self._meet_parts.get(b, frozenset([b]))
+        for given in (a, b):
+            if parts == self._meet_parts.get(given, frozenset([given])):
+                return Call(given)
+        name = " & ".join(sorted(parts))
+        self._meet_parts[name] = parts
+        starts = [f for f in (self._starting_bytes(Call(a)), self._starting_bytes(Call(b)))
+                  if f is not None]
+        return self._defer(name, {a, b}, lambda: self.ops.intersect(
+            self._machines[a], self._machines[b]),
+            np.logical_and.reduce(starts) if starts else None)
 
     def flat_calls(self, expr: Expr) -> Expr:
         """`expr` with each call replaced by its machine's flat language, for a boolean
@@ -608,7 +701,8 @@ class Compiler:
         for branch in rest.get("allOf", []) if isinstance(rest.get("allOf"), list) else []:
             parts.append(self.value(Ref(branch, ref.base), position))
         if isinstance(rest.get("anyOf"), list):
-            parts.append(alt(*(self.value(Ref(b, ref.base), position) for b in rest["anyOf"])))
+            parts.append(self.union([self.value(Ref(b, ref.base), position)
+                                     for b in rest["anyOf"]], open_calls=False))
         if isinstance(rest.get("oneOf"), list):
             branches = [self.registry.at(b, ref.base) for b in rest["oneOf"]]
             parts.append(self.exactly_one([self.value(b, position) for b in branches],
@@ -736,10 +830,7 @@ class Compiler:
         first byte cannot tell them (integers among other numbers)."""
         if "integer" in types and "number" not in types:
             return None
-        allowed = np.zeros(256, bool)
-        for name, spelled in _FIRST_BYTES.items():
-            if name in types:
-                allowed[list(spelled)] = True
+        allowed = _first_bytes(types)
         narrowed = self._starting_with(expr, allowed, _bytes_label(allowed))
         if narrowed is not None:
             return narrowed
@@ -753,13 +844,13 @@ class Compiler:
         def narrower(name: str) -> Expr | None:
             if name in self._building:
                 return None
-            body = with_first_bytes(self._machines[name], allowed, self._known_machine,
-                                    narrower)
+            body = with_first_bytes(self._machines[name], allowed, self.body_of,
+                                    narrower, self.first_of)
             if body is None:
                 return None
             return self.machine(f"{name} [{label}]", lambda: body)
 
-        return with_first_bytes(expr, allowed, self._known_machine, narrower)
+        return with_first_bytes(expr, allowed, self.body_of, narrower, self.first_of)
 
     def intersect_all(self, parts: list[Expr]) -> Expr:
         """The texts of every part. Each part is first narrowed, without a product, to the
@@ -768,7 +859,7 @@ class Compiler:
         if any(p == NOTHING for p in parts):
             return NOTHING
         if len(parts) > 1:
-            firsts = [starting_bytes(p, self._known_machine) for p in parts]
+            firsts = [self._starting_bytes(p) for p in parts]
             if all(f is not None for f in firsts):
                 common = np.logical_and.reduce(firsts)
                 if not common.any():
@@ -789,7 +880,7 @@ class Compiler:
         their `schemas`) when both describe objects only and one requires a key the other
         forbids, or both require a key with different values (a discriminator); branches that
         share none with any other stay whole, calls kept."""
-        starts = [starting_bytes(b, self._known_machine) for b in branches]
+        starts = [self._starting_bytes(b) for b in branches]
         objects = [self._object_keys(s) for s in schemas] if schemas is not None else \
             [None] * len(branches)
         overlap = [[False] * len(branches) for _ in branches]
@@ -804,26 +895,62 @@ class Compiler:
             options.append(self.ops.difference(branch, alt(*others)) if others else branch)
         return self.union(options)
 
-    def union(self, options: list[Expr]) -> Expr:
+    def union(self, options: list[Expr], open_calls: bool = True) -> Expr:
         """The texts of any option. An option that is a call of a built machine and may
         start with a byte another option may start with is the machine's body instead (its
         own calls kept; a counted machine stays a call): two calls the next byte cannot tell
-        apart would leave the caller's machine undecided, and their machines inlined."""
-        starts = [starting_bytes(o, self._known_machine) for o in options]
+        apart would leave the caller's machine undecided, and their machines inlined where
+        called (without `open_calls`, that is left to the linker, which can for machines
+        that do not recurse). Where such a machine is still being built (a recursion through
+        the union), the options that share a first byte are a machine of their own, built
+        (opened) once it is."""
+        starts = [self._starting_bytes(o) for o in options]
 
         def shares_a_first_byte(i: int) -> bool:
             return any(j != i and (starts[i] is None or starts[j] is None or
                                    (starts[i] & starts[j]).any()) for j in range(len(options)))
 
+        if self.open_recursions and any(
+                isinstance(o, Call) and o.name in self._building and shares_a_first_byte(i)
+                for i, o in enumerate(options)):
+            self._opened = True
+            shared = [i for i in range(len(options)) if shares_a_first_byte(i)]
+            return alt(self._deferred_union([options[i] for i in shared],
+                                            [starts[i] for i in shared]),
+                       *(o for i, o in enumerate(options) if i not in shared))
         opened = []
         for i, option in enumerate(options):
-            while isinstance(option, Call) and shares_a_first_byte(i):
-                body = self._known_machine(option.name)
+            while isinstance(option, Call) and shares_a_first_byte(i) and \
+                    (open_calls or self._recursive(option.name)):
+                body = self.body_of(option.name)
                 if body is None or counter_form(body) is not None:
                     break
                 option = body
             opened.append(option)
         return alt(*opened)
+
+    def _recursive(self, name: str) -> bool:
+        """Whether a built machine reaches itself or a machine being built through calls
+        (and `open_recursions` opens it)."""
+        if not self.open_recursions:
+            return False
+        reached = reachable_machines(called_names(self._machines[name]), self._machines)
+        recursive = name in reached or bool(reached & self._building)
+        self._opened |= recursive
+        return recursive
+
+    def _deferred_union(self, options: list[Expr], starts: list[np.ndarray | None]) -> Call:
+        """A call of a machine of the texts of any option, its body (`union`) built once the
+        machines the options call are."""
+        key = tuple(o.name if isinstance(o, Call) else id(o) for o in options)
+        found = self._union_names.get(key)
+        if found is None:
+            labels = [o.name if isinstance(o, Call) else "…" for o in options]
+            found = self._union_names[key] = (
+                f"anyOf of {' | '.join(labels)} ({len(self._union_names) + 1})", options)
+        first = None if any(f is None for f in starts) else np.logical_or.reduce(starts)
+        needs = set().union(*(called_names(o) for o in options))
+        return self._defer(found[0], needs, lambda: self.union(options), first)
 
     def _object_keys(self, schema: Ref) -> _ObjectKeys | None:
         """For a schema of objects only, each key it requires with the values it allows
@@ -1111,7 +1238,36 @@ class Compiler:
         if name is None:
             name = f"{self.registry.pointer(target.node)} ({len(self._ref_names) + 1})"
             self._ref_names[key] = name
+            self._first_hints[name] = _first_bytes(self._value_types(target, frozenset()))
         return self.machine(name, lambda: self.value(target, position))
+
+    def _value_types(self, ref: Ref, seen: frozenset[int]) -> set[str]:
+        """A superset of the types of a schema's values, from its `type`, `enum` and `const`
+        and those of the schemas it applies in place (`$ref`, `allOf`, `anyOf`, `oneOf`)."""
+        node = ref.node
+        if node is False:
+            return set()
+        if not isinstance(node, dict) or id(node) in seen:
+            return set(_TYPES)
+        seen = seen | {id(node)}
+        types = self._types(node)
+        if "$ref" in node:
+            found = self._value_types(self.registry.resolve(self.registry.at(node, ref.base)),
+                                      seen)
+            if self.draft <= 7:  # draft 7 and earlier: $ref replaces its siblings
+                return found
+            types &= found
+        for branch in node["allOf"] if isinstance(node.get("allOf"), list) else []:
+            types &= self._value_types(self.registry.at(branch, ref.base), seen)
+        for keyword in ("anyOf", "oneOf"):
+            if isinstance(node.get(keyword), list):
+                types &= set().union(*(self._value_types(self.registry.at(b, ref.base), seen)
+                                       for b in node[keyword]))
+        if "const" in node or isinstance(node.get("enum"), list):
+            values = node["enum"] if "enum" in node else [node["const"]]
+            types &= {_json_type(v) for v in values} | \
+                ({"integer"} if any(_json_type(v) == "number" for v in values) else set())
+        return types
 
     def _item_machine(self, items: Expr, node: dict, position: Position) -> Expr:
         """A call of a machine of the items of an array with many of them, so that each
@@ -1640,7 +1796,7 @@ class _KeyValues:
             compiler = self.compiler
             schema, base = self.tests[i]
             found = compiler.value(Ref(schema, base), self.position)
-            first = starting_bytes(self.language, compiler._known_machine)
+            first = compiler._starting_bytes(self.language)
             if first is not None:
                 label = "".join(chr(b) for b in np.flatnonzero(first))
                 narrowed = compiler._starting_with(found, first, label)
@@ -1955,8 +2111,13 @@ def _constrains_locally(node: dict) -> bool:
 def compile_schema(root: Any, options: FrontendOptions) -> Expr | MachineSet:
     """The language of the JSON texts of the instances `root` accepts: machines linked by
     calls where values are left open, unless a boolean operation needs them flat."""
+    return _compiled(root, options, open_recursions=True)
+
+
+def _compiled(root: Any, options: FrontendOptions, open_recursions: bool
+              ) -> Expr | MachineSet:
     try:
-        return Compiler(root, options, calls=True).document()
+        return Compiler(root, options, True, open_recursions).document()
     except UnresolvedCallError:
         return Compiler(root, options).document()
 
