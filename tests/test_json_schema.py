@@ -1027,6 +1027,9 @@ def test_open_values_nest_without_bound():
     ({"$defs": {"verb": {"enum": ["GET", "POST"]}}, "uniqueItems": True,
       "items": {"allOf": [{"$ref": "#/$defs/verb"}, {"enum": ["POST", "PUT"]}]}},
      [["POST"], []], [["GET"], ["PUT"], ["POST", "POST"]]),
+    ({"items": {"enum": ["a", True], "const": True}, "uniqueItems": True},  # both apply
+     [[True], []], [["a"], [True, True]]),
+    ({"items": {"enum": ["a", "b"], "const": True}, "uniqueItems": True}, [[]], [[True]]),
     ({"minProperties": 2, "maxProperties": 3}, [{"a": 1, "b": 2}], [{"a": 1}, {"a": 1, "b": 2,
                                                                           "c": 3, "d": 4}]),
     ({"const": {"b": [1, "x"], "a": None}}, [{"b": [1.0, "x"], "a": None}], [{"a": None}]),

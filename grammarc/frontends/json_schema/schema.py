@@ -1696,8 +1696,11 @@ class Compiler:
             return []
         if not isinstance(schema, dict) or "$ref" in schema:
             return None
-        if "const" in schema:
+        if "const" in schema:  # and, with an enum, one of its values
             values = [schema["const"]]
+            if isinstance(schema.get("enum"), list):
+                values = [v for v in values
+                          if any(value_key(v) == value_key(w) for w in schema["enum"])]
         elif isinstance(schema.get("enum"), list):
             values = list(schema["enum"])
         else:
