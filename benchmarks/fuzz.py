@@ -18,6 +18,7 @@ invalid accepted was seen.
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import multiprocessing as mp
 import random
@@ -126,10 +127,10 @@ def mutate_schema(text: str, rng: random.Random) -> str:
         action = rng.randrange(3)
         if action == 0 and node:
             del node[rng.choice(list(node))]
-        elif action == 1 and node:
-            node[rng.choice(list(node))] = rng.choice(JSON_JUNK)
+        elif action == 1 and node:  # a copy: a later mutation may insert into it
+            node[rng.choice(list(node))] = copy.deepcopy(rng.choice(JSON_JUNK))
         else:
-            node[rng.choice(JSON_KEYWORDS)] = rng.choice(JSON_JUNK)
+            node[rng.choice(JSON_KEYWORDS)] = copy.deepcopy(rng.choice(JSON_JUNK))
     return json.dumps(schema)
 
 
