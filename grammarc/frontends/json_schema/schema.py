@@ -552,11 +552,9 @@ class Compiler:
             return None
         name = f"{'difference' if difference else 'intersection'} ({len(self._product_names) + 1})"
         self._product_names[key] = (name, a, b)
-        starts = [f for f in (self._starting_bytes(a), None if difference else
-                              self._starting_bytes(b)) if f is not None]
         return self._defer(name, waiting, lambda: self.ops.difference(a, b) if difference
                            else self.ops.intersect(a, b),
-                           np.logical_and.reduce(starts) if starts else None)
+                           self._common_first([a] if difference else [a, b]))
 
     def meet(self, a: str, b: str) -> Call:
         """A call of the machine of the values both machines accept (a product that keeps
@@ -569,11 +567,14 @@ class Compiler:
                 return Call(given)
         name = " & ".join(sorted(parts))
         self._meet_parts[name] = parts
-        starts = [f for f in (self._starting_bytes(Call(a)), self._starting_bytes(Call(b)))
-                  if f is not None]
         return self._defer(name, {a, b}, lambda: self.ops.intersect(
-            self._machines[a], self._machines[b]),
-            np.logical_and.reduce(starts) if starts else None)
+            self._machines[a], self._machines[b]), self._common_first([Call(a), Call(b)]))
+
+    def _common_first(self, operands: list[Expr]) -> np.ndarray | None:
+        """A superset of the bytes the texts all `operands` share start with: the bytes
+        common to those whose first bytes are known (None: none is)."""
+        starts = [f for f in map(self._starting_bytes, operands) if f is not None]
+        return np.logical_and.reduce(starts) if starts else None
 
     def flat_calls(self, expr: Expr) -> Expr:
         """`expr` with each call replaced by its machine's flat language, for a boolean
