@@ -116,6 +116,31 @@ def test_torch_packed_mask_table(grammar, dense, monkeypatch):
     assert np.array_equal(allowed, dense[[0, 1, 2, grammar.num_states - 1]] != 0)
 
 
+def test_mask_cache_keeps_more_masks_packed_than_it_keeps_unpacked():
+    """A walk that cycles through more masks than the boolean level holds builds each mask
+    once while the packed level holds them all, and builds again only what that drops."""
+    from grammarc.runtime.masks import MaskCache
+
+    vocab = 37  # not a multiple of 8: the packed masks end inside a byte
+    rng = np.random.default_rng(1)
+    truth = {key: rng.random(vocab) < 0.5 for key in range(4)}
+    built: list[int] = []
+
+    def build(key):
+        built.append(key)
+        return truth[key].copy()
+
+    cache = MaskCache(vocab, recent_bytes=2 * vocab, packed_bytes=3 * 5)
+    for _ in range(3):
+        for key in range(3):
+            mask = cache.get(key, lambda: build(key))
+            assert mask.dtype == np.bool_ and np.array_equal(mask, truth[key])
+            assert not mask.flags.writeable
+    assert built == [0, 1, 2]
+    cache.get(3, lambda: build(3))  # the packed level drops key 0, the least recently used
+    assert np.array_equal(cache.get(0, lambda: build(0)), truth[0]) and built == [0, 1, 2, 3, 0]
+
+
 def test_bad_shapes_are_clear_errors(grammar):
     with pytest.raises(ValueError, match="columns but the vocabulary has"):
         grammar.apply(np.zeros(10, np.float32), 1)

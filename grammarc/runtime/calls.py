@@ -16,7 +16,6 @@ within the machine's bounds. Numpy only.
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from typing import Any
 
 import numpy as np
@@ -24,7 +23,8 @@ import numpy as np
 from ..artifact import suffix_count
 from ..table import TokenTable
 from .arrays import check_logits, integer_array, is_torch, read_only
-from .grammar import MASK_CACHE_BYTES, Grammar
+from .grammar import Grammar
+from .masks import MaskCache
 
 _DEAD = -2  # resolve(): the text dies
 
@@ -68,7 +68,7 @@ class CallGrammar(Grammar):
         self._config_count: list[int] = [0, 0]
         self._config_ids: dict[tuple[int, int, int], int] = {(0, 0, 0): 0, (1, 0, 0): 1}
         # masks by configuration, where counts far from the bounds share one (`_Counts.key`)
-        self._config_masks: OrderedDict[tuple, np.ndarray] = OrderedDict()
+        self._config_masks = MaskCache(self.vocab_size)
 
     # ------------------------------------------------------------ configurations
     @property
@@ -169,16 +169,7 @@ class CallGrammar(Grammar):
         config = self._check_state(state)
         q, node = self._config_state[config], self._config_node[config]
         key = (q, node, *self._counts.key(q, self._config_count[config]))
-        mask = self._config_masks.get(key)
-        if mask is None:
-            mask = self._build_mask(config)
-            mask.flags.writeable = False
-            self._config_masks[key] = mask
-            if len(self._config_masks) * self.vocab_size > MASK_CACHE_BYTES:
-                self._config_masks.popitem(last=False)
-        else:
-            self._config_masks.move_to_end(key)
-        return mask
+        return self._config_masks.get(key, lambda: self._build_mask(config))
 
     def _build_mask(self, config: int) -> np.ndarray:
         q, node = self._config_state[config], self._config_node[config]

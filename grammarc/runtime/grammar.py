@@ -6,15 +6,14 @@ allowed in a state exactly when its transition is non-zero; EOS tokens are allow
 accepting states, where they lead back to the same state.
 
 Internally the table is factored (`token_class`, per-state rows of `(class, next - state)`);
-per-row token masks are computed on first use and cached, so one state's mask costs a
-dictionary lookup after the first time.
+per-row token masks are computed on first use and cached (`MaskCache`), so one state's mask
+costs a dictionary lookup, or one unpacking of bits, after the first time.
 """
 
 from __future__ import annotations
 
 import os
 import sys
-from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,8 +26,8 @@ from ..errors import ArtifactError
 from ..table import TokenTable
 from .arrays import check_logits, integer_array, is_torch, read_only
 from .bitmask import bitmask_width, pack_mask
+from .masks import MaskCache
 
-MASK_CACHE_BYTES = 64 << 20  # the mask caches of one grammar hold at most this
 FORCED_LIMIT = 4096  # bytes and tokens: Grammar.forced looks no further
 
 
@@ -54,8 +53,8 @@ class Grammar:
         self.table = table
         # a budget this large never removes a token: 1 + min_tokens_to_accept[t] + 1 <= budget
         self._unlimited_budget = int(self.table.min_tokens_to_accept.max(initial=0)) + 2
-        self._allowed_cache: OrderedDict[int, np.ndarray] = OrderedDict()
-        self._forbidden_cache: OrderedDict[int, np.ndarray] = OrderedDict()
+        self._allowed_masks = MaskCache(self.vocab_size)    # by row
+        self._forbidden_masks = MaskCache(self.vocab_size)  # by row: the allowed negated
         self._byte_table: np.ndarray | None = None
         self._torch_tables: dict[Any, Any] = {}
 
@@ -410,19 +409,10 @@ class Grammar:
         return states, batched
 
     def _cached_mask(self, row: int, allowed: bool) -> np.ndarray:
-        cache = self._allowed_cache if allowed else self._forbidden_cache
-        mask = cache.get(row)
-        if mask is None:
-            mask = self.table.row_mask(row)
-            if not allowed:
-                np.logical_not(mask, out=mask)
-            mask.flags.writeable = False
-            cache[row] = mask
-            if len(cache) * self.vocab_size > MASK_CACHE_BYTES:
-                cache.popitem(last=False)
-        else:
-            cache.move_to_end(row)
-        return mask
+        """The tokens row `row` allows (or, `allowed=False`, forbids), read-only."""
+        if allowed:
+            return self._allowed_masks.get(row, lambda: self.table.row_mask(row))
+        return self._forbidden_masks.get(row, lambda: ~self._cached_mask(row, allowed=True))
 
     def _byte_dfa(self) -> np.ndarray:
         if self._byte_table is None:
