@@ -18,7 +18,7 @@ from collections.abc import Callable, Hashable
 import numpy as np
 
 RECENT_MASK_BYTES = 64 << 20   # boolean masks of one cache: at most this many bytes
-PACKED_MASK_BYTES = 128 << 20  # packed masks of one cache: at most this many bytes
+PACKED_MASK_BYTES = 64 << 20   # packed masks of one cache: at most this many bytes
 
 
 class MaskCache:
