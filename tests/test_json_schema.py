@@ -763,6 +763,20 @@ def test_a_one_of_inside_its_own_recursion_is_a_machine_built_after_it():
     _exact_on_chains(schema)
 
 
+@pytest.mark.parametrize("items", [
+    {"oneOf": [{"$ref": "#/$defs/A"}, False]},
+    {"oneOf": [{"$ref": "#/$defs/A"}, {"not": {}}], "type": "object"},
+])
+def test_a_recursive_ref_is_no_key_condition_inside_its_own_recursion(items):
+    """A $ref that reads as a condition on keys (only `type`, `required`, `properties`),
+    inside its own recursion: as a condition, its key tests compiled it again at every level,
+    without end ("nests too deeply"); there it is a machine: exact at depth 30, no notice."""
+    schema = {"$defs": {"A": {"type": "object", "required": ["v"], "properties": {
+        "v": {"type": "integer"}, "c": {"type": "array", "items": items}}}},
+        "$ref": "#/$defs/A"}
+    _exact_on_chains(schema)
+
+
 def test_recursion_inside_a_difference_is_unrolled_with_a_notice():
     """A difference whose sides call different machines at one point ("any value" and a
     recursive $ref) all the way down is computed on flat automata: the recursion there is

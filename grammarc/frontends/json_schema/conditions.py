@@ -104,9 +104,11 @@ class ConditionReader:
     key); `read` answers None for a sub-schema that is not a condition."""
 
     def __init__(self, at: Callable[[Any, str], Any], resolve: Callable[[Any], Any],
-                 draft: int, keywords: frozenset[str]) -> None:
+                 draft: int, keywords: frozenset[str],
+                 in_progress: Callable[[Any], bool] = lambda node: False) -> None:
         self._at = at              # (schema, base) -> Ref with the schema's own base
         self._resolve = resolve    # Ref of a schema with $ref -> Ref of its target
+        self._in_progress = in_progress  # whether a $ref target's values are being compiled
         self._draft = draft
         self._keywords = keywords  # the keywords that constrain values (not annotations)
         self.condition = KeyCondition()
@@ -132,6 +134,8 @@ class ConditionReader:
                 target = self._resolve(ref)
             except GrammarError:
                 return None  # reported when the schema is compiled
+            if self._in_progress(target.node):
+                return None  # a recursion: its key tests would compile it again, without end
             found = self.read(target.node, target.base, depth + 1)
             if found is None or self._draft <= 7:
                 return found  # draft 7 and earlier: $ref replaces its siblings

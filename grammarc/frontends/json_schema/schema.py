@@ -1048,7 +1048,7 @@ class Compiler:
         node = ref.node
         local = _constrains_locally(node)
         reader = ConditionReader(self.registry.at, self.registry.resolve, self.draft,
-                                 _KEYWORDS)
+                                 _KEYWORDS, self._in_progress)
         rest = {k: v for k, v in node.items()
                 if k not in ("dependentRequired", "dependentSchemas", "dependencies")}
         rest["dependentSchemas"] = {}  # the dependencies that are not taken, as schemas
@@ -1229,6 +1229,12 @@ class Compiler:
             body = concat(*[concat(layout.comma, m) if i else m for i, m in enumerate(members)])
             return concat(layout.open_object, body, layout.close_object)
         raise GrammarError(f"not a JSON value: {value!r}")
+
+    def _in_progress(self, node: Any) -> bool:
+        """Whether the values of `node`, a `$ref` target, are being compiled: inline (see
+        `_referenced`) or as a machine being built."""
+        return self._active.get(id(node), 0) > 0 or any(
+            key[0] == id(node) and name in self._building for key, name in self._ref_names.items())
 
     def ref_machine(self, target: Ref, position: Position) -> Expr:
         """A call of the machine of a `$ref` target (or a merged allOf that opened one) at
