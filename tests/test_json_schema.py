@@ -777,6 +777,28 @@ def test_a_recursive_ref_is_no_key_condition_inside_its_own_recursion(items):
     _exact_on_chains(schema)
 
 
+def test_a_ref_read_as_a_condition_is_none_inside_its_own_key_tests():
+    """B's items read A as a condition on keys; A's key `c` is tested, and the test reads A
+    again: there A is no condition (as one, each level compiled the next, without end). The
+    recursion through `oneOf` is then unrolled, with a notice; shallow chains are exact."""
+    schema = {"$defs": {
+        "A": {"type": "object", "properties": {"v": {"type": "integer"}, "c": {
+            "type": "array",
+            "items": {"oneOf": [{"$ref": "#/$defs/A"}, {"type": "object", "required": ["w"]}]}}}},
+        "B": {"type": "object", "required": ["v"], "properties": {"c": {
+            "type": "array", "items": {"allOf": [{"$ref": "#/$defs/A"}, {"required": ["v"]}]}}}}},
+        "$ref": "#/$defs/B"}
+    automaton, notices = dfa_of(schema, max_depth=4)
+    assert any("#/$defs/A" in n for n in notices)
+    validator = jsonschema.Draft202012Validator(schema)
+    verdicts = set()
+    for instance in _chains(1) + _chains(2):
+        valid = validator.is_valid(instance)
+        verdicts.add(valid)
+        assert accepts(automaton, canonical_dumps(schema, instance)) == valid, instance
+    assert verdicts == {True, False}
+
+
 def test_recursion_inside_a_difference_is_unrolled_with_a_notice():
     """A difference whose sides call different machines at one point ("any value" and a
     recursive $ref) all the way down is computed on flat automata: the recursion there is

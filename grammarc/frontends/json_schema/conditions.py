@@ -76,6 +76,7 @@ class KeyCondition:
     tests: dict[str, list[tuple[Any, str]]] = field(default_factory=dict)
     keys: dict[str, None] = field(default_factory=dict)  # named keys, in order of appearance
     listed: dict[str, dict[int, frozenset]] = field(default_factory=dict)
+    targets: set[int] = field(default_factory=set)  # ids of the $ref targets read through
 
     def holds_for_others(self) -> bool:
         """Whether values that are not objects satisfy the condition."""
@@ -136,6 +137,7 @@ class ConditionReader:
                 return None  # reported when the schema is compiled
             if self._in_progress(target.node):
                 return None  # a recursion: its key tests would compile it again, without end
+            self.condition.targets.add(id(target.node))
             found = self.read(target.node, target.base, depth + 1)
             if found is None or self._draft <= 7:
                 return found  # draft 7 and earlier: $ref replaces its siblings
@@ -214,7 +216,8 @@ class ConditionReader:
         """A copy of the condition read so far (`restore` returns to it)."""
         kept = self.condition
         return KeyCondition(kept.formula, {k: list(v) for k, v in kept.tests.items()},
-                            dict(kept.keys), {k: dict(v) for k, v in kept.listed.items()})
+                            dict(kept.keys), {k: dict(v) for k, v in kept.listed.items()},
+                            set(kept.targets))
 
     def restore(self, saved: KeyCondition) -> None:
         self.condition = saved

@@ -20,6 +20,8 @@ Boolean keywords (`allOf`, `not`, `oneOf`, `if`/`then`/`else`, `dependentSchemas
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from decimal import Decimal
 from functools import cached_property, lru_cache
@@ -404,6 +406,7 @@ class Compiler:
                        self._nested_at_most, self if self.calls else None)
         self.layout = Layout.from_style(self.options.whitespace)
         self._active: dict[int, int] = {}
+        self._tested: dict[int, int] = {}  # $ref targets read as conditions being compiled
         self._unrolled: set[str] = set()
         self._any_cache: dict[tuple, Expr] = {}
         self._machines: dict[str, Expr] = {}  # $ref targets, array items, any value; by name
@@ -698,7 +701,8 @@ class Compiler:
             parts.append(referenced)
         condition, rest = self._key_condition(ref)
         if condition is not None or (_constrains_locally(node) and not type_only):
-            parts.append(self.local(ref, position, condition))
+            with self._testing(condition):
+                parts.append(self.local(ref, position, condition))
         for branch in rest.get("allOf", []) if isinstance(rest.get("allOf"), list) else []:
             parts.append(self.value(Ref(branch, ref.base), position))
         if isinstance(rest.get("anyOf"), list):
@@ -1232,9 +1236,22 @@ class Compiler:
 
     def _in_progress(self, node: Any) -> bool:
         """Whether the values of `node`, a `$ref` target, are being compiled: inline (see
-        `_referenced`) or as a machine being built."""
-        return self._active.get(id(node), 0) > 0 or any(
+        `_referenced`), as a machine being built, or as a condition on keys whose tests are."""
+        return self._active.get(id(node), 0) > 0 or self._tested.get(id(node), 0) > 0 or any(
             key[0] == id(node) and name in self._building for key, name in self._ref_names.items())
+
+    @contextmanager
+    def _testing(self, condition: KeyCondition | None) -> Iterator[None]:
+        """While an object is compiled with `condition`, the `$ref` targets it read through
+        are in progress (`_in_progress`)."""
+        targets = condition.targets if condition is not None else set()
+        for target in targets:
+            self._tested[target] = self._tested.get(target, 0) + 1
+        try:
+            yield
+        finally:
+            for target in targets:
+                self._tested[target] -= 1
 
     def ref_machine(self, target: Ref, position: Position) -> Expr:
         """A call of the machine of a `$ref` target (or a merged allOf that opened one) at
