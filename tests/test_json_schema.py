@@ -799,6 +799,25 @@ def test_a_ref_read_as_a_condition_is_none_inside_its_own_key_tests():
     assert verdicts == {True, False}
 
 
+def test_a_difference_from_a_value_cut_at_an_unknown_depth_says_it_keeps_nothing():
+    """oneOf of B and A inside B compiles without calls, each recursion cut at --max-depth
+    somewhere inside the branches: a difference from such a value cannot tell where it is
+    exact, so it keeps nothing, and a notice says values there are refused at any depth (not
+    only deeper ones). No invalid value is accepted."""
+    schema = {"$defs": {
+        "A": {"type": "object", "properties": {"v": {"type": "integer"}, "c": {
+            "type": "array", "items": {"$ref": "#/$defs/A"}}}},
+        "B": {"type": "object", "required": ["v"], "properties": {"c": {
+            "type": "array", "items": {"oneOf": [{"$ref": "#/$defs/B"}, {"$ref": "#/$defs/A"}]}}}}},
+        "$ref": "#/$defs/B"}
+    automaton, notices = dfa_of(schema, max_depth=4)
+    assert any("subtracted whole" in n and "any depth" in n for n in notices)
+    validator = jsonschema.Draft202012Validator(schema)
+    for instance in _chains(1) + _chains(2):
+        if accepts(automaton, canonical_dumps(schema, instance)):
+            assert validator.is_valid(instance), instance
+
+
 def test_recursion_inside_a_difference_is_unrolled_with_a_notice():
     """A difference whose sides call different machines at one point ("any value" and a
     recursive $ref) all the way down is computed on flat automata: the recursion there is

@@ -418,6 +418,7 @@ class Compiler:
         self._product_names: dict[tuple, tuple[str, Expr, Expr]] = {}  # and the operands
         self._flat: dict[str, Expr] = {}      # machines inlined into boolean operations
         self._flat_unrolled: set[str] = set()
+        self._cut_whole = False  # a difference kept nothing of its minuend (`_nested_at_most`)
         self._ref_names: dict[tuple, str] = {}
         self._item_names: dict[tuple, str] = {}
         self._any_names: dict[frozenset[int], str] = {}  # any value at positions, by schemas
@@ -445,6 +446,11 @@ class Compiler:
                 f"inside allOf/oneOf/not/if, {', '.join(sorted(self._flat_unrolled))} "
                 f"unrolled to depth {self.options.max_depth}; deeper values are not accepted "
                 "there (--max-depth)")
+        if self._cut_whole:
+            self.options.notice(
+                "inside allOf/oneOf/not/if, a value that holds a recursion unrolled to depth "
+                f"{self.options.max_depth} is subtracted whole: values there are refused at any "
+                "depth")
         expr = self._without_empty_machines(expr)
         # a recursion of the schema's own cut there may be why no value is left (any value
         # cut below a position is not: each level of it has values of every type)
@@ -609,6 +615,10 @@ class Compiler:
         return self._flat[name]
 
     def _nested_at_most(self, levels: int) -> Expr:
+        """Texts nested at most `levels` deep (`Ops` cuts a minuend so); a negative bound is a
+        difference from a value that holds a recursion cut at an unknown depth: it keeps none
+        of the minuend (see the notice in `document`)."""
+        self._cut_whole |= levels < 0
         found = self._nested.get(levels)
         if found is None:
             found = self._nested[levels] = nested_at_most(levels)
