@@ -36,7 +36,7 @@ import numpy as np
 from ...automaton import (
     EMPTY, NOTHING, Automaton, ByteDFA, Expr, Ops, alt, charset, concat, literal, repeat,
 )
-from ...automaton.expr import Call, MachineSet
+from ...automaton.expr import Call, MachineSet, exact_to
 from ...automaton.machines import (
     called_names, counter_form, flat_language, reachable_machines,
     recursive_machines, replace_calls, starting_bytes, with_counted_repeat, with_first_bytes,
@@ -418,7 +418,6 @@ class Compiler:
         self._product_names: dict[tuple, tuple[str, Expr, Expr]] = {}  # and the operands
         self._flat: dict[str, Expr] = {}      # machines inlined into boolean operations
         self._flat_unrolled: set[str] = set()
-        self._cut_whole = False  # a difference kept nothing of its minuend (`_nested_at_most`)
         self._ref_names: dict[tuple, str] = {}
         self._item_names: dict[tuple, str] = {}
         self._any_names: dict[frozenset[int], str] = {}  # any value at positions, by schemas
@@ -446,11 +445,6 @@ class Compiler:
                 f"inside allOf/oneOf/not/if, {', '.join(sorted(self._flat_unrolled))} "
                 f"unrolled to depth {self.options.max_depth}; deeper values are not accepted "
                 "there (--max-depth)")
-        if self._cut_whole:
-            self.options.notice(
-                "inside allOf/oneOf/not/if, a value that holds a recursion unrolled to depth "
-                f"{self.options.max_depth} is subtracted whole: values there are refused at any "
-                "depth")
         expr = self._without_empty_machines(expr)
         # a recursion of the schema's own cut there may be why no value is left (any value
         # cut below a position is not: each level of it has values of every type)
@@ -615,10 +609,6 @@ class Compiler:
         return self._flat[name]
 
     def _nested_at_most(self, levels: int) -> Expr:
-        """Texts nested at most `levels` deep (`Ops` cuts a minuend so); a negative bound is a
-        difference from a value that holds a recursion cut at an unknown depth: it keeps none
-        of the minuend (see the notice in `document`)."""
-        self._cut_whole |= levels < 0
         found = self._nested.get(levels)
         if found is None:
             found = self._nested[levels] = nested_at_most(levels)
@@ -1142,10 +1132,21 @@ class Compiler:
         if "string" in types:
             options.append(self.string(node))
         if "array" in types:
-            options.append(self.array(ref, position))
+            options.append(self._container(self.array(ref, position)))
         if "object" in types:
-            options.append(self.object(ref, position, condition))
+            options.append(self._container(self.object(ref, position, condition)))
         return alt(*options)
+
+    def _container(self, texts: Expr) -> Expr:
+        """An array's or object's texts. Without calls, a recursion cut inside its values
+        (`_CUT`, exact to no depth from its own start) leaves it exact one level deeper than
+        the values it holds are: it is then that truncated automaton, so that a difference
+        from it keeps the minuend's values as deep as that (`Ops`), not none."""
+        depth = None if self.calls else exact_to(texts)
+        if depth is None:
+            return texts
+        built = self.ops.automaton(texts)
+        return Automaton(_CUT.dfa if built == NOTHING else built.dfa, depth + 1)
 
     # ------------------------------------------------------------------ scalars
     def number(self, node: dict, integer: bool) -> Expr:
