@@ -419,6 +419,7 @@ class Compiler:
         self._flat: dict[str, Expr] = {}      # machines inlined into boolean operations
         self._flat_unrolled: set[str] = set()
         self._ref_names: dict[tuple, str] = {}
+        self._ref_targets: dict[str, int] = {}  # the id of each $ref machine's target schema
         self._item_names: dict[tuple, str] = {}
         self._any_names: dict[frozenset[int], str] = {}  # any value at positions, by schemas
         self._any_positions: dict[str, Position] = {}   # the position of each such machine
@@ -1249,7 +1250,7 @@ class Compiler:
         """Whether the values of `node`, a `$ref` target, are being compiled: inline (see
         `_referenced`), as a machine being built, or as a condition on keys whose tests are."""
         return self._active.get(id(node), 0) > 0 or self._tested.get(id(node), 0) > 0 or any(
-            key[0] == id(node) and name in self._building for key, name in self._ref_names.items())
+            self._ref_targets.get(name) == id(node) for name in self._building)
 
     @contextmanager
     def _testing(self, condition: KeyCondition | None) -> Iterator[None]:
@@ -1273,6 +1274,7 @@ class Compiler:
         if name is None:
             name = f"{self.registry.pointer(target.node)} ({len(self._ref_names) + 1})"
             self._ref_names[key] = name
+            self._ref_targets[name] = id(target.node)
             self._first_hints[name] = _first_bytes(self._value_types(target, frozenset()))
         return self.machine(name, lambda: self.value(target, position))
 
