@@ -149,9 +149,15 @@ def align_calls(pd: PushdownDFA, trie: VocabTrie, vocab_size: int,
 def _pairs_into(states: np.ndarray, classes: np.ndarray,
                 token_class: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The (state, token) pairs of the (state, class) pairs whose entry leads to the sink."""
-    by_class = np.argsort(token_class, kind="stable")
-    class_ptr = np.zeros(int(token_class.max(initial=0)) + 2, np.int64)
-    np.cumsum(np.bincount(token_class), out=class_ptr[1:len(class_ptr)])
+    # only the tokens of the classes met, by class (equal classes by id): a few hundred of a
+    # vocabulary, so far fewer to sort than every token
+    num_classes = int(token_class.max(initial=0)) + 1
+    met = np.zeros(num_classes, bool)
+    met[classes] = True
+    tokens = np.flatnonzero(met[token_class])
+    by_class = tokens[np.argsort(token_class[tokens], kind="stable")]
+    class_ptr = np.zeros(num_classes + 1, np.int64)
+    np.cumsum(np.bincount(token_class[tokens], minlength=num_classes), out=class_ptr[1:])
     sizes = class_ptr[classes + 1] - class_ptr[classes]
     pair_state = np.repeat(states, sizes)
     starts = np.repeat(class_ptr[classes] - np.cumsum(sizes) + sizes, sizes)
