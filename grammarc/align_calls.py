@@ -20,6 +20,8 @@ Everything is a table; the runtime only looks things up (docs/FORMAT.md, version
 from __future__ import annotations
 
 import time
+import weakref
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Callable
 
@@ -136,7 +138,7 @@ def align_calls(pd: PushdownDFA, trie: VocabTrie, vocab_size: int,
     x = (x_token[live][order], x_next[live][order], x_arg[live][order])
     x_count = x_count[live][order]
     push_ptr, push_states = push_ids.arrays()
-    counts = _count_rows(pd, kernel, data, offsets) if pd.has_counters else None
+    counts = _count_rows(pd, kernel, trie) if pd.has_counters else None
     cost = _return_cost(ordinary, pd, x_ptr, x[1], x[2], x_count, push_ptr, push_states,
                         counts)
     if timings is not None:
@@ -346,12 +348,12 @@ class _Kernel:
         return kind, nxt, pos, pushes, count
 
 
-def _count_rows(pd: PushdownDFA, kernel: _Kernel, data: np.ndarray,
-                offsets: np.ndarray) -> CountRows:
+def _count_rows(pd: PushdownDFA, kernel: _Kernel, trie: VocabTrie) -> CountRows:
     """Every token walked from every state inside a counted loop. Machines with the same
-    tables up to numbering (strings of different bounds) share their rows."""
+    tables up to numbering (strings of different bounds) share their rows, within a compile
+    and across the compiles of one vocabulary (`LOOP_ROWS`)."""
     counters, accepting = pd.counters, pd.dfa.accepting
-    num_states, vocab_size = len(accepting), len(offsets) - 1
+    num_states, vocab_size = len(accepting), len(trie.token_offsets) - 1
     ends = np.append(pd.machine_start[1:], num_states)
     row = np.full(num_states, -1, np.int32)
     complete_cost = np.full(num_states, -1, np.int64)
@@ -366,8 +368,12 @@ def _count_rows(pd: PushdownDFA, kernel: _Kernel, data: np.ndarray,
                               counters.in_loop[lo:hi].tobytes(), accepting[lo:hi].tobytes(),
                               np.int64(counters.loop[m] - lo).tobytes()])
         if signature not in done:
-            done[signature] = (len(rows), *_walk_loop(kernel, counters, m, lo, hi, data,
-                                                      offsets, vocab_size, rows))
+            loop_rows, costs, item = LOOP_ROWS.get(
+                trie, signature,
+                lambda: _walk_loop(kernel, counters, m, lo, hi, trie.token_data,
+                                   trie.token_offsets, vocab_size))
+            done[signature] = (len(rows), costs, item)
+            rows.extend(loop_rows)
         first, costs, item = done[signature]
         inside = np.flatnonzero(counters.in_loop[lo:hi])
         row[lo + inside] = first + np.arange(len(inside), dtype=np.int32)
@@ -375,15 +381,45 @@ def _count_rows(pd: PushdownDFA, kernel: _Kernel, data: np.ndarray,
         item_cost[m] = item
     stacked = np.stack(rows)
     dtype = np.uint8 if stacked.max(initial=0) <= np.iinfo(np.uint8).max else np.uint16
-    if stacked.max(initial=0) > np.iinfo(np.uint16).max:
-        raise GrammarError("a token starts more than 32,767 repetitions of a counted repeat")
     return CountRows(row, stacked.astype(dtype), complete_cost.astype(np.int32),
                      item_cost.astype(np.int32))
 
 
+class LoopRows:
+    """The count rows of counted loops, kept across compiles per vocabulary: the same bounded
+    string recurs in schema after schema (a loop's rows depend only on its machine's tables up
+    to numbering, not on its bounds). Least recently used first out, past `max_bytes`."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self.size = 0
+        self.trie: weakref.ref[VocabTrie] | None = None
+        self.entries: OrderedDict[bytes, tuple[np.ndarray, np.ndarray, int]] = OrderedDict()
+
+    def get(self, trie: VocabTrie, signature: bytes,
+            walk: Callable[[], tuple[np.ndarray, np.ndarray, int]]
+            ) -> tuple[np.ndarray, np.ndarray, int]:
+        """(rows, complete costs, item cost) of the loop with `signature`, walked if new."""
+        if self.trie is None or self.trie() is not trie:  # another vocabulary: start over
+            self.trie, self.entries, self.size = weakref.ref(trie), OrderedDict(), 0
+        found = self.entries.get(signature)
+        if found is not None:
+            self.entries.move_to_end(signature)
+            return found
+        found = self.entries[signature] = walk()
+        self.size += found[0].nbytes
+        while self.size > self.max_bytes and len(self.entries) > 1:
+            self.size -= self.entries.popitem(last=False)[1][0].nbytes
+        return found
+
+
+#: The one cache of count rows of the process (for the vocabulary compiled for last).
+LOOP_ROWS = LoopRows(max_bytes=64 << 20)
+
+
 def _walk_loop(kernel: _Kernel, counters, machine: int, lo: int, hi: int, data, offsets,
-               vocab_size: int, rows: list[np.ndarray]) -> tuple[np.ndarray, int]:
-    """The count rows of one counted machine's loop states (appended to `rows`), the tokens
+               vocab_size: int) -> tuple[np.ndarray, np.ndarray, int]:
+    """The count rows of one counted machine's loop states (uint16 [inside, V]), the tokens
     that complete the repetition under way from each, and those that read one repetition."""
     inside = lo + np.flatnonzero(counters.in_loop[lo:hi])
     loop = int(counters.loop[machine])
@@ -393,7 +429,9 @@ def _walk_loop(kernel: _Kernel, counters, machine: int, lo: int, hi: int, data, 
     kind, nxt, _, _, count = kernel.walk(starts, data, token_lo, token_hi)
     leaves = (kind == _RETURNS) | ((kind == _STAYS) & ~counters.in_loop[nxt])
     value = np.where(kind == _DIES, 0, count.astype(np.int64) * 2 + leaves)
-    rows.extend(value.reshape(len(inside), vocab_size))
+    if value.max(initial=0) > np.iinfo(np.uint16).max:
+        raise GrammarError("a token starts more than 32,767 repetitions of a counted repeat")
+    loop_rows = value.reshape(len(inside), vocab_size).astype(np.uint16)
     # tokens that start no repetition and stay in the loop: back to the loop state by them
     moves = (kind == _STAYS) & counters.in_loop[nxt]
     source = starts.astype(np.int64)
@@ -412,7 +450,7 @@ def _walk_loop(kernel: _Kernel, counters, machine: int, lo: int, hi: int, data, 
         complete = better
     one = moves & (count == 1) & (source == loop)
     item = int((complete[index[nxt[one].astype(np.int64) - lo]] + 1).min(initial=inf))
-    return np.where(complete >= inf, -1, complete), (-1 if item >= inf else item)
+    return loop_rows, np.where(complete >= inf, -1, complete), (-1 if item >= inf else item)
 
 
 def _return_cost(table: FactoredRows, pd: PushdownDFA, x_ptr, x_next, x_arg, x_count,
