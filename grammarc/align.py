@@ -42,10 +42,11 @@ from .errors import GrammarError
 from .table import TokenTable
 
 _CHUNK = 64  # states per kernel call, so progress can be reported
-# A trie that folding over byte classes would barely shrink is folded only once the walks
-# would visit it this many times over (a fold costs tens of walks; JSON grammars keep 75-98%
-# of the nodes, regular expressions over letter classes 1% or less)
-_FOLD_AFTER = 60
+# Folding the trie over byte classes costs about _FOLD_COST + _FOLD_COST_KEPT * k walks of
+# it, where k is the share of its nodes the fold keeps, and saves (1 - k) of every walk
+# (measured over the corpus grammars: JSON grammars keep 60-98% of the nodes, regular
+# expressions over letter classes 1% or less)
+_FOLD_COST, _FOLD_COST_KEPT = 10, 40
 # Below this many walks of the trie, a second thread costs more (its forest, merging the
 # forests' classes) than it saves
 _PARALLEL_AFTER = 50
@@ -194,8 +195,7 @@ def walk_entries(dfa: ByteDFA, trie: VocabTrie, vocab_size: int,
     label, depth, end = byte_class[trie.node_byte], trie.node_depth, trie.node_end
     node_of_byte_node = np.arange(trie.num_nodes)
     bases, visits = bases_of(label, end, trie.first_level)
-    if visits > trie.num_nodes and visits > (  # (a grammar of few walks skips the estimate)
-            _FOLD_AFTER if _folds_little(trie, byte_class) else 1) * trie.num_nodes:
+    if visits > _FOLD_COST * trie.num_nodes and _worth_folding(trie, byte_class, visits):
         # many walks: the trie folded over the DFA's byte classes, whose nodes group the
         # tokens no state can tell apart, is worth building
         label, depth, end, node_of_byte_node = _core.class_trie(
@@ -233,12 +233,15 @@ def factor(entries: TokenEntries, accepting: np.ndarray) -> FactoredRows:
                         min_tokens)
 
 
-def _folds_little(trie: VocabTrie, byte_class: np.ndarray) -> bool:
-    """Whether folding the trie over `byte_class` would keep many of its nodes, judged on its
-    second level (which folds the most: deeper levels are mostly single children)."""
+def _worth_folding(trie: VocabTrie, byte_class: np.ndarray, visits: int) -> bool:
+    """Whether folding the trie over `byte_class` saves more of `visits` than it costs. The
+    share of nodes it keeps is estimated as twice the share its second level keeps (deeper
+    levels, mostly single children, fold less; twice is about right for the corpus
+    grammars, and low where the fold keeps little, where it pays most)."""
     pairs = byte_class[trie.second_level >> 8].astype(np.int64) * 256 + \
         byte_class[trie.second_level & 255]
-    return np.count_nonzero(np.bincount(pairs)) > 0.3 * len(pairs)
+    kept = min(1.0, 2 * np.count_nonzero(np.bincount(pairs)) / max(len(pairs), 1))
+    return visits * (1 - kept) > (_FOLD_COST + _FOLD_COST_KEPT * kept) * trie.num_nodes
 
 
 def _refine_all(walk: _core.TrieWalk, bases: np.ndarray, num_items: int, num_states: int,

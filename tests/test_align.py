@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import grammarc
+from grammarc import align
 from grammarc.align import build_trie
 from grammarc.automaton import build_dfa
 from grammarc.frontends.regex import parse_regex
@@ -192,3 +193,18 @@ def test_trained_tokenizers_tables_equal_brute_force(fixture, request):
             if live[state] < 0:
                 expected[:] = 0
             assert np.array_equal(dense[state], expected), (pattern, state)
+
+
+@pytest.mark.parametrize("pattern", [REGEXES[1], REGEXES[3], REGEXES[9], REGEXES[11]])
+def test_folding_the_trie_over_byte_classes_changes_no_entry(pattern, smollm2, monkeypatch):
+    """Whether the walk folds the trie (a cost estimate decides) never changes its result."""
+    dfa = build_dfa(parse_regex(pattern))
+    trie = align.tokenizer_trie(smollm2)
+    results = []
+    for fold in (True, False):
+        monkeypatch.setattr(align, "_FOLD_COST", 0)
+        monkeypatch.setattr(align, "_worth_folding", lambda *args, fold=fold: fold)
+        results.append(align.walk_entries(dfa, trie, smollm2.vocab_size, smollm2.eos_token_ids))
+    folded, plain = results
+    for name in ("token_class", "state_ptr", "entry_class", "entry_next"):
+        assert np.array_equal(getattr(folded, name), getattr(plain, name)), name
