@@ -239,7 +239,7 @@ def build_pushdown(machines: MachineSet, max_states: int,
     codes = call_codes(names) if codes is None else codes
     code_of = {code: index for index, code in enumerate(codes[n] for n in names)}
     built = {} if built is None else built
-    tables, finals, calls, counters = [], [], [], []
+    tables, steps, finals, calls, counters = [], [], [], [], []
     for index, body in enumerate(bodies):
         key = (id(body), index > 0)  # the root keeps no count: it is never called
         hit = built.get(key)
@@ -250,9 +250,20 @@ def build_pushdown(machines: MachineSet, max_states: int,
         calls.append(_read_calls(table, code_of))
         table[:, CODE_BYTES] = 0  # call codes are not text
         tables.append(table)
+        steps.append(_text_steps(dfa))
         finals.append(dfa.accepting)
         counters.append(hit[2])
-    return _link(names, tables, finals, calls, counters, max_states)
+    return _link(names, tables, steps, finals, calls, counters, max_states)
+
+
+def _text_steps(dfa: ByteDFA) -> np.ndarray:
+    """`dfa`'s transitions per byte class with those of call codes left out (a class of
+    code bytes only; a byte of text never moves like a code byte unless both are dead)."""
+    code_only = np.ones(dfa.num_classes, bool)
+    text_bytes = np.ones(256, bool)
+    text_bytes[CODE_BYTES] = False
+    code_only[dfa.byte_class[text_bytes]] = False
+    return np.where(code_only, 0, dfa.trans) if code_only.any() else dfa.trans
 
 
 def language_automaton(language: Expr | MachineSet, max_states: int, max_depth: int,
@@ -543,17 +554,18 @@ def code_paths(trans: np.ndarray, byte_class: np.ndarray,
     return out
 
 
-def _link(names: list[str], tables: list[np.ndarray], finals: list[np.ndarray],
-          calls: list[list[tuple[int, int, int]]], counters: list[tuple | None],
-          max_states: int) -> PushdownDFA:
-    """Number every machine's live states in one table and check determinism."""
+def _link(names: list[str], tables: list[np.ndarray], steps: list[np.ndarray],
+          finals: list[np.ndarray], calls: list[list[tuple[int, int, int]]],
+          counters: list[tuple | None], max_states: int) -> PushdownDFA:
+    """Number every machine's live states in one table and check determinism. `tables` are
+    the machines' byte tables, `steps` the same transitions per byte class (`_text_steps`)."""
     # the states of each machine reached from its start by text or by returning from a call
     local_ids = []
-    for table, edges in zip(tables, calls):
+    for table, step, edges in zip(tables, steps, calls):
         # each state's distinct successors, ascending (each row sorted, repeats and the dead
         # state dropped), then its calls' return states
         size = len(table)
-        ordered = np.sort(table, axis=1)
+        ordered = np.sort(step, axis=1)
         distinct = ordered != 0
         distinct[:, 1:] &= ordered[:, 1:] != ordered[:, :-1]
         source, target = np.nonzero(distinct)[0], ordered[distinct]
@@ -573,7 +585,7 @@ def _link(names: list[str], tables: list[np.ndarray], finals: list[np.ndarray],
     offsets, glob = [], []
     next_id = 1
     for ids, table in zip(local_ids, tables):
-        mapping = np.zeros(len(table), np.int64)
+        mapping = np.zeros(len(table), np.int32)
         mapping[ids] = np.arange(next_id, next_id + len(ids))
         glob.append(mapping)
         offsets.append(next_id)
