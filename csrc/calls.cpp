@@ -7,6 +7,10 @@
 // the walk starts in, the count is not known: the repetitions started there are counted and
 // returned for the caller to check (a counted machine calls none, so that frame is only ever
 // the top one before the walk leaves it).
+#include <limits>
+#include <queue>
+#include <utility>
+
 #include "kernels.hpp"
 
 namespace grammarc {
@@ -127,6 +131,69 @@ py::tuple pushdown_walk(In<int32_t> table, In<bool> final, In<int32_t> call_row,
         }
     }
     return py::make_tuple(kind, next, pos, push_len, push_buf, count);
+}
+
+py::array_t<int64_t> least_costs(In<bool> accepting, In<int32_t> option_owner,
+                                 In<int64_t> option_cost, In<int64_t> option_ptr,
+                                 In<int32_t> option_states) {
+    // Knuth's generalisation of Dijkstra's algorithm to options that cost a constant plus
+    // the costs of several states: an option costs at least each of its states, so the
+    // states are settled in increasing cost, and an option counts once all of its states
+    // are settled.
+    const int64_t n = length(accepting, "accepting");
+    const int64_t n_options = length(option_owner, "option_owner");
+    length(option_cost, "option_cost", n_options);
+    const int64_t n_members = length(option_states, "option_states");
+    require_csr(option_ptr, n_options, n_members, "option_ptr");
+    require_in_range(option_owner.data(), n_options, 0, n, "option_owner");
+    require_in_range(option_states.data(), n_members, 0, n, "option_states");
+    const int64_t *ptr = option_ptr.data(), *constant = option_cost.data();
+    const int32_t *owner = option_owner.data(), *member = option_states.data();
+    for (int64_t o = 0; o < n_options; ++o) require(constant[o] >= 0, "option costs are >= 0");
+    const bool* acc = accepting.data();
+    constexpr int64_t kUnknown = std::numeric_limits<int64_t>::max();
+    std::vector<int64_t> cost(n, kUnknown);
+    {
+        py::gil_scoped_release released;
+        std::vector<int64_t> use_ptr(n + 1, 0);  // the options each state is a member of
+        for (int64_t e = 0; e < n_members; ++e) use_ptr[member[e] + 1] += 1;
+        for (int64_t v = 0; v < n; ++v) use_ptr[v + 1] += use_ptr[v];
+        std::vector<int64_t> fill(use_ptr.begin(), use_ptr.end() - 1), waiting(n_options),
+            total(constant, constant + n_options);
+        std::vector<int32_t> use(n_members);
+        for (int64_t o = 0; o < n_options; ++o) {
+            waiting[o] = ptr[o + 1] - ptr[o];
+            for (int64_t e = ptr[o]; e < ptr[o + 1]; ++e)
+                use[fill[member[e]]++] = static_cast<int32_t>(o);
+        }
+        using Entry = std::pair<int64_t, int32_t>;
+        std::priority_queue<Entry, std::vector<Entry>, std::greater<Entry>> heap;
+        auto offer = [&](int64_t state, int64_t value) {
+            if (value < cost[state]) {
+                cost[state] = value;
+                heap.emplace(value, static_cast<int32_t>(state));
+            }
+        };
+        for (int64_t s = 0; s < n; ++s)
+            if (acc[s]) offer(s, 0);
+        for (int64_t o = 0; o < n_options; ++o)
+            if (waiting[o] == 0) offer(owner[o], total[o]);
+        std::vector<uint8_t> settled(n, 0);
+        while (!heap.empty()) {
+            const auto [value, s] = heap.top();
+            heap.pop();
+            if (settled[s] || value != cost[s]) continue;
+            settled[s] = 1;
+            for (int64_t u = use_ptr[s]; u < use_ptr[s + 1]; ++u) {
+                const int32_t o = use[u];
+                total[o] += value;
+                if (--waiting[o] == 0 && !settled[owner[o]]) offer(owner[o], total[o]);
+            }
+        }
+    }
+    for (auto& value : cost)
+        if (value == kUnknown) value = -1;
+    return to_numpy(cost);
 }
 
 }  // namespace grammarc

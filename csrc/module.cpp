@@ -75,6 +75,11 @@ PYBIND11_MODULE(_core, m) {
           "Entries of the states below `sink` split by whether they lead to it: (new class id "
           "of each class, numbered 1.. over the classes the others use and 0 elsewhere; CSR "
           "ptr, renumbered class and next of the others; state and class of those that do).");
+    m.def("least_costs", &least_costs, py::arg("accepting"), py::arg("option_owner"),
+          py::arg("option_cost"), py::arg("option_ptr"), py::arg("option_states"),
+          "The least cost of each state to acceptance (0 in accepting states; -1: none), where "
+          "option o of state option_owner[o] costs option_cost[o] plus the costs of the states "
+          "option_states[option_ptr[o]:option_ptr[o+1]] (a state may be one several times).");
     m.def("pushdown_walk", &pushdown_walk, py::arg("table"), py::arg("final"),
           py::arg("call_row"), py::arg("call_start"), py::arg("call_ret"),
           py::arg("loop_machine"), py::arg("in_loop"), py::arg("count_min"),

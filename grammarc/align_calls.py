@@ -96,9 +96,8 @@ def align_calls(pd: PushdownDFA, trie: VocabTrie, vocab_size: int,
     augmented = np.zeros((num_states + 1, 256), np.int32)
     augmented[:num_states] = table
     stuck = np.zeros((num_states, 256), bool)
-    for q in np.flatnonzero(np.diff(pd.call_ptr)):
-        for k in range(pd.call_ptr[q], pd.call_ptr[q + 1]):
-            stuck[q] |= pd.first[pd.call_machine[k]]
+    callers = np.repeat(np.arange(num_states), np.diff(pd.call_ptr))
+    np.logical_or.at(stuck, callers, pd.first[pd.call_machine])
     finals = np.flatnonzero(pd.dfa.accepting)
     stuck[finals] |= pd.follow[pd.state_machine[finals]]
     stuck &= table == 0
@@ -122,8 +121,9 @@ def align_calls(pd: PushdownDFA, trie: VocabTrie, vocab_size: int,
     x_next, x_arg = _outcomes(kind, nxt, pos, pushes, x_token, push_ids, suffixes)
     x_count = np.where(kind == _STAYS, count, 0).astype(np.int32)
     live = x_next != -2
-    returned = {(int(pd.state_machine[q]), int(a)) for q, a in
-                zip(x_state[x_next == -1], x_arg[x_next == -1])}
+    back = x_next == -1
+    returned = set(map(tuple, np.unique(np.stack([pd.state_machine[x_state[back]],
+                                                  x_arg[back]], axis=1), axis=0).tolist()))
     s_arrays = _resolve_suffixes(pd, kernel, suffixes, returned, push_ids)
 
     # a class only the sink used (its row allows every token) becomes class 0, "never
@@ -455,56 +455,60 @@ def _walk_loop(kernel: _Kernel, counters, machine: int, lo: int, hi: int, data, 
 
 def _return_cost(table: FactoredRows, pd: PushdownDFA, x_ptr, x_next, x_arg, x_count,
                  push_ptr, push_states, counts: CountRows | None) -> np.ndarray:
-    """Tokens that take each state to a final state of its machine, by fixpoint: a stack
-    token costs 1 plus finishing the callee it ends in and every frame it pushed. An upper
-    bound of the shortest completion (tokens may also cross frames), used for budgets.
+    """Tokens that take each state to a final state of its machine (`_core.least_costs`): a
+    token of the table costs 1 plus finishing from where it goes; a stack token costs 1 plus
+    finishing the callee it ends in and every frame it pushed. An upper bound of the
+    shortest completion (tokens may also cross frames), used for budgets.
 
     Inside a counted loop only tokens that start no repetition count (they are allowed at
     any count that may leave); a stack token that ends in a counted frame below its minimum
-    adds the repetitions still needed (`complete_cost`, `item_cost`)."""
+    costs the repetitions still needed (`complete_cost`, `item_cost`) and finishing from the
+    loop state instead of from the state it ends in."""
     final = pd.dfa.accepting
     num_states = len(final)
-    inf = np.int64(1) << 40
     # a row's many token classes lead to few states, and a distance only needs the states
     entry_ptr, entry_next = _core.row_moves(table.state_row, table.row_ptr, table.row_delta)
     if counts is not None:
         entry_ptr, entry_next = _without_repetitions(table, counts, entry_ptr, entry_next)
-    # the costs through the table's own tokens first (one breadth-first pass), so that the
-    # rounds below only carry what stack tokens add
-    plain = _core.min_tokens_to_accept(entry_ptr, entry_next.astype(np.int32),
-                                       np.ascontiguousarray(final, dtype=np.bool_))
-    cost = np.where(plain < 0, inf, plain).astype(np.int64)
     # the stack tokens that stay (end in a state, with return states pushed), per state
     stays = x_next >= 0
-    kept = np.zeros(len(x_ptr), np.int64)
-    np.cumsum(np.bincount(np.repeat(np.arange(num_states), np.diff(x_ptr))[stays],
-                          minlength=num_states), out=kept[1:])
-    x_target, x_seq, x_reps = x_next[stays], x_arg[stays], x_count[stays].astype(np.int64)
-    machine = pd.state_machine[x_target]
-    short = np.zeros(len(x_target), bool)
+    owner = np.repeat(np.arange(num_states, dtype=np.int32), np.diff(x_ptr))[stays]
+    target, seq = x_next[stays], x_arg[stays]
+    extra = np.zeros(len(target), np.int64)
     if counts is not None:  # ends in a counted frame with fewer repetitions than its minimum
-        short = (counts.row[x_target] >= 0) & (x_reps < pd.counters.count_min[machine])
-    for _ in range(num_states + 1):
-        seq_cost = _segment_reduce(np.add, cost[push_states], push_ptr, 0)
-        target_cost = cost[x_target]
-        if short.any():
-            m = machine[short]
-            item = counts.item_cost[m].astype(np.int64)
-            more = counts.complete_cost[x_target[short]] + \
-                item * (pd.counters.count_min[m] - x_reps[short]) + \
-                cost[pd.counters.loop[m]]
-            target_cost = target_cost.copy()
-            target_cost[short] = np.where((item < 0) | (counts.complete_cost[x_target[short]]
-                                                        < 0), inf, np.minimum(more, inf))
-        candidate = np.minimum(cost, 1 + _segment_reduce(np.minimum, cost[entry_next],
-                                                         entry_ptr, inf))
-        candidate = np.minimum(candidate, 1 + _segment_reduce(
-            np.minimum, target_cost + seq_cost[x_seq], kept, inf))
-        candidate = np.minimum(candidate, inf)
-        if np.array_equal(candidate, cost):
-            break
-        cost = candidate
-    return np.where(cost >= inf, -1, cost).astype(np.int32)
+        machine = pd.state_machine[target]
+        reps = x_count[stays].astype(np.int64)
+        short = np.flatnonzero((counts.row[target] >= 0) &
+                               (reps < pd.counters.count_min[machine]))
+        m = machine[short]
+        item = counts.item_cost[m].astype(np.int64)
+        complete = counts.complete_cost[target[short]].astype(np.int64)
+        possible = (item >= 0) & (complete >= 0)
+        extra[short] = complete + item * (pd.counters.count_min[m] - reps[short])
+        target = target.copy()
+        target[short] = pd.counters.loop[m]
+        keep = np.ones(len(target), bool)
+        keep[short[~possible]] = False
+        owner, target, seq, extra = owner[keep], target[keep], seq[keep], extra[keep]
+    # each option: its owner, its constant, its states (a stack token's: where it ends, then
+    # the frames it pushed)
+    pushed = (push_ptr[seq + 1] - push_ptr[seq]).astype(np.int64)
+    sizes = np.concatenate([np.ones(len(entry_next), np.int64), 1 + pushed])
+    option_ptr = np.zeros(len(sizes) + 1, np.int64)
+    np.cumsum(sizes, out=option_ptr[1:])
+    members = np.empty(option_ptr[-1], np.int32)
+    members[:len(entry_next)] = entry_next
+    heads = option_ptr[len(entry_next):-1]
+    members[heads] = target
+    within = np.arange(int(pushed.sum())) - np.repeat(np.cumsum(pushed) - pushed, pushed)
+    members[np.repeat(heads + 1, pushed) + within] = \
+        push_states[np.repeat(push_ptr[seq], pushed) + within]
+    option_owner = np.concatenate([np.repeat(np.arange(num_states, dtype=np.int32),
+                                             np.diff(entry_ptr)), owner])
+    option_cost = np.concatenate([np.ones(len(entry_next), np.int64), 1 + extra])
+    cost = _core.least_costs(np.ascontiguousarray(final, dtype=np.bool_), option_owner,
+                             option_cost, option_ptr, members)
+    return np.minimum(cost, np.iinfo(np.int32).max).astype(np.int32)
 
 
 def _without_repetitions(table: FactoredRows, counts: CountRows, entry_ptr: np.ndarray,
@@ -531,13 +535,3 @@ def _without_repetitions(table: FactoredRows, counts: CountRows, entry_ptr: np.n
     ptr = np.zeros(num_states + 1, np.int64)
     np.cumsum(np.bincount(owner, minlength=num_states), out=ptr[1:])
     return ptr, entry_next[order]
-
-
-def _segment_reduce(ufunc: np.ufunc, values: np.ndarray, ptr: np.ndarray,
-                    empty: int) -> np.ndarray:
-    """`ufunc` over each segment values[ptr[i]:ptr[i+1]]; `empty` for an empty segment."""
-    out = np.full(len(ptr) - 1, empty, np.int64)
-    filled = np.flatnonzero(np.diff(ptr))
-    if len(filled):
-        out[filled] = ufunc.reduceat(values, ptr[filled])
-    return out
