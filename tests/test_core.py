@@ -478,3 +478,39 @@ def test_csr_bfs_order_visits_each_states_edges_in_their_order():
         _core.csr_bfs_order(ptr, np.array([2, 1, 3, 3, 9, 0], i32), 0)
     with pytest.raises(ValueError, match="start"):
         _core.csr_bfs_order(ptr, target, 5)
+
+
+def _least_costs_by_fixpoint(accepting, owner, cost, ptr, members):
+    """The same costs by rounds of relaxation from infinity (small inputs only)."""
+    inf = float("inf")
+    best = [0.0 if a else inf for a in accepting]
+    for _ in range(len(accepting) + 1):
+        for o in range(len(owner)):
+            value = cost[o] + sum(best[s] for s in members[ptr[o]:ptr[o + 1]])
+            best[owner[o]] = min(best[owner[o]], value)
+    return [-1 if b == inf else int(b) for b in best]
+
+
+def test_least_costs_match_a_fixpoint_on_random_options():
+    rng = np.random.default_rng(7)
+    for _ in range(200):
+        n = int(rng.integers(1, 12))
+        accepting = rng.random(n) < 0.2
+        n_options = int(rng.integers(0, 3 * n))
+        owner = rng.integers(0, n, n_options).astype(np.int32)
+        cost = rng.integers(0, 4, n_options).astype(np.int64)
+        sizes = rng.integers(0, 4, n_options)
+        ptr = np.zeros(n_options + 1, np.int64)
+        np.cumsum(sizes, out=ptr[1:])
+        members = rng.integers(0, n, int(ptr[-1])).astype(np.int32)
+        got = _core.least_costs(accepting, owner, cost, ptr, members)
+        assert got.tolist() == _least_costs_by_fixpoint(accepting, owner, cost, ptr, members)
+
+
+def test_least_costs_reject_malformed_options():
+    with pytest.raises(ValueError, match="option_states"):
+        _core.least_costs(np.array([True]), np.array([0], np.int32), np.array([1], np.int64),
+                          np.array([0, 1]), np.array([5], np.int32))
+    with pytest.raises(ValueError, match=">= 0"):
+        _core.least_costs(np.array([True]), np.array([0], np.int32), np.array([-1], np.int64),
+                          np.array([0, 0]), np.zeros(0, np.int32))
