@@ -243,14 +243,15 @@ def _resolve_suffixes(pd: PushdownDFA, kernel: _Kernel, suffixes: _Suffixes,
                       returned: set[tuple[int, int]], push_ids: _PushSequences) -> tuple:
     """Each suffix from each return state it can meet, until no new suffix appears.
     `returned` holds (machine returned from, suffix) of the returning tokens."""
-    returns_of = [np.unique(pd.call_return[pd.call_machine == m])
-                  for m in range(len(pd.machine_names))]
-    return_ptr = np.zeros(len(returns_of) + 1, np.int64)
-    np.cumsum([len(r) for r in returns_of], out=return_ptr[1:])
-    return_states = np.concatenate([*returns_of, np.zeros(0, np.int32)]).astype(np.int32)
+    # the distinct return states of the calls of each machine, ascending
+    num_states = len(pd.state_machine)
+    calls = np.unique(pd.call_machine.astype(np.int64) * num_states + pd.call_return)
+    return_ptr = np.zeros(len(pd.machine_names) + 1, np.int64)
+    np.cumsum(np.bincount(calls // num_states, minlength=len(pd.machine_names)),
+              out=return_ptr[1:])
+    return_states = (calls % num_states).astype(np.int32)
     pending, done = set(returned), set()
-    rows: dict[tuple[int, int], tuple[int, int, int]] = {}  # (state, suffix) -> (next, arg,
-    # count)
+    found: list[np.ndarray] = []  # per batch: rows of (state, suffix, next, arg, count)
     while pending:
         batch = np.array(sorted(pending), np.int64).reshape(-1, 2)
         done.update(pending)
@@ -266,23 +267,22 @@ def _resolve_suffixes(pd: PushdownDFA, kernel: _Kernel, suffixes: _Suffixes,
         lo, hi = spans[suffix_array, 0], spans[suffix_array, 1]
         kind, nxt, pos, pushes, count = kernel.walk(starts_array, suffixes.data, lo, hi)
         stays = np.flatnonzero(kind == _STAYS)
-        for state, suffix, after, pushed, ends in zip(starts_array[stays].tolist(),
-                                                      suffix_array[stays].tolist(),
-                                                      nxt[stays].tolist(),
-                                                      push_ids.ids_of_rows(pushes).tolist(),
-                                                      count[stays].tolist()):
-            rows[(state, suffix)] = (after, pushed, ends)
+        found.append(np.stack([starts_array[stays], suffix_array[stays], nxt[stays],
+                               push_ids.ids_of_rows(pushes), count[stays]], axis=1))
         back = np.flatnonzero(kind == _RETURNS)
-        for state, suffix, start, end in zip(starts_array[back].tolist(),
-                                             suffix_array[back].tolist(),
-                                             (lo[back] + pos[back]).tolist(), hi[back].tolist()):
-            rest = suffixes.id_span(start, end)
-            rows[(state, suffix)] = (-1, rest, 0)
-            key = (int(pd.state_machine[state]), rest)
-            if key not in done:
-                pending.add(key)
-    columns = np.array([(*key, *rows[key]) for key in sorted(rows)], np.int64).reshape(-1, 5).T
-    return tuple(c.astype(np.int32) for c in columns)
+        rests = np.array([suffixes.id_span(start, end) for start, end in
+                          zip((lo[back] + pos[back]).tolist(), hi[back].tolist())], np.int64)
+        found.append(np.stack([starts_array[back], suffix_array[back],
+                               np.full(len(back), -1), rests, np.zeros(len(back), np.int64)],
+                              axis=1))
+        keys = np.unique(np.stack([pd.state_machine[starts_array[back]], rests], axis=1),
+                         axis=0)
+        pending = set(map(tuple, keys.tolist())) - done
+    # one row per (state, suffix), sorted (a return state of calls to several machines may
+    # meet a suffix more than once, always alike)
+    rows = np.concatenate([*found, np.zeros((0, 5), np.int64)]).astype(np.int64)
+    _, first = np.unique(rows[:, 0] * (len(suffixes.spans) + 1) + rows[:, 1], return_index=True)
+    return tuple(c.astype(np.int32) for c in rows[first].T)
 
 
 class _Kernel:
