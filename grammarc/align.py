@@ -70,6 +70,7 @@ class VocabTrie:
     first_level: np.ndarray    # int64: the depth-1 nodes
     # the byte pairs of the depth-2 nodes (first byte * 256 + second), for estimating folds
     second_level: np.ndarray   # int64 [N2]
+    node_code: np.ndarray      # int32 [N]: depth << 16, | 1 where a token ends
 
     @property
     def num_nodes(self) -> int:
@@ -115,9 +116,11 @@ def build_trie(token_bytes: list[bytes | None] | tuple[bytes | None, ...],
     second = np.flatnonzero(node_depth == 2)
     parent = first[np.searchsorted(first, second) - 1]
     second_level = node_byte[parent].astype(np.int64) * 256 + node_byte[second]
+    node_code = node_depth.astype(np.int32) << 16
+    node_code[node_of_item] |= 1
     return VocabTrie(node_byte, node_depth, node_end, tok_ptr, ids[order],
                      node_of_item[order].astype(np.int64), data, token_offsets, first,
-                     second_level)
+                     second_level, node_code)
 
 
 #: The trie of each tokenizer object that `tokenizer_trie` has seen, kept as long as it lives.
@@ -193,8 +196,10 @@ def walk_entries(dfa: ByteDFA, trie: VocabTrie, vocab_size: int,
         return _core.walk_bases(label[first], (end[first] - first).astype(np.int64), trans_off,
                                 num_classes, walked)
 
-    label, depth, end = byte_class[trie.node_byte], trie.node_depth, trie.node_end
-    node_of_byte_node = np.arange(trie.num_nodes)
+    label, end = byte_class[trie.node_byte], trie.node_end
+    # one int32 per node: depth, byte class and "ends a token", read by the walk in one load
+    # (items: the nodes that end a token, plus one item for all EOS tokens)
+    depth_and_item, item_of_node = trie.node_code, trie.tok_node
     bases, visits = bases_of(label, end, trie.first_level)
     if visits > _FOLD_COST * trie.num_nodes and _worth_folding(trie, byte_class, visits):
         # many walks: the trie folded over the DFA's byte classes, whose nodes group the
@@ -202,15 +207,14 @@ def walk_entries(dfa: ByteDFA, trie: VocabTrie, vocab_size: int,
         label, depth, end, node_of_byte_node = _core.class_trie(
             trie.node_byte, trie.node_depth, byte_class, num_classes)
         bases = bases_of(label, end, np.flatnonzero(depth == 1))[0]
-    # items: trie nodes that end a token, plus one item for all EOS tokens
+        item_of_node = node_of_byte_node[trie.tok_node]
+        depth_and_item = depth.astype(np.int32) << 16
+        depth_and_item[item_of_node] |= 1
     item_of_token = np.full(vocab_size, -1, np.int64)
-    item_of_token[trie.toks] = node_of_byte_node[trie.tok_node]
-    is_item = np.zeros(len(label), np.int32)
-    is_item[item_of_token[trie.toks]] = 1
+    item_of_token[trie.toks] = item_of_node
     eos_item = len(label)
     item_of_token[eos] = eos_item
-    # one int32 per node: depth, byte class and "ends a token", read by the walk in one load
-    code = (depth.astype(np.int32) << 16) | (label << 1) | is_item
+    code = depth_and_item | (label << 1)
     walk = _core.TrieWalk(code, end, trans_off, num_classes, accepting, eos_item if eos else -1)
     threads = 2 if visits > _PARALLEL_AFTER * trie.num_nodes else 1
     forests = _refine_all(walk, bases, eos_item + 1, num_states, walked, threads, progress)
