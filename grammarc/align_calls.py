@@ -412,6 +412,11 @@ class LoopRows:
             self.size -= self.entries.popitem(last=False)[1][0].nbytes
         return found
 
+    def clear(self) -> None:
+        """Forget every loop's rows."""
+        self.entries.clear()
+        self.size = 0
+
 
 #: The one cache of count rows of the process (for the vocabulary compiled for last).
 LOOP_ROWS = LoopRows(max_bytes=64 << 20)

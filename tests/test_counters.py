@@ -259,3 +259,28 @@ def test_a_document_compiled_flat_spells_long_strings_in_states(smollm2):
     assert not isinstance(grammar, CallGrammar)
     assert grammar.matches('{"s": "' + "é" * HIGH + '"}')
     assert not grammar.matches('{"s": "' + "é" * (HIGH + 1) + '"}')
+
+
+def test_count_rows_kept_across_compiles_give_the_tables_of_a_fresh_walk(smollm2, tmp_path):
+    """A counted loop's rows are walked once per vocabulary (`LOOP_ROWS`): a schema whose
+    loops have other bounds reads the rows another schema's loops left, and gets the tables
+    a walk with nothing kept gives."""
+    from grammarc import align_calls
+
+    other = {"type": "array", "items": {"type": "string", "minLength": 1, "maxLength": 300}}
+
+    def compiled(schema: dict, name: str) -> dict[str, np.ndarray]:
+        grammarc.compile(json.dumps(schema), smollm2, "json-schema").save(tmp_path / name)
+        return read_artifact(tmp_path / name).tensors
+
+    align_calls.LOOP_ROWS.clear()
+    compiled(PATTERNS, "patterns.safetensors")  # loops of other items kept beside
+    compiled(SCHEMA, "schema.safetensors")
+    walked = len(align_calls.LOOP_ROWS.entries)
+    kept = compiled(other, "kept.safetensors")
+    assert walked >= 2 and len(align_calls.LOOP_ROWS.entries) == walked  # nothing new walked
+    align_calls.LOOP_ROWS.clear()
+    fresh = compiled(other, "fresh.safetensors")
+    assert kept.keys() == fresh.keys() and "count_table" in kept
+    for key in kept:
+        assert np.array_equal(kept[key], fresh[key]), key
