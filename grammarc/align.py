@@ -47,10 +47,11 @@ _CHUNK = 64  # states per kernel call, so progress can be reported
 # (measured over the corpus grammars: JSON grammars keep 60-98% of the nodes, regular
 # expressions over letter classes 1% or less)
 _FOLD_COST, _FOLD_COST_KEPT = 10, 40
-# Below this many walks of the trie, a second thread saves nothing (its forest, merging the
-# forests' classes) even on an idle machine, and loses where the other core is busy (measured
-# on the corpus schemas: 20-60 walks gain nothing, 300-800 walks gain 8-12%)
-_PARALLEL_AFTER = 150
+# Past this many walks of the trie, a second thread saves time (its own forest, then merging
+# the forests' classes) where a core is idle; past the second bound, even where every core is
+# busy (measured on the corpus schemas: 50-60 walks gain up to 15% alone and lose a few %
+# beside a busy core, 300-800 walks gain 8-12% either way)
+_PARALLEL_AFTER, _PARALLEL_AFTER_BUSY = 50, 150
 
 
 @dataclass(frozen=True)
@@ -216,7 +217,8 @@ def walk_entries(dfa: ByteDFA, trie: VocabTrie, vocab_size: int,
     item_of_token[eos] = eos_item
     code = depth_and_item | (label << 1)
     walk = _core.TrieWalk(code, end, trans_off, num_classes, accepting, eos_item if eos else -1)
-    threads = 2 if visits > _PARALLEL_AFTER * trie.num_nodes else 1
+    threads = 2 if visits > _PARALLEL_AFTER_BUSY * trie.num_nodes or (
+        visits > _PARALLEL_AFTER * trie.num_nodes and _a_core_is_idle()) else 1
     forests = _refine_all(walk, bases, eos_item + 1, num_states, walked, threads, progress)
     token_class, canon_of_item = _core.canonical_classes(
         np.stack([f.classes for f in forests]), item_of_token)
@@ -247,6 +249,16 @@ def _worth_folding(trie: VocabTrie, byte_class: np.ndarray, visits: int) -> bool
         byte_class[trie.second_level & 255]
     kept = min(1.0, 2 * np.count_nonzero(np.bincount(pairs)) / max(len(pairs), 1))
     return visits * (1 - kept) > (_FOLD_COST + _FOLD_COST_KEPT * kept) * trie.num_nodes
+
+
+def _a_core_is_idle() -> bool:
+    """Whether the system's load leaves a core for a second thread: the last minute's load
+    average is at least half a core below the number of cores (yes where the system keeps
+    no load average)."""
+    try:
+        return os.getloadavg()[0] < (os.cpu_count() or 1) - 0.5
+    except (AttributeError, OSError):
+        return True
 
 
 def _refine_all(walk: _core.TrieWalk, bases: np.ndarray, num_items: int, num_states: int,

@@ -208,3 +208,18 @@ def test_folding_the_trie_over_byte_classes_changes_no_entry(pattern, smollm2, m
     folded, plain = results
     for name in ("token_class", "state_ptr", "entry_class", "entry_next"):
         assert np.array_equal(getattr(folded, name), getattr(plain, name)), name
+
+
+@pytest.mark.parametrize("pattern", [r"[a-z0-9 ]{1,300}", REGEXES[9]])
+def test_walking_on_two_threads_changes_no_entry(pattern, smollm2, monkeypatch):
+    """The states walked by a second thread (a load estimate decides) leave the same result."""
+    dfa = build_dfa(parse_regex(pattern))
+    trie = align.tokenizer_trie(smollm2)
+    results = []
+    for busy_bound in (0, 10**9):  # always two threads; never
+        monkeypatch.setattr(align, "_PARALLEL_AFTER_BUSY", busy_bound)
+        monkeypatch.setattr(align, "_a_core_is_idle", lambda: False)
+        results.append(align.walk_entries(dfa, trie, smollm2.vocab_size, smollm2.eos_token_ids))
+    two, one = results
+    for name in ("token_class", "state_ptr", "entry_class", "entry_next"):
+        assert np.array_equal(getattr(two, name), getattr(one, name)), name
