@@ -19,6 +19,7 @@ Everything is a table; the runtime only looks things up (docs/FORMAT.md, version
 
 from __future__ import annotations
 
+import threading
 import time
 import weakref
 from collections import OrderedDict
@@ -388,34 +389,41 @@ def _count_rows(pd: PushdownDFA, kernel: _Kernel, trie: VocabTrie) -> CountRows:
 class LoopRows:
     """The count rows of counted loops, kept across compiles per vocabulary: the same bounded
     string recurs in schema after schema (a loop's rows depend only on its machine's tables up
-    to numbering, not on its bounds). Least recently used first out, past `max_bytes`."""
+    to numbering, not on its bounds). Least recently used first out, past `max_bytes`. Safe
+    for compiles on several threads (a loop two of them meet at once is walked by both)."""
 
     def __init__(self, max_bytes: int) -> None:
         self.max_bytes = max_bytes
         self.size = 0
         self.trie: weakref.ref[VocabTrie] | None = None
         self.entries: OrderedDict[bytes, tuple[np.ndarray, np.ndarray, int]] = OrderedDict()
+        self._lock = threading.Lock()
 
     def get(self, trie: VocabTrie, signature: bytes,
             walk: Callable[[], tuple[np.ndarray, np.ndarray, int]]
             ) -> tuple[np.ndarray, np.ndarray, int]:
         """(rows, complete costs, item cost) of the loop with `signature`, walked if new."""
-        if self.trie is None or self.trie() is not trie:  # another vocabulary: start over
-            self.trie, self.entries, self.size = weakref.ref(trie), OrderedDict(), 0
-        found = self.entries.get(signature)
-        if found is not None:
-            self.entries.move_to_end(signature)
-            return found
-        found = self.entries[signature] = walk()
-        self.size += found[0].nbytes
-        while self.size > self.max_bytes and len(self.entries) > 1:
-            self.size -= self.entries.popitem(last=False)[1][0].nbytes
+        with self._lock:
+            if self.trie is None or self.trie() is not trie:  # another vocabulary: start over
+                self.trie, self.entries, self.size = weakref.ref(trie), OrderedDict(), 0
+            found = self.entries.get(signature)
+            if found is not None:
+                self.entries.move_to_end(signature)
+                return found
+        found = walk()
+        with self._lock:
+            if self.trie() is trie and signature not in self.entries:
+                self.entries[signature] = found
+                self.size += found[0].nbytes
+                while self.size > self.max_bytes and len(self.entries) > 1:
+                    self.size -= self.entries.popitem(last=False)[1][0].nbytes
         return found
 
     def clear(self) -> None:
         """Forget every loop's rows."""
-        self.entries.clear()
-        self.size = 0
+        with self._lock:
+            self.entries.clear()
+            self.size = 0
 
 
 #: The one cache of count rows of the process (for the vocabulary compiled for last).
