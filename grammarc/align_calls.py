@@ -32,6 +32,7 @@ from . import _core
 from .align import FactoredRows, TokenEntries, VocabTrie, factor, walk_entries
 from .automaton.machines import PushdownDFA, byte_dfa
 from .errors import GrammarError
+from .table import positions_within
 
 _FEW_PUSHES = 4  # room per walk in the first pass; walks that push more are walked again
 _DIES, _STAYS, _RETURNS = 0, 1, 2  # the walk kinds of `_core.pushdown_walk`
@@ -261,7 +262,7 @@ def _resolve_suffixes(pd: PushdownDFA, kernel: _Kernel, suffixes: _Suffixes,
         if not sizes.sum():
             continue
         # every (return state of the machine, suffix) of the batch
-        within = np.arange(int(sizes.sum())) - np.repeat(np.cumsum(sizes) - sizes, sizes)
+        within = positions_within(sizes)
         starts_array = return_states[np.repeat(return_ptr[batch[:, 0]], sizes) + within]
         suffix_array = np.repeat(batch[:, 1], sizes)
         spans = np.array(suffixes.spans, np.int64).reshape(-1, 2)
@@ -513,7 +514,7 @@ def _return_cost(table: FactoredRows, pd: PushdownDFA, x_ptr, x_next, x_arg, x_c
     members[:len(entry_next)] = entry_next
     heads = option_ptr[len(entry_next):-1]
     members[heads] = target
-    within = np.arange(int(pushed.sum())) - np.repeat(np.cumsum(pushed) - pushed, pushed)
+    within = positions_within(pushed)
     members[np.repeat(heads + 1, pushed) + within] = \
         push_states[np.repeat(push_ptr[seq], pushed) + within]
     option_owner = np.concatenate([np.repeat(np.arange(num_states, dtype=np.int32),

@@ -85,13 +85,11 @@ class TokenTable:
         lengths = np.diff(self.row_ptr)[self.state_row]          # entries per state
         entry_state = np.repeat(np.arange(self.num_states), lengths)
         first = np.repeat(self.row_ptr[self.state_row], lengths)
-        entry = first + np.arange(len(entry_state)) - np.repeat(np.cumsum(lengths) - lengths,
-                                                                lengths)
+        entry = first + positions_within(lengths)
         classes = self.row_class[entry]
         sizes = class_ptr[classes + 1] - class_ptr[classes]
         pair_state = np.repeat(entry_state, sizes)
-        offsets = np.arange(int(sizes.sum())) - np.repeat(np.cumsum(sizes) - sizes, sizes)
-        tokens = order[np.repeat(class_ptr[classes], sizes) + offsets]
+        tokens = order[np.repeat(class_ptr[classes], sizes) + positions_within(sizes)]
         nxt = pair_state + np.repeat(self.row_delta[entry], sizes)
         live = pair_state != 0  # the dead state allows nothing
         pair_state, tokens, nxt = pair_state[live], tokens[live], nxt[live]
@@ -106,3 +104,10 @@ def frozen(values, dtype) -> np.ndarray:
     array = np.array(values, dtype=dtype)
     array.flags.writeable = False
     return array
+
+
+def positions_within(sizes: np.ndarray) -> np.ndarray:
+    """Each element's position in its run, for consecutive runs of `sizes` elements
+    (`[2, 0, 3]` -> `[0, 1, 0, 1, 2]`): the offsets that gather ragged rows in one step."""
+    sizes = np.asarray(sizes, np.int64)
+    return np.arange(int(sizes.sum())) - np.repeat(np.cumsum(sizes) - sizes, sizes)
