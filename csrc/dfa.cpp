@@ -310,57 +310,81 @@ std::vector<int32_t> group_columns(const int32_t* tr, int64_t n, int64_t k) {
     return group;
 }
 
-// Which states of `tr` (n x k, state 0 dead: never accepting, all its moves to itself) can
-// reach an accepting state; the moves into state 0 are not followed back.
-std::vector<uint8_t> live_states(const int32_t* tr, int64_t n, int64_t k, const uint8_t* acc) {
-    const std::vector<int32_t> dist = distances_to_accepting(n, acc, [&](auto&& visit) {
-        for (int64_t s = 0; s < n; ++s)
-            for (int64_t a = 0; a < k; ++a)
-                if (tr[s * k + a] != 0) visit(s, tr[s * k + a]);
-    });
-    std::vector<uint8_t> live(n);
-    for (int64_t s = 0; s < n; ++s) live[s] = dist[s] >= 0;
+// The moves of `tr` (n rows of `stride` values; class a is column `column_of[a]`, k
+// classes) into each state but the dead one, state 0: the moves into t come from
+// src[ptr[t] : ptr[t + 1]] by class cls[...], in the order of (source, class).
+struct Incoming {
+    std::vector<int64_t> ptr;
+    std::vector<int32_t> src, cls;
+};
+
+Incoming incoming_moves(const int32_t* tr, int64_t n, int64_t stride, const int64_t* column_of,
+                        int64_t k) {
+    Incoming in;
+    in.ptr.assign(n + 2, 0);
+    for (int64_t s = 0; s < n; ++s)
+        for (int64_t a = 0; a < k; ++a) {
+            const int32_t t = tr[s * stride + column_of[a]];
+            if (t != 0) in.ptr[t + 2] += 1;
+        }
+    for (int64_t t = 2; t <= n + 1; ++t) in.ptr[t] += in.ptr[t - 1];
+    in.src.resize(in.ptr[n + 1]);
+    in.cls.resize(in.ptr[n + 1]);
+    for (int64_t s = 0; s < n; ++s)
+        for (int64_t a = 0; a < k; ++a) {
+            const int32_t t = tr[s * stride + column_of[a]];
+            if (t == 0) continue;
+            const int64_t j = in.ptr[t + 1]++;
+            in.src[j] = static_cast<int32_t>(s);
+            in.cls[j] = static_cast<int32_t>(a);
+        }
+    in.ptr.pop_back();
+    return in;
+}
+
+// Which states can reach an accepting state (state 0 is never accepting), by a search
+// backwards over the moves `in`.
+std::vector<uint8_t> live_states(const Incoming& in, int64_t n, const uint8_t* acc) {
+    std::vector<uint8_t> live(n, 0);
+    std::vector<int32_t> queue;
+    queue.reserve(n);
+    for (int64_t s = 1; s < n; ++s)
+        if (acc[s]) {
+            live[s] = 1;
+            queue.push_back(static_cast<int32_t>(s));
+        }
+    for (size_t head = 0; head < queue.size(); ++head) {
+        const int32_t t = queue[head];
+        for (int64_t j = in.ptr[t]; j < in.ptr[t + 1]; ++j)
+            if (!live[in.src[j]]) {
+                live[in.src[j]] = 1;
+                queue.push_back(in.src[j]);
+            }
+    }
     return live;
 }
 
-// Hopcroft's partition refinement of `tr` (n x k) from the partition by `init`: the block of
-// each state into `block`, the number of blocks returned. When state 0 has an initial value
-// of its own, its block is the one never used as a splitter, and the transitions into it are
-// not indexed (same result, far less work on a trimmed grammar).
+// Hopcroft's partition refinement of a DFA of n states and k classes, given by its moves
+// `in` into each state, from the partition by `init`, with the moves into states that are
+// not `live` taken as moves into the dead state 0 (a trimmed DFA): the block of each state
+// into `block`, the number of blocks returned. The dead state must have an initial value of
+// its own; its block is never used as a splitter, and the moves into it are not indexed
+// (same result, far less work on a trimmed grammar).
 //
-// A block is split by for all its pending classes at once: one pass over the transitions
-// into its states (indexed by target state, not by (state, class)) sorts their sources by
-// class, then each class splits as in the textbook algorithm. Splitting by a block that has
-// since been split (the union of its parts) is sound, and the parts are queued by the usual
-// rule, so the result is the coarsest partition, as one class at a time would give.
-int64_t refine_blocks(const int32_t* tr, int64_t n, int64_t k, const int32_t* init,
-                      int32_t* block) {
+// A block is split by for all its pending classes at once: one pass over the moves into its
+// states sorts their sources by class, then each class met splits as in the textbook
+// algorithm. Splitting by a block that has since been split (the union of its parts) is
+// sound, and the parts are queued by the usual rule, so the result is the coarsest
+// partition, as one class at a time would give.
+int64_t refine_blocks(const Incoming& in, const uint8_t* live, int64_t n, int64_t k,
+                      const int32_t* init, int32_t* block) {
     int64_t n_blocks = 0;
-    int64_t alone = 0;
-    for (int64_t s = 0; s < n && alone < 2; ++s) alone += init[s] == init[0];
-    const bool dead_alone = n > 0 && alone == 1;
-    // transitions into each state: inc_src/inc_cls[inc_ptr[t] : inc_ptr[t + 1]]
-    std::vector<int64_t> inc_ptr(n + 2, 0);
-    for (int64_t i = 0; i < n * k; ++i)
-        if (!dead_alone || tr[i] != 0) inc_ptr[tr[i] + 2] += 1;
-    for (int64_t t = 2; t <= n + 1; ++t) inc_ptr[t] += inc_ptr[t - 1];
-    std::vector<int32_t> inc_src(inc_ptr[n + 1]), inc_cls(inc_ptr[n + 1]);
-    for (int64_t s = 0; s < n; ++s)
-        for (int64_t a = 0; a < k; ++a) {
-            const int32_t t = tr[s * k + a];
-            if (dead_alone && t == 0) continue;
-            const int64_t j = inc_ptr[t + 1]++;
-            inc_src[j] = static_cast<int32_t>(s);
-            inc_cls[j] = static_cast<int32_t>(a);
-        }
-
     std::vector<int32_t> elems(n);
     std::vector<int64_t> pos(n), bstart(n + 1, 0), bend(n + 1, 0), nmark(n + 1, 0);
     std::vector<int64_t> order(n);
     std::iota(order.begin(), order.end(), 0);
     std::stable_sort(order.begin(), order.end(),
                      [init](int64_t x, int64_t y) { return init[x] < init[y]; });
-    int64_t largest = 0;
     for (int64_t i = 0; i < n; ++i) {
         const int64_t s = order[i];
         elems[i] = static_cast<int32_t>(s);
@@ -368,19 +392,16 @@ int64_t refine_blocks(const int32_t* tr, int64_t n, int64_t k, const int32_t* in
         if (i == 0 || init[s] != init[order[i - 1]]) bstart[n_blocks++] = i;
         bend[n_blocks - 1] = i + 1;
         block[s] = static_cast<int32_t>(n_blocks - 1);
-        if (bend[n_blocks - 1] - bstart[n_blocks - 1] > bend[largest] - bstart[largest])
-            largest = n_blocks - 1;
     }
-    // every initial block but one (the dead state's, else the largest) splits the others
-    const int64_t left_out = dead_alone ? block[0] : largest;
+    // every initial block but the dead state's splits the others
     std::vector<uint8_t> in_work(n * k, 0);
     std::vector<int64_t> work;  // blocks with pending classes (maybe listed twice)
     for (int64_t b = 0; b < n_blocks; ++b)
-        if (b != left_out) {
+        if (b != block[0]) {
             work.push_back(b);
             for (int64_t a = 0; a < k; ++a) in_work[b * k + a] = 1;
         }
-    std::vector<int32_t> splitter(n), touched(n), classes;
+    std::vector<int32_t> touched(n), classes, met;
     std::vector<uint8_t> pending(k, 0);
     std::vector<std::vector<int32_t>> sources(k);
     while (!work.empty()) {
@@ -394,13 +415,20 @@ int64_t refine_blocks(const int32_t* tr, int64_t n, int64_t k, const int32_t* in
                 classes.push_back(static_cast<int32_t>(a));
             }
         if (classes.empty()) continue;
-        int64_t m = 0;
-        for (int64_t i = bstart[bb]; i < bend[bb]; ++i) splitter[m++] = elems[i];
-        for (int64_t i = 0; i < m; ++i)
-            for (int64_t j = inc_ptr[splitter[i]]; j < inc_ptr[splitter[i] + 1]; ++j)
-                if (pending[inc_cls[j]]) sources[inc_cls[j]].push_back(inc_src[j]);
-        for (const int32_t a : classes) {
-            pending[a] = 0;
+        met.clear();  // the pending classes of moves into the splitter
+        for (int64_t i = bstart[bb]; i < bend[bb]; ++i) {
+            const int32_t t = elems[i];
+            if (!live[t]) continue;
+            for (int64_t j = in.ptr[t]; j < in.ptr[t + 1]; ++j) {
+                const int32_t a = in.cls[j];
+                if (!pending[a]) continue;
+                if (sources[a].empty()) met.push_back(a);
+                sources[a].push_back(in.src[j]);
+            }
+        }
+        for (const int32_t a : classes) pending[a] = 0;
+        std::sort(met.begin(), met.end());
+        for (const int32_t a : met) {
             int64_t n_touched = 0;
             for (const int32_t s : sources[a]) {
                 const int32_t b = block[s];
@@ -503,16 +531,12 @@ py::tuple minimize_dfa(In<int32_t> trans, In<int32_t> byte_class, In<bool> accep
         const int64_t k = *std::max_element(group.begin(), group.end()) + 1;
         std::vector<int64_t> column_of(k);
         for (int64_t a = k0 - 1; a >= 0; --a) column_of[group[a]] = a;
-        // trimmed: a move to a state that cannot reach acceptance goes to the dead state
-        std::vector<int32_t> tr(n * k);
-        for (int64_t s = 0; s < n; ++s)
-            for (int64_t a = 0; a < k; ++a) tr[s * k + a] = tr0[s * k0 + column_of[a]];
-        const std::vector<uint8_t> live = live_states(tr.data(), n, k, acc);
+        // moves to states that cannot reach acceptance go to the dead state (trimmed)
+        const Incoming in = incoming_moves(tr0, n, k0, column_of.data(), k);
+        const std::vector<uint8_t> live = live_states(in, n, acc);
         if (!live[1]) {
             status = 1;
         } else {
-            for (int64_t i = 0; i < n * k; ++i)
-                if (!live[tr[i]]) tr[i] = 0;
             // accepting, and the label of a live state, separate states; the dead state
             // starts in a block of its own (never a splitter)
             std::vector<int32_t> init(n), block(n);
@@ -522,17 +546,21 @@ py::tuple minimize_dfa(In<int32_t> trans, In<int32_t> byte_class, In<bool> accep
                 highest = std::max(highest, init[s]);
             }
             init[0] = highest + 1;
-            const int64_t n_blocks = refine_blocks(tr.data(), n, k, init.data(), block.data());
+            const int64_t n_blocks = refine_blocks(in, live.data(), n, k, init.data(),
+                                                   block.data());
             const int64_t dead = block[0], start = block[1];
             if (dead == start) {
                 status = 1;
             } else {
                 std::vector<int32_t> rep(n_blocks);
                 for (int64_t s = 0; s < n; ++s) rep[block[s]] = static_cast<int32_t>(s);
+                std::vector<int32_t> target_block(n);
+                for (int64_t s = 0; s < n; ++s)
+                    target_block[s] = live[s] ? block[s] : static_cast<int32_t>(dead);
                 std::vector<int32_t> block_trans(n_blocks * k);
                 for (int64_t b = 0; b < n_blocks; ++b)
                     for (int64_t a = 0; a < k; ++a)
-                        block_trans[b * k + a] = block[tr[rep[b] * k + a]];
+                        block_trans[b * k + a] = target_block[tr0[rep[b] * k0 + column_of[a]]];
                 const std::vector<int32_t> order =
                     canonical_order(block_trans.data(), n_blocks, k, dead, start);
                 m = static_cast<int64_t>(order.size());
