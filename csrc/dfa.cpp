@@ -393,13 +393,17 @@ int64_t refine_blocks(const Incoming& in, const uint8_t* live, int64_t n, int64_
         bend[n_blocks - 1] = i + 1;
         block[s] = static_cast<int32_t>(n_blocks - 1);
     }
-    // every initial block but the dead state's splits the others
-    std::vector<uint8_t> in_work(n * k, 0);
+    // the classes pending for each block, a bit per class; every initial block but the
+    // dead state's splits the others by all classes
+    const int64_t words = (k + 63) / 64;
+    std::vector<uint64_t> all(words, ~uint64_t{0});
+    if (k % 64) all[words - 1] = (uint64_t{1} << (k % 64)) - 1;
+    std::vector<uint64_t> in_work((n + 1) * words, 0);
     std::vector<int64_t> work;  // blocks with pending classes (maybe listed twice)
     for (int64_t b = 0; b < n_blocks; ++b)
         if (b != block[0]) {
             work.push_back(b);
-            for (int64_t a = 0; a < k; ++a) in_work[b * k + a] = 1;
+            std::copy(all.begin(), all.end(), in_work.begin() + b * words);
         }
     std::vector<int32_t> touched(n), classes, met;
     std::vector<uint8_t> pending(k, 0);
@@ -408,12 +412,14 @@ int64_t refine_blocks(const Incoming& in, const uint8_t* live, int64_t n, int64_
         const int64_t bb = work.back();
         work.pop_back();
         classes.clear();
-        for (int64_t a = 0; a < k; ++a)
-            if (in_work[bb * k + a]) {
-                in_work[bb * k + a] = 0;
+        for (int64_t w = 0; w < words; ++w) {
+            for (uint64_t bits = in_work[bb * words + w]; bits != 0; bits &= bits - 1) {
+                const int32_t a = static_cast<int32_t>(w * 64 + __builtin_ctzll(bits));
                 pending[a] = 1;
-                classes.push_back(static_cast<int32_t>(a));
+                classes.push_back(a);
             }
+            in_work[bb * words + w] = 0;
+        }
         if (classes.empty()) continue;
         met.clear();  // the pending classes of moves into the splitter
         for (int64_t i = bstart[bb]; i < bend[bb]; ++i) {
@@ -452,19 +458,22 @@ int64_t refine_blocks(const Incoming& in, const uint8_t* live, int64_t n, int64_
                     bstart[b] = bend[nb];
                     for (int64_t i = bstart[nb]; i < bend[nb]; ++i)
                         block[elems[i]] = static_cast<int32_t>(nb);
-                    const int64_t small = bend[nb] - bstart[nb] <= bend[b] - bstart[b] ? nb : b;
-                    bool queued_nb = false, queued_small = false;
-                    for (int64_t c = 0; c < k; ++c) {
-                        const int64_t target = in_work[b * k + c] ? nb : small;
-                        if (!in_work[target * k + c]) {
-                            in_work[target * k + c] = 1;
-                            bool& queued = target == nb ? queued_nb : queued_small;
-                            if (!queued) {
-                                queued = true;
-                                work.push_back(target);
-                            }
+                    // a class pending for b is now pending for both parts; any other
+                    // for the smaller part
+                    uint64_t* pending_b = &in_work[b * words];
+                    uint64_t* pending_nb = &in_work[nb * words];
+                    const bool nb_smaller = bend[nb] - bstart[nb] <= bend[b] - bstart[b];
+                    bool queue_b = false, queue_nb = false;
+                    for (int64_t w = 0; w < words; ++w) {
+                        pending_nb[w] = nb_smaller ? all[w] : pending_b[w];
+                        queue_nb |= pending_nb[w] != 0;
+                        if (!nb_smaller) {
+                            queue_b |= pending_b[w] != all[w];
+                            pending_b[w] = all[w];
                         }
                     }
+                    if (queue_nb) work.push_back(nb);
+                    if (queue_b) work.push_back(b);
                 }
                 nmark[b] = 0;
             }
