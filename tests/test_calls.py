@@ -100,6 +100,28 @@ def test_machines_in_doubt_are_inlined_and_the_others_kept():
         assert pd.accepts(text.encode()) == ok, text
 
 
+def test_copies_of_a_machine_are_called_as_one():
+    """Machines with equal DFAs are one machine, then their callers that become equal: the
+    root's choice between two copies is no conflict, nothing is inlined, the language is the
+    same. A copy of a recursive machine that does not recurse itself stays apart (it may
+    still be inlined)."""
+    value = dict(LIST.machines)["value"]
+    pair = concat(literal("<"), Call("value"), literal(">"))
+    machines = MachineSet(
+        alt(concat(literal("a"), Call("p"), literal("x")), concat(literal("a"), Call("q"),
+                                                               literal("y")),
+            concat(literal("b"), Call("r")), concat(literal("c"), Call("s")),
+            concat(literal("d"), Call("copy"))),
+        (("p", pair), ("q", pair), ("r", concat(literal("("), Call("p"))),
+         ("s", concat(literal("("), Call("q"))), ("copy", value), *LIST.machines))
+    pd = deterministic_pushdown(machines, 10_000)
+    assert pd.machine_names == ("", "p", "r", "copy", "value")
+    for text, ok in [("a<[1, [2]]>x", True), ("a<3>y", True), ("b(<4>", True), ("c(<[]>", True),
+                     ("d[5, [6]]", True), ("a<3>", False), ("a<3>z", False), ("b(<4>x", False),
+                     ("c<4>", False), ("d[5", False)]:
+        assert pd.accepts(text.encode()) == ok, text
+
+
 @pytest.mark.parametrize("expr,expected", [
     (LIST.root, b"v"),
     (Call("value"), b"0123456789["),

@@ -22,7 +22,8 @@ level): no machine accepts the empty text; at each state the bytes of its transi
 first bytes of its callees are disjoint; and in a final state, no byte that continues inside
 the machine may also follow the machine at any of its call sites. A set of machines that fails
 the check raises `NotDeterministicError` naming the machines at fault; `deterministic_pushdown`
-inlines those that do not recurse and links again; when a recursive one is at fault,
+calls the copies of a machine (equal DFAs) as one, inlines the machines at fault that do not
+recurse and links again; when a recursive one is at fault,
 `language_automaton` tries the front end's alternative machines, if it offers some, then falls
 back to one flat automaton.
 """
@@ -241,10 +242,7 @@ def build_pushdown(machines: MachineSet, max_states: int,
     built = {} if built is None else built
     tables, steps, finals, calls, counters = [], [], [], [], []
     for index, body in enumerate(bodies):
-        key = (id(body), index > 0)  # the root keeps no count: it is never called
-        hit = built.get(key)
-        if hit is None or hit[0] is not body:
-            hit = built[key] = (body, *_counter_dfa(body, index > 0, max_states, codes))
+        hit = _built_dfa(body, index > 0, max_states, built, codes)  # the root keeps no count
         dfa = hit[1]
         table = dfa.byte_table()
         calls.append(_read_calls(table, code_of))
@@ -254,6 +252,16 @@ def build_pushdown(machines: MachineSet, max_states: int,
         finals.append(dfa.accepting)
         counters.append(hit[2])
     return _link(names, tables, steps, finals, calls, counters, max_states)
+
+
+def _built_dfa(body: Expr, counted: bool, max_states: int, built: dict[tuple, tuple],
+               codes: dict[str, bytes]) -> tuple:
+    """(body, DFA, counter) of `_counter_dfa`, kept in `built` by the body's identity."""
+    key = (id(body), counted)
+    hit = built.get(key)
+    if hit is None or hit[0] is not body:
+        hit = built[key] = (body, *_counter_dfa(body, counted, max_states, codes))
+    return hit
 
 
 def _text_steps(dfa: ByteDFA) -> np.ndarray:
@@ -294,12 +302,41 @@ def deterministic_pushdown(machines: MachineSet, max_states: int) -> PushdownDFA
     built: dict[tuple, tuple] = {}
     codes = call_codes(["", *(name for name, _ in machines.machines)])
     while True:
+        machines = _without_copies(machines, max_states, built, codes)
         try:
             return build_pushdown(machines, max_states, built, codes)
         except NotDeterministicError as exc:
             if not exc.machines or exc.machines & recursive_machines(dict(machines.machines)):
                 raise
             machines = _inlined(machines, exc.machines)
+
+
+def _without_copies(machines: MachineSet, max_states: int, built: dict[tuple, tuple],
+                    codes: dict[str, bytes]) -> MachineSet:
+    """The machine set with each group of machines whose DFAs are equal (so their languages,
+    calls included) called as one, the first of the group; again until no two are equal (the
+    callers of merged machines may become equal in turn). A machine that recurses and one
+    that does not are never merged: the latter stays free to be inlined."""
+    while True:
+        first_of: dict[tuple, str] = {}
+        alias: dict[str, str] = {}
+        recursive = recursive_machines(dict(machines.machines))
+        for name, body in machines.machines:
+            _, dfa, counter = _built_dfa(body, True, max_states, built, codes)
+            key = (name in recursive, dfa.trans.shape, dfa.trans.tobytes(),
+                   dfa.byte_class.tobytes(), dfa.accepting.tobytes(),
+                   None if counter is None else (*counter[:3], counter[3].tobytes()))
+            alias[name] = first_of.setdefault(key, name)
+        if all(name == kept for name, kept in alias.items()):
+            return machines
+
+        def renamed(name: str) -> Expr:
+            return Call(alias.get(name, name))
+
+        machines = MachineSet(
+            replace_calls(machines.root, renamed),
+            tuple((name, replace_calls(body, renamed)) for name, body in machines.machines
+                  if alias[name] == name), machines.unrolled, machines.alternative)
 
 
 def _inlined(machines: MachineSet, names: frozenset[str]) -> MachineSet:
