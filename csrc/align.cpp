@@ -764,12 +764,19 @@ py::array_t<int32_t> min_tokens_to_accept(In<int64_t> state_ptr, In<int32_t> ent
     std::vector<int32_t> dist;
     {
         py::gil_scoped_release released;
+        // each state's distinct successors only: most of a row's tokens lead to a few states
+        std::vector<int64_t> seen_from(n, -1);
         dist = distances_to_accepting(n, acc, [&](auto&& visit) {
+            std::fill(seen_from.begin(), seen_from.end(), -1);
             for (int64_t s = 0; s < n; ++s)
-                for (int64_t e = ptr[s]; e < ptr[s + 1]; ++e) visit(s, next[e]);
+                for (int64_t e = ptr[s]; e < ptr[s + 1]; ++e)
+                    if (seen_from[next[e]] != s) {
+                        seen_from[next[e]] = s;
+                        visit(s, next[e]);
+                    }
         });
     }
-    return to_numpy(dist);
+    return to_numpy(std::move(dist));
 }
 
 py::tuple dedupe_rows(In<int64_t> state_ptr, In<int32_t> entry_class, In<int32_t> entry_next,
@@ -781,11 +788,12 @@ py::tuple dedupe_rows(In<int64_t> state_ptr, In<int32_t> entry_class, In<int32_t
     require_in_range(entry_next.data(), n_entries, 0, n, "entry_next");
     const int64_t* ptr = state_ptr.data();
     const int32_t *cls = entry_class.data(), *next = entry_next.data(), *dist = min_tokens.data();
-    std::vector<int32_t> state_row(n, 0), row_class(n_entries), row_delta(n_entries);
+    std::vector<int32_t> state_row(n, 0), row_class, row_delta;
     std::vector<int64_t> row_ptr{0, 0};  // row 0: the empty row
-    int64_t n_written = 0;
     {
         py::gil_scoped_release released;
+        row_class.reserve(n_entries);  // pages are only touched as the rows are written
+        row_delta.reserve(n_entries);
         std::vector<uint64_t> row_hash{kHashSeed};
         uint64_t table_size = 1;
         while (table_size < 4 * static_cast<uint64_t>(n + 1)) table_size *= 2;
@@ -794,13 +802,14 @@ py::tuple dedupe_rows(In<int64_t> state_ptr, In<int32_t> entry_class, In<int32_t
         table[kHashSeed & mask] = 0;
         for (int64_t s = 0; s < n; ++s) {
             // trim entries into dead ends, make them relative, and share equal rows
-            const int64_t start = n_written;
+            const int64_t start = static_cast<int64_t>(row_class.size());
             if (dist[s] >= 0)
                 for (int64_t e = ptr[s]; e < ptr[s + 1]; ++e)
                     if (dist[next[e]] >= 0) {
-                        row_class[n_written] = cls[e];
-                        row_delta[n_written++] = static_cast<int32_t>(next[e] - s);
+                        row_class.push_back(cls[e]);
+                        row_delta.push_back(static_cast<int32_t>(next[e] - s));
                     }
+            const int64_t n_written = static_cast<int64_t>(row_class.size());
             uint64_t h = kHashSeed;
             for (int64_t e = start; e < n_written; ++e) {
                 h = (h ^ static_cast<uint64_t>(static_cast<uint32_t>(row_class[e]))) * 1099511628211ULL;
@@ -822,12 +831,15 @@ py::tuple dedupe_rows(In<int64_t> state_ptr, In<int32_t> entry_class, In<int32_t
                     row_hash.push_back(h);
                     row_ptr.push_back(n_written);
                 });
-            if (!found.inserted) n_written = start;  // drop the duplicate entries just written
+            if (!found.inserted) {  // drop the duplicate entries just written
+                row_class.resize(start);
+                row_delta.resize(start);
+            }
             state_row[s] = table[found.slot];
         }
     }
-    return py::make_tuple(to_numpy(state_row), to_numpy(row_ptr), to_numpy(row_class, n_written),
-                          to_numpy(row_delta, n_written));
+    return py::make_tuple(to_numpy(std::move(state_row)), to_numpy(std::move(row_ptr)),
+                          to_numpy(std::move(row_class)), to_numpy(std::move(row_delta)));
 }
 
 py::tuple row_moves(In<int32_t> state_row, In<int64_t> row_ptr, In<int32_t> row_delta) {
@@ -909,8 +921,9 @@ py::tuple split_sink(In<int64_t> state_ptr, In<int32_t> entry_class, In<int32_t>
             plain_ptr[s + 1] = plain_class.size();
         }
     }
-    return py::make_tuple(to_numpy(new_id), to_numpy(plain_ptr), to_numpy(plain_class),
-                          to_numpy(plain_next), to_numpy(pair_state), to_numpy(pair_class));
+    return py::make_tuple(to_numpy(std::move(new_id)), to_numpy(std::move(plain_ptr)),
+                          to_numpy(std::move(plain_class)), to_numpy(std::move(plain_next)),
+                          to_numpy(std::move(pair_state)), to_numpy(std::move(pair_class)));
 }
 
 }  // namespace grammarc

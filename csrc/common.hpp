@@ -80,6 +80,17 @@ py::array_t<T> to_numpy(const std::vector<T>& values, int64_t n = -1) {
     return to_numpy(values.data(), n < 0 ? static_cast<int64_t>(values.size()) : n);
 }
 
+// A 1-D numpy array of `values` that takes over the vector's buffer instead of copying it:
+// for results of hundreds of megabytes, the copy and the page faults of a second buffer cost
+// as much as the work. Capacity past the size that was never written costs address space
+// only.
+template <class T>
+py::array_t<T> to_numpy(std::vector<T>&& values) {
+    auto* owned = new std::vector<T>(std::move(values));
+    py::capsule owner(owned, [](void* p) { delete static_cast<std::vector<T>*>(p); });
+    return py::array_t<T>(static_cast<py::ssize_t>(owned->size()), owned->data(), owner);
+}
+
 // A fixed-size array of zeros from calloc: pages never written cost nothing, which matters
 // for arrays as long as a vocabulary's trie of which a narrow grammar touches a few entries.
 template <class T>
