@@ -171,20 +171,12 @@ inline Probed find_or_insert(uint64_t slot, uint64_t mask, IsFree is_free, Holds
     return {slot, true};
 }
 
-// CSR grouping of indices first..n-1 by owner[i] (groups 0..n_groups-1): group g holds
-// members[ptr[g]:ptr[g+1]], in increasing order.
 // Fewest edges from each state to an accepting one (-1: none), by a breadth-first search
-// backwards from the accepting states; state 0, the dead state, is never a seed.
-// `each_edge(visit)` calls `visit(source, target)` for every edge, the same ones each time.
-template <class Accepting, class EachEdge>
-std::vector<int32_t> distances_to_accepting(int64_t n, const Accepting* accepting,
-                                            EachEdge&& each_edge) {
-    std::vector<int64_t> in_ptr(n + 1, 0);
-    each_edge([&](int64_t, int64_t t) { in_ptr[t + 1] += 1; });
-    for (int64_t v = 0; v < n; ++v) in_ptr[v + 1] += in_ptr[v];
-    std::vector<int64_t> fill(in_ptr.begin(), in_ptr.end() - 1);
-    std::vector<int32_t> src(in_ptr[n]);
-    each_edge([&](int64_t s, int64_t t) { src[fill[t]++] = static_cast<int32_t>(s); });
+// backwards from the accepting states over the edges into each state: those into t come
+// from src[in_ptr[t] : in_ptr[t + 1]]. State 0, the dead state, is never a seed.
+template <class Accepting>
+std::vector<int32_t> distances_over(int64_t n, const Accepting* accepting, const int64_t* in_ptr,
+                                    const int32_t* src) {
     std::vector<int32_t> dist(n, -1), queue;
     queue.reserve(n);
     for (int64_t s = 1; s < n; ++s)
@@ -203,6 +195,22 @@ std::vector<int32_t> distances_to_accepting(int64_t n, const Accepting* acceptin
     return dist;
 }
 
+// `distances_over` the edges that `each_edge(visit)` gives, calling `visit(source, target)`
+// for every edge, the same ones each time.
+template <class Accepting, class EachEdge>
+std::vector<int32_t> distances_to_accepting(int64_t n, const Accepting* accepting,
+                                            EachEdge&& each_edge) {
+    std::vector<int64_t> in_ptr(n + 1, 0);
+    each_edge([&](int64_t, int64_t t) { in_ptr[t + 1] += 1; });
+    for (int64_t v = 0; v < n; ++v) in_ptr[v + 1] += in_ptr[v];
+    std::vector<int64_t> fill(in_ptr.begin(), in_ptr.end() - 1);
+    std::vector<int32_t> src(in_ptr[n]);
+    each_edge([&](int64_t s, int64_t t) { src[fill[t]++] = static_cast<int32_t>(s); });
+    return distances_over(n, accepting, in_ptr.data(), src.data());
+}
+
+// CSR grouping of indices first..n-1 by owner[i] (groups 0..n_groups-1): group g holds
+// members[ptr[g]:ptr[g+1]], in increasing order.
 template <class Owner>
 void group_by_owner(const Owner* owner, int64_t n, int64_t first, int64_t n_groups,
                     std::vector<int64_t>& ptr, std::vector<int32_t>& members) {

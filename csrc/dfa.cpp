@@ -342,25 +342,11 @@ Incoming incoming_moves(const int32_t* tr, int64_t n, int64_t stride, const int6
     return in;
 }
 
-// Which states can reach an accepting state (state 0 is never accepting), by a search
-// backwards over the moves `in`.
+// Which states can reach an accepting state (state 0 is never accepting).
 std::vector<uint8_t> live_states(const Incoming& in, int64_t n, const uint8_t* acc) {
-    std::vector<uint8_t> live(n, 0);
-    std::vector<int32_t> queue;
-    queue.reserve(n);
-    for (int64_t s = 1; s < n; ++s)
-        if (acc[s]) {
-            live[s] = 1;
-            queue.push_back(static_cast<int32_t>(s));
-        }
-    for (size_t head = 0; head < queue.size(); ++head) {
-        const int32_t t = queue[head];
-        for (int64_t j = in.ptr[t]; j < in.ptr[t + 1]; ++j)
-            if (!live[in.src[j]]) {
-                live[in.src[j]] = 1;
-                queue.push_back(in.src[j]);
-            }
-    }
+    const std::vector<int32_t> dist = distances_over(n, acc, in.ptr.data(), in.src.data());
+    std::vector<uint8_t> live(n);
+    for (int64_t s = 0; s < n; ++s) live[s] = dist[s] >= 0;
     return live;
 }
 
