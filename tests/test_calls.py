@@ -12,7 +12,10 @@ import numpy as np
 import pytest
 
 import grammarc
-from grammarc.automaton.expr import Call, MachineSet, alt, charset, concat, literal, repeat
+from grammarc.automaton.dfa import build_dfa
+from grammarc.automaton.expr import (
+    Automaton, Call, MachineSet, alt, charset, concat, fingerprint, literal, repeat, same_spelling,
+)
 from grammarc.automaton.machines import (
     NotDeterministicError, build_pushdown, deterministic_pushdown, inline_calls, starting_bytes,
 )
@@ -120,6 +123,36 @@ def test_copies_of_a_machine_are_called_as_one():
                      ("d[5, [6]]", True), ("a<3>", False), ("a<3>z", False), ("b(<4>x", False),
                      ("c<4>", False), ("d[5", False)]:
         assert pd.accepts(text.encode()) == ok, text
+
+
+def test_a_recursive_copy_of_the_root_is_called_as_the_root():
+    """A machine whose DFA is the root's (a schema's `$ref: "#"`) is the root, called from
+    inside itself: its states are in the table once, and the language is the same."""
+    value = dict(LIST.machines)["value"]
+    pd = build_pushdown(MachineSet(value, LIST.machines), 10_000)
+    assert pd.machine_names == ("",)
+    assert len(pd.call_machine) and not pd.call_machine.any()  # every call is of the root
+    for text, ok in [("7", True), ("[1, [22, []], 3]", True), ("[" * 30 + "]" * 30, True),
+                     ("[" * 30 + "]" * 29, False), ("[1,]", False), ("", False)]:
+        assert pd.accepts(text.encode()) == ok, text
+
+
+def test_bodies_spelled_alike_are_built_once():
+    """Trees that differ only in the identity of equal automata (`==` compares automata by
+    identity) have one fingerprint and the same spelling, so the linker builds their DFA
+    once; a different automaton or call is a different spelling."""
+    ab, ab_again, ac = (Automaton(build_dfa(literal(text))) for text in ("ab", "ab", "ac"))
+    one, two = (concat(literal("<"), leaf, Call("x")) for leaf in (ab, ab_again))
+    assert one != two and fingerprint(one) == fingerprint(two) and same_spelling(one, two)
+    assert not same_spelling(one, concat(literal("<"), ac, Call("x")))
+    assert not same_spelling(one, concat(literal("<"), ab, Call("y")))
+    built: dict = {}
+    machines = (("x", literal("z")),)
+    first = build_pushdown(MachineSet(one, machines), 10_000, built)
+    assert len(built) == 2
+    again = build_pushdown(MachineSet(two, machines), 10_000, built)
+    assert len(built) == 2 and again.num_states == first.num_states
+    assert again.accepts(b"<abz") and not again.accepts(b"<acz")
 
 
 @pytest.mark.parametrize("expr,expected", [

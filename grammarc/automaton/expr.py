@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Union
 
+import numpy as np
+
 from ..charsets import MAX_CODE_POINT, SURROGATES, complement_ranges, normalize_ranges
 from .bytedfa import ByteDFA
 
@@ -226,6 +228,77 @@ def exact_to(expr: Expr) -> int | None:
     return cached
 
 
+def fingerprint(expr: Expr) -> int:
+    """A hash of how the tree spells its language, automata seen by content (`hash(expr)`
+    sees them by identity): trees that are the same but for the identity of their automata
+    have equal fingerprints, and `same_spelling` tells them from a collision. Kept on each
+    node, so a tree with shared subtrees is read once."""
+    cached = expr.__dict__.get("_fingerprint")
+    if cached is None:
+        if isinstance(expr, (CharSet, Call)):
+            cached = hash(expr)
+        elif isinstance(expr, Concat):
+            cached = hash(("concat", *map(fingerprint, expr.parts)))
+        elif isinstance(expr, Alt):
+            cached = hash(("alt", *map(fingerprint, expr.options)))
+        elif isinstance(expr, Repeat):
+            cached = hash(("repeat", fingerprint(expr.item), expr.min, expr.max, expr.counted))
+        elif isinstance(expr, Graph):
+            cached = hash(("graph", expr.names, expr.start, expr.accepting,
+                           *((a, b, fingerprint(label)) for a, b, label in expr.edges)))
+        else:
+            dfa = expr.dfa
+            cached = hash(("automaton", *map(_array_key, _dfa_arrays(dfa)), dfa.label_names,
+                           expr.exact_to, *((a, fingerprint(e), b) for a, e, b in expr.calls)))
+        object.__setattr__(expr, "_fingerprint", cached)
+    return cached
+
+
+def same_spelling(a: Expr, b: Expr) -> bool:
+    """Whether two trees spell their language the same way, automata compared by content:
+    the check behind equal `fingerprint`s (each pair of nodes is compared once)."""
+    agreed: set[tuple[int, int]] = set()
+
+    def same(x: Expr, y: Expr) -> bool:
+        if x is y or (id(x), id(y)) in agreed:
+            return True
+        if type(x) is not type(y) or fingerprint(x) != fingerprint(y):
+            return False
+        if isinstance(x, (Concat, Alt)):
+            ours, theirs = (x.parts, y.parts) if isinstance(x, Concat) else (x.options,
+                                                                              y.options)
+            equal = len(ours) == len(theirs) and all(map(same, ours, theirs))
+        elif isinstance(x, Repeat):
+            equal = (x.min, x.max, x.counted) == (y.min, y.max, y.counted) and \
+                same(x.item, y.item)
+        elif isinstance(x, Graph):
+            equal = (x.names, x.start, x.accepting, [e[:2] for e in x.edges]) == \
+                (y.names, y.start, y.accepting, [e[:2] for e in y.edges]) and \
+                all(same(e[2], f[2]) for e, f in zip(x.edges, y.edges))
+        elif isinstance(x, Automaton):
+            ours, theirs = _dfa_arrays(x.dfa), _dfa_arrays(y.dfa)
+            equal = (x.exact_to, x.dfa.label_names, [(p, q) for p, _, q in x.calls]) == \
+                (y.exact_to, y.dfa.label_names, [(p, q) for p, _, q in y.calls]) and \
+                all(o is t or (o is not None and t is not None and o.shape == t.shape and
+                               np.array_equal(o, t)) for o, t in zip(ours, theirs)) and \
+                all(same(e[1], f[1]) for e, f in zip(x.calls, y.calls))
+        else:
+            equal = x == y
+        if equal:
+            agreed.add((id(x), id(y)))
+        return equal
+
+    return same(a, b)
+
+
+def _dfa_arrays(dfa: ByteDFA) -> tuple[np.ndarray | None, ...]:
+    return dfa.trans, dfa.byte_class, dfa.accepting, dfa.labels
+
+
+def _array_key(array: np.ndarray | None) -> tuple | None:
+    return None if array is None else (array.shape, np.ascontiguousarray(array).tobytes())
+
+
 def nullable(expr: Expr) -> bool:
     """Whether the language contains the empty string."""
     if isinstance(expr, CharSet):
@@ -251,5 +324,6 @@ def nullable(expr: Expr) -> bool:
 __all__ = [  # the range helpers are re-exported: front ends import them from here
     "EMPTY", "MAX_CODE_POINT", "NOTHING", "SURROGATES", "Alt", "Automaton", "Call", "CharSet",
     "Concat", "Expr", "Graph", "MachineSet", "Repeat", "alt", "charset", "complement_ranges",
-    "concat", "exact_to", "literal", "normalize_ranges", "nullable", "repeat",
+    "concat", "exact_to", "fingerprint", "literal", "normalize_ranges", "nullable", "repeat",
+    "same_spelling",
 ]

@@ -41,7 +41,7 @@ from .bytedfa import ByteDFA
 from .dfa import SUBSET_FACTOR, build_dfa
 from .expr import (
     NOTHING, Alt, Automaton, Call, CharSet, Concat, Expr, Graph, MachineSet, Repeat, alt, concat,
-    repeat,
+    fingerprint, repeat, same_spelling,
 )
 
 CALL_PREFIX = 0xFF
@@ -232,17 +232,27 @@ def build_pushdown(machines: MachineSet, max_states: int,
                    built: dict[tuple, tuple] | None = None,
                    codes: dict[str, bytes] | None = None) -> PushdownDFA:
     """The pushdown automaton of a machine set; `NotDeterministicError` when the next byte
-    cannot decide between a machine's own transitions, its calls and its return. `built`
-    keeps each body's DFA (by identity) for a later call with the same `codes` (call codes
-    of a superset of the machines) and its counter."""
-    names = ["", *(name for name, _ in machines.machines)]
-    bodies = [machines.root, *(body for _, body in machines.machines)]
-    codes = call_codes(names) if codes is None else codes
-    code_of = {code: index for index, code in enumerate(codes[n] for n in names)}
+    cannot decide between a machine's own transitions, its calls and its return. A machine
+    whose DFA is the root's (a copy of it, such as a schema's `$ref: "#"`) is the root,
+    called: its states are in the table once. `built` keeps each body's DFA and counter (by
+    its spelling) for a later call with the same `codes` (call codes of a superset of the
+    machines)."""
+    codes = call_codes(["", *(name for name, _ in machines.machines)]) if codes is None \
+        else codes
     built = {} if built is None else built
+    root = _built_dfa(machines.root, False, max_states, built, codes)  # it keeps no count
+    root_key = _dfa_key(root[1], None)
+    hits, names, code_of = [root], [""], {codes[""]: 0}
+    for name, body in machines.machines:
+        hit = _built_dfa(body, True, max_states, built, codes)
+        if _dfa_key(hit[1], hit[2]) == root_key:
+            code_of[codes[name]] = 0
+            continue
+        code_of[codes[name]] = len(names)
+        hits.append(hit)
+        names.append(name)
     tables, steps, finals, calls, counters = [], [], [], [], []
-    for index, body in enumerate(bodies):
-        hit = _built_dfa(body, index > 0, max_states, built, codes)  # the root keeps no count
+    for hit in hits:
         dfa = hit[1]
         table = dfa.byte_table()
         calls.append(_read_calls(table, code_of))
@@ -256,12 +266,20 @@ def build_pushdown(machines: MachineSet, max_states: int,
 
 def _built_dfa(body: Expr, counted: bool, max_states: int, built: dict[tuple, tuple],
                codes: dict[str, bytes]) -> tuple:
-    """(body, DFA, counter) of `_counter_dfa`, kept in `built` by the body's identity."""
-    key = (id(body), counted)
+    """(body, DFA, counter) of `_counter_dfa`, kept in `built` by the body's spelling (the
+    same body rebuilt by renaming calls is built once)."""
+    key = (fingerprint(body), counted and counter_form(body) is not None)
     hit = built.get(key)
-    if hit is None or hit[0] is not body:
+    if hit is None or not same_spelling(hit[0], body):
         hit = built[key] = (body, *_counter_dfa(body, counted, max_states, codes))
     return hit
+
+
+def _dfa_key(dfa: ByteDFA, counter: tuple | None) -> tuple:
+    """What tells a machine's DFA and counter from another's (equal: the same machine)."""
+    return (dfa.trans.shape, dfa.trans.tobytes(), dfa.byte_class.tobytes(),
+            dfa.accepting.tobytes(),
+            None if counter is None else (*counter[:3], counter[3].tobytes()))
 
 
 def _text_steps(dfa: ByteDFA) -> np.ndarray:
@@ -323,10 +341,8 @@ def _without_copies(machines: MachineSet, max_states: int, built: dict[tuple, tu
         recursive = recursive_machines(dict(machines.machines))
         for name, body in machines.machines:
             _, dfa, counter = _built_dfa(body, True, max_states, built, codes)
-            key = (name in recursive, dfa.trans.shape, dfa.trans.tobytes(),
-                   dfa.byte_class.tobytes(), dfa.accepting.tobytes(),
-                   None if counter is None else (*counter[:3], counter[3].tobytes()))
-            alias[name] = first_of.setdefault(key, name)
+            alias[name] = first_of.setdefault((name in recursive, *_dfa_key(dfa, counter)),
+                                              name)
         if all(name == kept for name, kept in alias.items()):
             return machines
 
@@ -668,7 +684,8 @@ def _first_bytes(byte_table, accepting, machine_start, call_ptr, call_machine,
     first = np.zeros((len(machine_start), 256), bool)
     faults = _Faults(names)
     for m, start in enumerate(machine_start):
-        if accepting[start] and m:  # the root is never called: it may accept nothing
+        if accepting[start] and (m or m in call_machine):  # an uncalled root may accept
+            # the empty text
             faults.add(m, f"machine {names[m]!r} accepts the empty text")
         first[m] = byte_table[start] != 0
     callees_at_start = [set(call_machine[call_ptr[s]:call_ptr[s + 1]].tolist())
