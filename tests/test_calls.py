@@ -218,9 +218,18 @@ def test_open_values_accept_exactly_at_depth_30(open_grammar):
         assert open_grammar.matches(text) == valid, text
 
 
-def test_masks_agree_with_byte_walks(open_grammar, smollm2):
+@pytest.fixture(scope="module")
+def any_value_grammar(smollm2):
+    """Any JSON value: the root is a copy of the recursive "any value" machine, so it is
+    called from inside itself."""
+    return grammarc.compile_json_schema({}, smollm2)
+
+
+@pytest.mark.parametrize("grammar_name", ["open_grammar", "any_value_grammar"])
+def test_masks_agree_with_byte_walks(grammar_name, request, smollm2):
     """For configurations met on random token walks (stacks included), a token is allowed
     exactly when its bytes keep the text a prefix of the language."""
+    open_grammar = request.getfixturevalue(grammar_name)
     rng = np.random.default_rng(5)
     token_bytes = smollm2.token_bytes
     eos = set(smollm2.eos_token_ids)
@@ -251,6 +260,28 @@ def test_sampled_token_sequences_are_valid_instances(open_grammar, smollm2):
         assert tokens is not None and len(tokens) <= 50 and tokens[-1] in eos
         text = smollm2.decode_bytes([t for t in tokens if t not in eos]).decode()
         jsonschema.validate(json.loads(text), OPEN_SCHEMA)
+
+
+def test_a_called_root_reads_values_nested_30_deep(any_value_grammar):
+    """The grammar of any value is one machine, the root, that calls itself: values nested
+    30 deep and their mutants are accepted exactly when they parse (as written by
+    `json.dumps`)."""
+    assert any_value_grammar.machine_names == ("",)
+    rng = random.Random(8)
+    texts = [json.dumps(_deep(depth, leaf)) for depth in (1, 5, 30)
+             for leaf in (1, "x", None, [], {})]
+    texts += [json.dumps(_nested(rng, 8)) for _ in range(30)]
+    for text in list(texts):
+        for _ in range(6):  # mutants: one character changed, dropped or doubled
+            i = rng.randrange(len(text))
+            texts.append(rng.choice([text[:i] + text[i + 1:], text[:i] + text[i] + text[i:],
+                                     text[:i] + rng.choice('[]{},:"1 ') + text[i + 1:]]))
+    for text in texts:
+        try:
+            valid = json.dumps(json.loads(text)) == text
+        except ValueError:
+            valid = False
+        assert any_value_grammar.matches(text) == valid, text
 
 
 def test_budgets_are_a_guarantee(open_grammar, smollm2):
