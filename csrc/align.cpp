@@ -586,8 +586,18 @@ py::array_t<int64_t> SplitForest::row_counts(In<int32_t> canon_of_item) {
             stack.push_back(-1 - node);
             for (int64_t j = child_ptr[node + 1] - 1; j >= child_ptr[node]; --j) stack.push_back(children[j]);
         }
-        for (int64_t s = 0; s < num_states_; ++s)
-            for_each_span(s, [&](int64_t lo, int64_t hi, int64_t) { counts[s] += hi - lo; });
+        // a state's spans are its base's records less the moved ids, which lie inside them
+        // and apart, and its own records, which lie apart from what it inherits: the count
+        // is a sum of widths, with no span cut out
+        auto width = [&](int32_t id) { return range_hi_[id] - range_lo_[id]; };
+        for (int64_t s = 0; s < num_states_; ++s) {
+            const int64_t b = base_[s];
+            if (b >= 0) {
+                for (int64_t r = rec_start_[b]; r < rec_end_[b]; ++r) counts[s] += width(rec_id_[r]);
+                for (int64_t x = excl_start_[s]; x < excl_end_[s]; ++x) counts[s] -= width(excl_id_[x]);
+            }
+            for (int64_t r = rec_start_[s]; r < rec_end_[s]; ++r) counts[s] += width(rec_id_[r]);
+        }
     }
     counts_ = counts;
     return to_numpy(counts);
@@ -645,26 +655,37 @@ void SplitForest::expand(int64_t n_classes, In<int64_t> state_ptr, py::array ent
     for (int64_t s = 0; s < num_states_; ++s) {
         if (!walked_[s]) continue;
         int64_t pos = ptr[s];
-        const bool dense = counts_[s] * 16 >= n_canon;
-        row.clear();
-        for_each_span(s, [&](int64_t lo, int64_t hi, int64_t offset) {
-            const int32_t next = static_cast<int32_t>(offset / n_classes);
-            for (int64_t f = lo; f < hi; ++f) {
-                if (dense)
-                    next_of_class[order_[f]] = next;
-                else
-                    row.emplace_back(order_[f], next);
+        if (counts_[s] * 16 >= n_canon) {
+            // the base's records, the moved ids cleared, then the state's own records (the
+            // spans of `for_each_span`, without cutting them)
+            auto fill = [&](int32_t id, int32_t next) {
+                for (int64_t f = range_lo_[id]; f < range_hi_[id]; ++f) next_of_class[order_[f]] = next;
+            };
+            const int64_t b = base_[s];
+            if (b >= 0) {
+                for (int64_t r = rec_start_[b]; r < rec_end_[b]; ++r)
+                    fill(rec_id_[r], static_cast<int32_t>(rec_next_[r] / n_classes));
+                for (int64_t x = excl_start_[s]; x < excl_end_[s]; ++x) fill(excl_id_[x], -1);
             }
-        });
-        if (dense) {
+            for (int64_t r = rec_start_[s]; r < rec_end_[s]; ++r)
+                fill(rec_id_[r], static_cast<int32_t>(rec_next_[r] / n_classes));
             for (int32_t c = 0; c < n_canon; ++c) {
                 if (next_of_class[c] < 0) continue;
+                require(pos < ptr[s + 1], "a state's row is longer than row_counts said");
                 out_class[pos] = c;
                 out_next[pos++] = next_of_class[c];
                 next_of_class[c] = -1;
             }
+            require(pos == ptr[s + 1], "a state's row is shorter than row_counts said");
             continue;
         }
+        row.clear();
+        for_each_span(s, [&](int64_t lo, int64_t hi, int64_t offset) {
+            const int32_t next = static_cast<int32_t>(offset / n_classes);
+            for (int64_t f = lo; f < hi; ++f) row.emplace_back(order_[f], next);
+        });
+        require(static_cast<int64_t>(row.size()) == ptr[s + 1] - ptr[s],
+                "a state's row has another length than row_counts said");
         std::sort(row.begin(), row.end());
         for (const auto& [klass, next] : row) {
             out_class[pos] = klass;
@@ -788,58 +809,57 @@ py::tuple dedupe_rows(In<int64_t> state_ptr, In<int32_t> entry_class, In<int32_t
     require_in_range(entry_next.data(), n_entries, 0, n, "entry_next");
     const int64_t* ptr = state_ptr.data();
     const int32_t *cls = entry_class.data(), *next = entry_next.data(), *dist = min_tokens.data();
-    std::vector<int32_t> state_row(n, 0), row_class, row_delta;
+    std::vector<int32_t> state_row(n, 0);
     std::vector<int64_t> row_ptr{0, 0};  // row 0: the empty row
+    OutBuffer<int32_t> row_class(n_entries), row_delta(n_entries);
+    int64_t n_written = 0;
     {
         py::gil_scoped_release released;
-        row_class.reserve(n_entries);  // pages are only touched as the rows are written
-        row_delta.reserve(n_entries);
-        std::vector<uint64_t> row_hash{kHashSeed};
+        int32_t *out_class = row_class.data(), *out_delta = row_delta.data();
+        // one multiply per entry on (class, delta) as one word, mixed once per row
+        auto finish = [](uint64_t h) { return hash_step(h ^ (h >> 32), 0, 29); };
+        std::vector<uint64_t> row_hash{finish(kHashSeed)};
         uint64_t table_size = 1;
         while (table_size < 4 * static_cast<uint64_t>(n + 1)) table_size *= 2;
         const uint64_t mask = table_size - 1;
         std::vector<int32_t> table(table_size, -1);
-        table[kHashSeed & mask] = 0;
+        table[row_hash[0] & mask] = 0;
         for (int64_t s = 0; s < n; ++s) {
             // trim entries into dead ends, make them relative, and share equal rows
-            const int64_t start = static_cast<int64_t>(row_class.size());
+            const int64_t start = n_written;
+            uint64_t h = kHashSeed;
             if (dist[s] >= 0)
                 for (int64_t e = ptr[s]; e < ptr[s + 1]; ++e)
                     if (dist[next[e]] >= 0) {
-                        row_class.push_back(cls[e]);
-                        row_delta.push_back(static_cast<int32_t>(next[e] - s));
+                        const int32_t delta = static_cast<int32_t>(next[e] - s);
+                        out_class[n_written] = cls[e];
+                        out_delta[n_written++] = delta;
+                        h = (h ^ (static_cast<uint64_t>(static_cast<uint32_t>(cls[e])) << 32 |
+                                  static_cast<uint32_t>(delta))) * 0x9E3779B97F4A7C15ULL;
                     }
-            const int64_t n_written = static_cast<int64_t>(row_class.size());
-            uint64_t h = kHashSeed;
-            for (int64_t e = start; e < n_written; ++e) {
-                h = (h ^ static_cast<uint64_t>(static_cast<uint32_t>(row_class[e]))) * 1099511628211ULL;
-                h = hash_step(h, static_cast<uint32_t>(row_delta[e]), 31);
-            }
+            h = finish(h);
             const int64_t len = n_written - start;
             const Probed found = find_or_insert(
                 h & mask, mask, [&](uint64_t slot) { return table[slot] == -1; },
                 [&](uint64_t slot) {
                     const int32_t r = table[slot];
                     return row_hash[r] == h && row_ptr[r + 1] - row_ptr[r] == len &&
-                           std::equal(row_class.begin() + start, row_class.begin() + n_written,
-                                      row_class.begin() + row_ptr[r]) &&
-                           std::equal(row_delta.begin() + start, row_delta.begin() + n_written,
-                                      row_delta.begin() + row_ptr[r]);
+                           std::equal(out_class + start, out_class + n_written,
+                                      out_class + row_ptr[r]) &&
+                           std::equal(out_delta + start, out_delta + n_written,
+                                      out_delta + row_ptr[r]);
                 },
                 [&](uint64_t slot) {
                     table[slot] = static_cast<int32_t>(row_hash.size());
                     row_hash.push_back(h);
                     row_ptr.push_back(n_written);
                 });
-            if (!found.inserted) {  // drop the duplicate entries just written
-                row_class.resize(start);
-                row_delta.resize(start);
-            }
+            if (!found.inserted) n_written = start;  // drop the duplicate entries just written
             state_row[s] = table[found.slot];
         }
     }
     return py::make_tuple(to_numpy(std::move(state_row)), to_numpy(std::move(row_ptr)),
-                          to_numpy(std::move(row_class)), to_numpy(std::move(row_delta)));
+                          row_class.release(n_written), row_delta.release(n_written));
 }
 
 py::tuple row_moves(In<int32_t> state_row, In<int64_t> row_ptr, In<int32_t> row_delta) {
@@ -898,32 +918,43 @@ py::tuple split_sink(In<int64_t> state_ptr, In<int32_t> entry_class, In<int32_t>
     const int32_t *cls = entry_class.data(), *next = entry_next.data();
     std::vector<int32_t> new_id(n_classes, 0);
     std::vector<int64_t> plain_ptr(sink + 1, 0);
-    std::vector<int32_t> plain_class, plain_next, pair_state, pair_class;
+    int64_t n_pairs = 0;
     {
         py::gil_scoped_release released;
-        for (int64_t e = 0; e < ptr[sink]; ++e)
-            if (next[e] != sink) new_id[cls[e]] = 1;
+        for (int64_t e = 0; e < ptr[sink]; ++e) {
+            if (next[e] != sink)
+                new_id[cls[e]] = 1;
+            else
+                ++n_pairs;
+        }
         int32_t n_used = 0;
         for (int64_t c = 0; c < n_classes; ++c)
             if (new_id[c]) new_id[c] = ++n_used;
-        plain_class.reserve(ptr[sink]);
-        plain_next.reserve(ptr[sink]);
+    }
+    const int64_t n_plain = ptr[sink] - n_pairs;
+    OutBuffer<int32_t> plain_class(n_plain), plain_next(n_plain), pair_state(n_pairs),
+        pair_class(n_pairs);
+    {
+        py::gil_scoped_release released;
+        int32_t *p_class = plain_class.data(), *p_next = plain_next.data();
+        int32_t *x_state = pair_state.data(), *x_class = pair_class.data();
+        int64_t k = 0, x = 0;
         for (int64_t s = 0; s < sink; ++s) {
             for (int64_t e = ptr[s]; e < ptr[s + 1]; ++e) {
                 if (next[e] == sink) {
-                    pair_state.push_back(static_cast<int32_t>(s));
-                    pair_class.push_back(cls[e]);
-                    continue;
+                    x_state[x] = static_cast<int32_t>(s);
+                    x_class[x++] = cls[e];
+                } else {
+                    p_class[k] = new_id[cls[e]];
+                    p_next[k++] = next[e];
                 }
-                plain_class.push_back(new_id[cls[e]]);
-                plain_next.push_back(next[e]);
             }
-            plain_ptr[s + 1] = plain_class.size();
+            plain_ptr[s + 1] = k;
         }
     }
     return py::make_tuple(to_numpy(std::move(new_id)), to_numpy(std::move(plain_ptr)),
-                          to_numpy(std::move(plain_class)), to_numpy(std::move(plain_next)),
-                          to_numpy(std::move(pair_state)), to_numpy(std::move(pair_class)));
+                          plain_class.release(n_plain), plain_next.release(n_plain),
+                          pair_state.release(n_pairs), pair_class.release(n_pairs));
 }
 
 }  // namespace grammarc

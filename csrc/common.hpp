@@ -12,6 +12,9 @@
 #include <stdexcept>
 #include <string>
 #include <vector>
+#ifdef __linux__
+#include <sys/mman.h>
+#endif
 
 namespace py = pybind11;
 
@@ -90,6 +93,43 @@ py::array_t<T> to_numpy(std::vector<T>&& values) {
     py::capsule owner(owned, [](void* p) { delete static_cast<std::vector<T>*>(p); });
     return py::array_t<T>(static_cast<py::ssize_t>(owned->size()), owned->data(), owner);
 }
+
+// An uninitialised buffer for up to n values of a result of hundreds of megabytes, handed to
+// numpy without a copy (`release`, with the GIL held; the pages past what was written are
+// never touched). On Linux a large one is aligned to 2 MiB and asked for huge pages: its
+// writing then takes a page fault per 2 MiB instead of per 4 KiB.
+template <class T>
+class OutBuffer {
+   public:
+    explicit OutBuffer(int64_t n) {
+        if (n < 0) throw std::bad_alloc();
+        size_t bytes = static_cast<size_t>(std::max<int64_t>(n, 1)) * sizeof(T);
+#ifdef __linux__
+        if (bytes >= kHugePage) {
+            bytes = (bytes + kHugePage - 1) / kHugePage * kHugePage;
+            data_ = static_cast<T*>(std::aligned_alloc(kHugePage, bytes));
+            if (data_ != nullptr) madvise(data_, bytes, MADV_HUGEPAGE);
+        } else
+#endif
+            data_ = static_cast<T*>(std::malloc(bytes));
+        if (data_ == nullptr) throw std::bad_alloc();
+    }
+    ~OutBuffer() { std::free(data_); }
+    OutBuffer(const OutBuffer&) = delete;
+    OutBuffer& operator=(const OutBuffer&) = delete;
+    T* data() { return data_; }
+    // A numpy array of the first n values that owns the buffer from now on.
+    py::array_t<T> release(int64_t n) {
+        T* owned = data_;
+        py::capsule owner(owned, [](void* p) { std::free(p); });
+        data_ = nullptr;
+        return py::array_t<T>(static_cast<py::ssize_t>(n), owned, owner);
+    }
+
+   private:
+    static constexpr size_t kHugePage = size_t{2} << 20;
+    T* data_ = nullptr;
+};
 
 // A fixed-size array of zeros from calloc: pages never written cost nothing, which matters
 // for arrays as long as a vocabulary's trie of which a narrow grammar touches a few entries.
