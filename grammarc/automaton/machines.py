@@ -31,7 +31,7 @@ back to one flat automaton.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Collection
 
 import numpy as np
 
@@ -334,24 +334,33 @@ def _without_copies(machines: MachineSet, max_states: int, built: dict[tuple, tu
     """The machine set with each group of machines whose DFAs are equal (so their languages,
     calls included) called as one, the first of the group; again until no two are equal (the
     callers of merged machines may become equal in turn). A machine that recurses and one
-    that does not are never merged: the latter stays free to be inlined."""
+    that does not are never merged: the latter stays free to be inlined. A machine whose DFA
+    is the root's lends the root its body, so that the two, rewritten alike by later
+    inlining, are built once (`build_pushdown` links that machine as the root)."""
     while True:
         first_of: dict[tuple, str] = {}
         alias: dict[str, str] = {}
+        keys: dict[str, tuple] = {}
         recursive = recursive_machines(dict(machines.machines))
         for name, body in machines.machines:
             _, dfa, counter = _built_dfa(body, True, max_states, built, codes)
-            alias[name] = first_of.setdefault((name in recursive, *_dfa_key(dfa, counter)),
-                                              name)
+            keys[name] = _dfa_key(dfa, counter)
+            alias[name] = first_of.setdefault((name in recursive, *keys[name]), name)
         if all(name == kept for name, kept in alias.items()):
-            return machines
+            root_key = _dfa_key(_built_dfa(machines.root, False, max_states, built, codes)[1],
+                                None)
+            copy = next((body for name, body in machines.machines if keys[name] == root_key),
+                        machines.root)
+            return machines if copy is machines.root else MachineSet(
+                copy, machines.machines, machines.unrolled, machines.alternative)
 
         def renamed(name: str) -> Expr:
             return Call(alias.get(name, name))
 
+        merged = [name for name, kept in alias.items() if name != kept]
         machines = MachineSet(
-            replace_calls(machines.root, renamed),
-            tuple((name, replace_calls(body, renamed)) for name, body in machines.machines
+            replace_calls(machines.root, renamed, merged),
+            tuple((name, replace_calls(body, renamed, merged)) for name, body in machines.machines
                   if alias[name] == name), machines.unrolled, machines.alternative)
 
 
@@ -365,12 +374,12 @@ def _inlined(machines: MachineSet, names: frozenset[str]) -> MachineSet:
         if name not in names:
             return Call(name)
         if name not in flat:
-            flat[name] = replace_calls(bodies[name], body_of)
+            flat[name] = replace_calls(bodies[name], body_of, names)
         return flat[name]
 
-    kept = {name: replace_calls(body, body_of) for name, body in bodies.items()
+    kept = {name: replace_calls(body, body_of, names) for name, body in bodies.items()
             if name not in names}
-    root = replace_calls(machines.root, body_of)
+    root = replace_calls(machines.root, body_of, names)
     reached = reachable_machines(called_names(root), kept)
     return MachineSet(root, tuple((name, body) for name, body in kept.items()
                                   if name in reached), machines.unrolled,
@@ -405,17 +414,22 @@ def flat_language(expr: Expr, max_states: int) -> Expr:
         return NOTHING
 
 
-def replace_calls(expr: Expr, replacement: Callable[[str], Expr]) -> Expr:
+def replace_calls(expr: Expr, replacement: Callable[[str], Expr],
+                  names: Collection[str] | None = None) -> Expr:
     """`expr` with every `Call(name)` replaced by `replacement(name)` (shared subtrees
     rebuilt once; a tree whose calls are all replaced by equal calls comes back as it is, so
-    that what was built from it by identity is found again)."""
+    that what was built from it by identity is found again). With `names`, only those calls
+    are replaced, and subtrees that call none of them are not walked."""
     memo: dict[int, Expr] = {}
+    wanted = None if names is None else frozenset(names)
 
     def walk(node: Expr) -> Expr:
         done = memo.get(id(node))
         if done is not None:
             return done
-        if isinstance(node, Call):
+        if wanted is not None and wanted.isdisjoint(_calls_below(node)):
+            out = node
+        elif isinstance(node, Call):
             out = replacement(node.name)
             out = node if out == node else out
         elif isinstance(node, Concat):
@@ -446,20 +460,37 @@ def replace_calls(expr: Expr, replacement: Callable[[str], Expr]) -> Expr:
 
 
 def called_names(expr: Expr) -> set[str]:
-    """The machines `expr` calls directly (kept on the node: trees are immutable, and the
-    same bodies are asked about again and again while machines are linked)."""
-    cached = expr.__dict__.get("_called")
+    """The machines `expr` calls directly."""
+    return set(_calls_below(expr))
+
+
+_NO_CALLS: frozenset[str] = frozenset()
+
+
+def _calls_below(node: Expr) -> frozenset[str]:
+    """The machines `node` calls, kept on each node (trees are immutable, and the same
+    subtrees are asked about again and again while machines are linked)."""
+    cached = node.__dict__.get("_called")
     if cached is None:
-        found: set[str] = set()
-
-        def note(name: str) -> Expr:
-            found.add(name)
-            return Call(name)
-
-        replace_calls(expr, note)
-        cached = frozenset(found)
-        object.__setattr__(expr, "_called", cached)
-    return set(cached)
+        if isinstance(node, Call):
+            cached = frozenset((node.name,))
+        else:
+            if isinstance(node, (Concat, Alt)):
+                children = node.parts if isinstance(node, Concat) else node.options
+            elif isinstance(node, Repeat):
+                children = (node.item,)
+            elif isinstance(node, Graph):
+                children = tuple(edge for _, _, edge in node.edges)
+            elif isinstance(node, Automaton):
+                children = tuple(edge for _, edge, _ in node.calls)
+            else:
+                children = ()
+            below = [_calls_below(child) for child in children]
+            below = [names for names in below if names]
+            cached = _NO_CALLS if not below else below[0] if len(below) == 1 else \
+                frozenset().union(*below)
+        object.__setattr__(node, "_called", cached)
+    return cached
 
 
 def starting_bytes(expr: Expr, body_of: Callable[[str], Expr | None],
