@@ -31,7 +31,10 @@ out from its last part: a shared part ends where the part after it begins, and t
 it ends in the copy's own entry, so two concatenations that end alike (a member value and the
 rest of its object, after a comma or not) share one copy of their common end.
 
-`flatten` numbers the DAG's nodes once (by identity) and writes each as a kind, its children
+`flatten` numbers the DAG's nodes once (by identity, and equal subtrees built apart, such
+as the bodies of machines inlined in several places, as one node: they then share copies
+like any shared node, and the subset construction meets fewer equivalent NFA states) and
+writes each as a kind, its children
 and a small integer payload (a CharSet's code point ranges, a Repeat's bounds, a Graph's
 nodes and edge ends, a Call's bytes, an Automaton's index into the fragments of its DFAs
 and the ends of its calls);
@@ -47,7 +50,9 @@ import numpy as np
 
 from .. import _core
 from ..errors import TooManyStatesError, UnresolvedCallError
-from .expr import Alt, Automaton, Call, CharSet, Concat, Expr, Graph, Repeat
+from .expr import (
+    Alt, Automaton, Call, CharSet, Concat, Expr, Graph, Repeat, fingerprint, same_spelling,
+)
 
 _EMPTY_TAGS = np.zeros((0, 3), np.int32)
 _EMPTY_LABELS = np.zeros((0, 2), np.int32)
@@ -96,8 +101,10 @@ def flatten(expr: Expr, call_codes: dict[str, bytes]) -> tuple[list[Expr], list[
                                                                 list[list[int]], list[list[int]],
                                                                 list[tuple]]:
     """The flat program of an expression DAG, root first: (nodes, kind, children, payload,
-    automata fragments), one entry per distinct node (see the module docstring)."""
+    automata fragments), one entry per distinct node (see the module docstring); nodes
+    spelled alike (`expr.same_spelling`) are one node, except Graphs."""
     index: dict[int, int] = {}
+    by_spelling: dict[int, list[int]] = {}  # fingerprint -> the numbers of such nodes
     nodes: list[Expr] = []
     kind: list[int] = []
     children: list[list[int]] = []
@@ -106,9 +113,17 @@ def flatten(expr: Expr, call_codes: dict[str, bytes]) -> tuple[list[Expr], list[
 
     def number(node: Expr) -> int:
         i = index.get(id(node))
+        if i is not None:
+            return i
+        spelled = None if isinstance(node, Graph) else by_spelling.setdefault(
+            fingerprint(node), [])  # a Graph's labels are its own
+        i = next((j for j in spelled or () if same_spelling(nodes[j], node)), None)
         if i is None:
-            i = index[id(node)] = len(nodes)
+            i = len(nodes)
             nodes.append(node)
+            if spelled is not None:
+                spelled.append(i)
+        index[id(node)] = i
         return i
 
     number(expr)
