@@ -251,17 +251,17 @@ def build_pushdown(machines: MachineSet, max_states: int,
         code_of[codes[name]] = len(names)
         hits.append(hit)
         names.append(name)
-    tables, steps, finals, calls, counters = [], [], [], [], []
+    width = len(codes[""]) - 1
+    steps, byte_classes, finals, calls, counters = [], [], [], [], []
     for hit in hits:
         dfa = hit[1]
-        table = dfa.byte_table()
-        calls.append(_read_calls(table, code_of))
-        table[:, CODE_BYTES] = 0  # call codes are not text
-        tables.append(table)
+        calls.append([(state, code_of[code], ret)
+                      for state, code, ret in code_paths(dfa.trans, dfa.byte_class, width)])
         steps.append(_text_steps(dfa))
+        byte_classes.append(dfa.byte_class)
         finals.append(dfa.accepting)
         counters.append(hit[2])
-    return _link(names, tables, steps, finals, calls, counters, max_states)
+    return _link(names, steps, byte_classes, finals, calls, counters, max_states)
 
 
 def _built_dfa(body: Expr, counted: bool, max_states: int, built: dict[tuple, tuple],
@@ -615,13 +615,6 @@ def recursive_machines(bodies: dict[str, Expr]) -> set[str]:
             if name in reachable_machines(called_names(body) & bodies.keys(), bodies)}
 
 
-def _read_calls(table: np.ndarray, code_of: dict[bytes, int]) -> list[tuple[int, int, int]]:
-    """The call edges (state, machine, return state) spelled by call codes in a DFA."""
-    width = len(next(iter(code_of))) - 1
-    return [(state, code_of[code], ret)
-            for state, code, ret in code_paths(table, np.arange(256), width)]
-
-
 def code_paths(trans: np.ndarray, byte_class: np.ndarray,
                width: int) -> list[tuple[int, bytes, int]]:
     """The call codes of `width` digits spelled in a DFA (`trans[state, byte_class[byte]]`):
@@ -638,17 +631,18 @@ def code_paths(trans: np.ndarray, byte_class: np.ndarray,
     return out
 
 
-def _link(names: list[str], tables: list[np.ndarray], steps: list[np.ndarray],
+def _link(names: list[str], steps: list[np.ndarray], byte_classes: list[np.ndarray],
           finals: list[np.ndarray], calls: list[list[tuple[int, int, int]]],
           counters: list[tuple | None], max_states: int) -> PushdownDFA:
-    """Number every machine's live states in one table and check determinism. `tables` are
-    the machines' byte tables, `steps` the same transitions per byte class (`_text_steps`)."""
+    """Number every machine's live states in one table and check determinism. `steps` are
+    the machines' text transitions per byte class of their own (`_text_steps`), the table's
+    classes the bytes that every machine's classes put together."""
     # the states of each machine reached from its start by text or by returning from a call
     local_ids = []
-    for table, step, edges in zip(tables, steps, calls):
+    for step, edges in zip(steps, calls):
         # each state's distinct successors, ascending (each row sorted, repeats and the dead
         # state dropped), then its calls' return states
-        size = len(table)
+        size = len(step)
         ordered = np.sort(step, axis=1)
         distinct = ordered != 0
         distinct[:, 1:] &= ordered[:, 1:] != ordered[:, :-1]
@@ -668,19 +662,28 @@ def _link(names: list[str], tables: list[np.ndarray], steps: list[np.ndarray],
                                  f"{SUBSET_FACTOR} x --max-states {max_states:,}")
     offsets, glob = [], []
     next_id = 1
-    for ids, table in zip(local_ids, tables):
-        mapping = np.zeros(len(table), np.int32)
+    for ids, step in zip(local_ids, steps):
+        mapping = np.zeros(len(step), np.int32)
         mapping[ids] = np.arange(next_id, next_id + len(ids))
         glob.append(mapping)
         offsets.append(next_id)
         next_id += len(ids)
-    byte_table = np.zeros((total, 256), np.int32)
+    # a byte's class in the table: the tuple of its classes in every machine, numbered in the
+    # order of their first byte (code bytes are dead in every machine's steps)
+    _, first_of_tuple, tuple_of_byte = np.unique(np.stack(byte_classes), axis=1,
+                                                 return_index=True, return_inverse=True)
+    by_first_byte = np.argsort(first_of_tuple)
+    rank = np.empty_like(by_first_byte)
+    rank[by_first_byte] = np.arange(len(by_first_byte))
+    joint_class, first_byte = rank[tuple_of_byte.reshape(-1)], first_of_tuple[by_first_byte]
+    trans = np.zeros((total, len(first_byte)), np.int32)
     accepting = np.zeros(total, bool)
     state_machine = np.full(total, -1, np.int32)
     edges = []
-    for m, (ids, table, final, mapping) in enumerate(zip(local_ids, tables, finals, glob)):
+    for m, (ids, step, byte_class, final, mapping) in enumerate(
+            zip(local_ids, steps, byte_classes, finals, glob)):
         rows = mapping[ids]
-        byte_table[rows] = mapping[table[ids]]
+        trans[rows] = mapping[step[ids][:, byte_class[first_byte]]]
         accepting[rows] = final[ids]
         state_machine[rows] = m
         edges.extend((int(mapping[s]), callee, int(mapping[r])) for s, callee, r in calls[m]
@@ -691,9 +694,10 @@ def _link(names: list[str], tables: list[np.ndarray], steps: list[np.ndarray],
     machine_start = np.array(offsets, np.int32)
     call_machine = np.array([e[1] for e in edges], np.int32)
     call_return = np.array([e[2] for e in edges], np.int32)
-    first = _first_bytes(byte_table, accepting, machine_start, call_ptr, call_machine, names)
-    follow = _check_deterministic(byte_table, accepting, state_machine, call_ptr,
-                                  call_machine, call_return, first, names)
+    dfa = _canonical_dfa(trans, joint_class, accepting)
+    first = _first_bytes(dfa, machine_start, call_ptr, call_machine, names)
+    follow = _check_deterministic(dfa, state_machine, call_ptr, call_machine, call_return,
+                                  first, names)
     loop = np.zeros(len(names), np.int32)
     count_min = np.zeros(len(names), np.int64)
     count_max = np.full(len(names), -1, np.int64)
@@ -703,22 +707,21 @@ def _link(names: list[str], tables: list[np.ndarray], steps: list[np.ndarray],
             local_loop, count_min[m], count_max[m], local_in_loop = counter
             loop[m] = mapping[local_loop]
             in_loop[mapping[ids][local_in_loop[ids]]] = True
-    return PushdownDFA(byte_dfa(byte_table, accepting), tuple(names), machine_start,
+    return PushdownDFA(dfa, tuple(names), machine_start,
                        state_machine, call_ptr, call_machine, call_return, first, follow,
                        Counters(loop, count_min, count_max, in_loop))
 
 
-def _first_bytes(byte_table, accepting, machine_start, call_ptr, call_machine,
-                 names) -> np.ndarray:
+def _first_bytes(dfa: ByteDFA, machine_start, call_ptr, call_machine, names) -> np.ndarray:
     """FIRST sets by fixpoint; a machine that accepts the empty text, or calls itself before
     reading a byte, is not deterministic."""
     first = np.zeros((len(machine_start), 256), bool)
     faults = _Faults(names)
     for m, start in enumerate(machine_start):
-        if accepting[start] and (m or m in call_machine):  # an uncalled root may accept
+        if dfa.accepting[start] and (m or m in call_machine):  # an uncalled root may accept
             # the empty text
             faults.add(m, f"machine {names[m]!r} accepts the empty text")
-        first[m] = byte_table[start] != 0
+        first[m] = dfa.trans[start, dfa.byte_class] != 0
     callees_at_start = [set(call_machine[call_ptr[s]:call_ptr[s + 1]].tolist())
                         for s in machine_start]
     for m in range(len(machine_start)):  # a machine that calls itself before reading a byte
@@ -745,14 +748,15 @@ def _first_bytes(byte_table, accepting, machine_start, call_ptr, call_machine,
     return first
 
 
-def _check_deterministic(byte_table, accepting, state_machine, call_ptr, call_machine,
-                         call_return, first, names) -> np.ndarray:
+def _check_deterministic(dfa: ByteDFA, state_machine, call_ptr, call_machine, call_return,
+                         first, names) -> np.ndarray:
     """Raise `NotDeterministicError` where the next byte cannot decide, blaming every
     machine whose calls are in doubt; the FOLLOW sets."""
     num_machines = len(first)
     faults = _Faults(names)
+    accepting = dfa.accepting
     # the bytes a state can read next: its transitions and its callees' first bytes
-    reads = byte_table != 0
+    reads = (dfa.trans != 0)[:, dfa.byte_class]
     for q in np.flatnonzero(np.diff(call_ptr)):
         own = reads[q].copy()
         callees = call_machine[call_ptr[q]:call_ptr[q + 1]]
@@ -779,11 +783,12 @@ def _check_deterministic(byte_table, accepting, state_machine, call_ptr, call_ma
             if not np.array_equal(merged, follow[call_machine[k]]):
                 follow[call_machine[k]] = merged
                 changed = True
-    for q in np.flatnonzero(accepting):
-        clash = reads[q] & follow[state_machine[q]]
-        if clash.any():
-            faults.add(int(state_machine[q]), f"machine {names[state_machine[q]] or 'root'!r} "
-                       f"may end or go on with byte {int(np.flatnonzero(clash)[0]):#04x}")
+    final = np.flatnonzero(accepting)
+    clashes = reads[final] & follow[state_machine[final]]
+    at_fault = clashes.any(axis=1)
+    for q, clash in zip(final[at_fault], clashes[at_fault]):
+        faults.add(int(state_machine[q]), f"machine {names[state_machine[q]] or 'root'!r} "
+                   f"may end or go on with byte {int(np.flatnonzero(clash)[0]):#04x}")
     faults.raise_any()
     return follow
 
@@ -810,7 +815,15 @@ class _Faults:
 def byte_dfa(byte_table: np.ndarray, accepting: np.ndarray) -> ByteDFA:
     """The byte table as a `ByteDFA` over byte classes (bytes with equal columns), numbered
     in the order of their first byte."""
-    table = np.ascontiguousarray(byte_table, dtype=np.int32)
-    byte_class = _core.column_groups(table)  # groups numbered by their first column
-    first_column = np.unique(byte_class, return_index=True)[1]
-    return ByteDFA(np.ascontiguousarray(table[:, first_column]), byte_class, accepting)
+    return _canonical_dfa(byte_table, np.arange(256), accepting)
+
+
+def _canonical_dfa(trans: np.ndarray, byte_class: np.ndarray,
+                   accepting: np.ndarray) -> ByteDFA:
+    """`trans` over the classes `byte_class` (numbered in the order of their first byte) as
+    a `ByteDFA` whose classes are the bytes with equal columns, numbered so too."""
+    table = np.ascontiguousarray(trans, dtype=np.int32)
+    group = _core.column_groups(table)  # groups numbered by their first column
+    first_column = np.unique(group, return_index=True)[1]
+    return ByteDFA(np.ascontiguousarray(table[:, first_column]), group[byte_class].astype(
+        np.int32), accepting)
