@@ -801,14 +801,17 @@ py::array_t<int32_t> min_tokens_to_accept(In<int64_t> state_ptr, In<int32_t> ent
 }
 
 py::tuple dedupe_rows(In<int64_t> state_ptr, In<int32_t> entry_class, In<int32_t> entry_next,
-                      In<int32_t> min_tokens) {
+                      In<int32_t> min_tokens, In<int32_t> class_map) {
     const int64_t n = length(min_tokens, "min_tokens");
     const int64_t n_entries = length(entry_class, "entry_class");
     length(entry_next, "entry_next", n_entries);
     require_csr(state_ptr, n, n_entries, "state_ptr");
     require_in_range(entry_next.data(), n_entries, 0, n, "entry_next");
+    const int64_t n_mapped = class_map.shape(0);
+    if (n_mapped > 0) require_in_range(entry_class.data(), n_entries, 0, n_mapped, "entry_class");
     const int64_t* ptr = state_ptr.data();
     const int32_t *cls = entry_class.data(), *next = entry_next.data(), *dist = min_tokens.data();
+    const int32_t* mapped = class_map.data();
     std::vector<int32_t> state_row(n, 0);
     std::vector<int64_t> row_ptr{0, 0};  // row 0: the empty row
     OutBuffer<int32_t> row_class(n_entries), row_delta(n_entries);
@@ -831,10 +834,11 @@ py::tuple dedupe_rows(In<int64_t> state_ptr, In<int32_t> entry_class, In<int32_t
             if (dist[s] >= 0)
                 for (int64_t e = ptr[s]; e < ptr[s + 1]; ++e)
                     if (dist[next[e]] >= 0) {
+                        const int32_t klass = n_mapped > 0 ? mapped[cls[e]] : cls[e];
                         const int32_t delta = static_cast<int32_t>(next[e] - s);
-                        out_class[n_written] = cls[e];
+                        out_class[n_written] = klass;
                         out_delta[n_written++] = delta;
-                        h = (h ^ (static_cast<uint64_t>(static_cast<uint32_t>(cls[e])) << 32 |
+                        h = (h ^ (static_cast<uint64_t>(static_cast<uint32_t>(klass)) << 32 |
                                   static_cast<uint32_t>(delta))) * 0x9E3779B97F4A7C15ULL;
                     }
             h = finish(h);
@@ -906,7 +910,7 @@ py::tuple row_moves(In<int32_t> state_row, In<int64_t> row_ptr, In<int32_t> row_
     return py::make_tuple(to_numpy(out_ptr), to_numpy(out_next));
 }
 
-py::tuple split_sink(In<int64_t> state_ptr, In<int32_t> entry_class, In<int32_t> entry_next,
+py::tuple sink_pairs(In<int64_t> state_ptr, In<int32_t> entry_class, In<int32_t> entry_next,
                      int64_t sink, int64_t n_classes) {
     const int64_t n_entries = length(entry_class, "entry_class");
     length(entry_next, "entry_next", n_entries);
@@ -916,45 +920,25 @@ py::tuple split_sink(In<int64_t> state_ptr, In<int32_t> entry_class, In<int32_t>
     require_in_range(entry_class.data(), n_entries, 0, n_classes, "entry_class");
     const int64_t* ptr = state_ptr.data();
     const int32_t *cls = entry_class.data(), *next = entry_next.data();
-    std::vector<int32_t> new_id(n_classes, 0);
-    std::vector<int64_t> plain_ptr(sink + 1, 0);
-    int64_t n_pairs = 0;
+    std::vector<int32_t> new_id(n_classes, 0), pair_state, pair_class;
     {
         py::gil_scoped_release released;
-        for (int64_t e = 0; e < ptr[sink]; ++e) {
-            if (next[e] != sink)
-                new_id[cls[e]] = 1;
-            else
-                ++n_pairs;
+        for (int64_t s = 0; s < sink; ++s) {
+            for (int64_t e = ptr[s]; e < ptr[s + 1]; ++e) {
+                if (next[e] != sink) {
+                    new_id[cls[e]] = 1;
+                } else {
+                    pair_state.push_back(static_cast<int32_t>(s));
+                    pair_class.push_back(cls[e]);
+                }
+            }
         }
         int32_t n_used = 0;
         for (int64_t c = 0; c < n_classes; ++c)
             if (new_id[c]) new_id[c] = ++n_used;
     }
-    const int64_t n_plain = ptr[sink] - n_pairs;
-    OutBuffer<int32_t> plain_class(n_plain), plain_next(n_plain), pair_state(n_pairs),
-        pair_class(n_pairs);
-    {
-        py::gil_scoped_release released;
-        int32_t *p_class = plain_class.data(), *p_next = plain_next.data();
-        int32_t *x_state = pair_state.data(), *x_class = pair_class.data();
-        int64_t k = 0, x = 0;
-        for (int64_t s = 0; s < sink; ++s) {
-            for (int64_t e = ptr[s]; e < ptr[s + 1]; ++e) {
-                if (next[e] == sink) {
-                    x_state[x] = static_cast<int32_t>(s);
-                    x_class[x++] = cls[e];
-                } else {
-                    p_class[k] = new_id[cls[e]];
-                    p_next[k++] = next[e];
-                }
-            }
-            plain_ptr[s + 1] = k;
-        }
-    }
-    return py::make_tuple(to_numpy(std::move(new_id)), to_numpy(std::move(plain_ptr)),
-                          plain_class.release(n_plain), plain_next.release(n_plain),
-                          pair_state.release(n_pairs), pair_class.release(n_pairs));
+    return py::make_tuple(to_numpy(std::move(new_id)), to_numpy(std::move(pair_state)),
+                          to_numpy(std::move(pair_class)));
 }
 
 }  // namespace grammarc

@@ -29,9 +29,9 @@ py::tuple canonical_classes(In<int32_t> forest_cls, In<int64_t> item_of_token);
 py::array_t<int32_t> min_tokens_to_accept(In<int64_t> state_ptr, In<int32_t> entry_next,
                                           In<bool> accepting);
 py::tuple dedupe_rows(In<int64_t> state_ptr, In<int32_t> entry_class, In<int32_t> entry_next,
-                      In<int32_t> min_tokens);
+                      In<int32_t> min_tokens, In<int32_t> class_map);
 py::tuple row_moves(In<int32_t> state_row, In<int64_t> row_ptr, In<int32_t> row_delta);
-py::tuple split_sink(In<int64_t> state_ptr, In<int32_t> entry_class, In<int32_t> entry_next,
+py::tuple sink_pairs(In<int64_t> state_ptr, In<int32_t> entry_class, In<int32_t> entry_next,
                      int64_t sink, int64_t n_classes);
 
 // The walk of a class trie from DFA states: validated once, shared by the refining threads.

@@ -57,8 +57,10 @@ PYBIND11_MODULE(_core, m) {
           "Shortest token path from each state to an accepting state (-1: none).");
     m.def("dedupe_rows", &dedupe_rows, py::arg("state_ptr"), py::arg("entry_class"),
           py::arg("entry_next"), py::arg("min_tokens"),
+          py::arg("class_map") = py::array_t<int32_t>(0),
           "Trim entries into dead ends, make them relative and share equal rows: (state_row, "
-          "row_ptr, row_class, row_delta).");
+          "row_ptr, row_class, row_delta); with a class_map, entry classes are renumbered "
+          "by it.");
     m.def("row_moves", &row_moves, py::arg("state_row"), py::arg("row_ptr"),
           py::arg("row_delta"),
           "The distinct states each state's shared row leads to: (ptr, next), CSR by state.");
@@ -70,11 +72,11 @@ PYBIND11_MODULE(_core, m) {
           "leads to itself and the two differ on first bytes below which lie at most half "
           "the nodes the state walks (its walk then covers those subtrees, from both); "
           "visits bounds the nodes all these walks visit.");
-    m.def("split_sink", &split_sink, py::arg("state_ptr"), py::arg("entry_class"),
+    m.def("sink_pairs", &sink_pairs, py::arg("state_ptr"), py::arg("entry_class"),
           py::arg("entry_next"), py::arg("sink"), py::arg("n_classes"),
-          "Entries of the states below `sink` split by whether they lead to it: (new class id "
-          "of each class, numbered 1.. over the classes the others use and 0 elsewhere; CSR "
-          "ptr, renumbered class and next of the others; state and class of those that do).");
+          "The entries of the states below `sink` that lead to it, and the classes of the "
+          "others: (new class id of each class, numbered 1.. over the classes the other "
+          "entries use and 0 elsewhere; state and class of each entry into the sink).");
     m.def("least_costs", &least_costs, py::arg("accepting"), py::arg("option_owner"),
           py::arg("option_cost"), py::arg("option_ptr"), py::arg("option_states"),
           "The least cost of each state to acceptance (0 in accepting states; -1: none), where "

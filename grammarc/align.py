@@ -227,15 +227,18 @@ def walk_entries(dfa: ByteDFA, trie: VocabTrie, vocab_size: int,
     return TokenEntries(token_class, state_ptr, entry_class, entry_next)
 
 
-def factor(entries: TokenEntries, accepting: np.ndarray) -> FactoredRows:
-    """Trim entries into states that cannot reach `accepting`, then share equal rows."""
+def factor(entries: TokenEntries, accepting: np.ndarray,
+           class_map: np.ndarray | None = None) -> FactoredRows:
+    """Trim entries into states that cannot reach `accepting`, then share equal rows. With
+    `class_map`, the entries' classes are renumbered by it (`entries.token_class` already is)."""
     accepting = np.ascontiguousarray(accepting, dtype=np.bool_)
     min_tokens = _core.min_tokens_to_accept(entries.state_ptr, entries.entry_next, accepting)
     if min_tokens[1] < 0:
         raise GrammarError("no sequence of this vocabulary's tokens spells a string of the "
                            "grammar's language")
     state_row, row_ptr, row_class, row_delta = _core.dedupe_rows(
-        entries.state_ptr, entries.entry_class, entries.entry_next, min_tokens)
+        entries.state_ptr, entries.entry_class, entries.entry_next, min_tokens,
+        np.zeros(0, np.int32) if class_map is None else class_map)
     return FactoredRows(entries.token_class, state_row, row_ptr, row_class, row_delta,
                         min_tokens)
 

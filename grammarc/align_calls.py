@@ -23,7 +23,7 @@ import threading
 import time
 import weakref
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable
 
 import numpy as np
@@ -112,7 +112,7 @@ def align_calls(pd: PushdownDFA, trie: VocabTrie, vocab_size: int,
 
     kernel = _Kernel(pd, table)
     data, offsets = trie.token_data, trie.token_offsets
-    new_class, state_ptr, plain_class, plain_next, pair_state, pair_class = _core.split_sink(
+    new_class, pair_state, pair_class = _core.sink_pairs(
         entries.state_ptr, entries.entry_class, entries.entry_next, sink,
         int(entries.token_class.max(initial=0)) + 1)
     x_state, x_token = _pairs_into(pair_state, pair_class, entries.token_class)
@@ -129,10 +129,14 @@ def align_calls(pd: PushdownDFA, trie: VocabTrie, vocab_size: int,
     s_arrays = _resolve_suffixes(pd, kernel, suffixes, returned, push_ids)
 
     # a class only the sink used (its row allows every token) becomes class 0, "never
-    # allowed" by the ordinary table
-    plain = TokenEntries(new_class[entries.token_class], state_ptr, plain_class, plain_next)
+    # allowed" by the ordinary table; the entries into the sink, which accepts nothing
+    # there, are trimmed
     has_stack_tokens = np.bincount(x_state[live], minlength=num_states) > 0
-    ordinary = factor(plain, pd.dfa.accepting | has_stack_tokens)
+    ordinary = factor(TokenEntries(new_class[entries.token_class], entries.state_ptr,
+                                   entries.entry_class, entries.entry_next),
+                      np.append(pd.dfa.accepting | has_stack_tokens, False), new_class)
+    ordinary = replace(ordinary, state_row=ordinary.state_row[:sink],
+                       min_tokens_to_accept=ordinary.min_tokens_to_accept[:sink])
 
     x_ptr = np.zeros(num_states + 1, np.int64)
     np.cumsum(np.bincount(x_state[live], minlength=num_states), out=x_ptr[1:])

@@ -327,6 +327,19 @@ def test_row_kernels():
     assert [len(a) for a in empty] == [0, 2, 0, 0]
     with pytest.raises(ValueError, match="entry_next"):
         _core.min_tokens_to_accept(state_ptr, np.array([2, 2, 9], i32), accepting)
+    # states below a sink (state 3, no entries, accepting nothing): 1 -> 2 by class 2 and
+    # -> sink by class 1; 2 -> 2 by class 2 and -> sink by class 3
+    state_ptr = np.array([0, 0, 2, 4, 4], i64)
+    entry_class, entry_next = np.array([2, 1, 2, 3], i32), np.array([2, 3, 2, 3], i32)
+    new_class, pair_state, pair_class = _core.sink_pairs(state_ptr, entry_class, entry_next,
+                                                         3, 4)
+    assert new_class.tolist() == [0, 0, 1, 0]  # class 2 only leads elsewhere than the sink
+    assert pair_state.tolist() == [1, 2] and pair_class.tolist() == [1, 3]
+    dist = _core.min_tokens_to_accept(state_ptr, entry_next, accepting)
+    state_row, row_ptr, row_class, row_delta = _core.dedupe_rows(
+        state_ptr, entry_class, entry_next, dist, new_class)
+    assert state_row.tolist() == [0, 1, 2, 0]  # the entries into the sink are trimmed
+    assert row_class.tolist() == [1, 1] and row_delta.tolist() == [1, 0]  # renumbered
 
 
 def test_pushdown_walk_edges():
