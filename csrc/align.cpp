@@ -814,11 +814,11 @@ py::tuple dedupe_rows(In<int64_t> state_ptr, In<int32_t> entry_class, In<int32_t
     const int32_t* mapped = class_map.data();
     std::vector<int32_t> state_row(n, 0);
     std::vector<int64_t> row_ptr{0, 0};  // row 0: the empty row
-    OutBuffer<int32_t> row_class(n_entries), row_delta(n_entries);
+    OutBuffer<int64_t> row_class(n_entries), row_delta(n_entries);  // int64: the table's type
     int64_t n_written = 0;
     {
         py::gil_scoped_release released;
-        int32_t *out_class = row_class.data(), *out_delta = row_delta.data();
+        int64_t *out_class = row_class.data(), *out_delta = row_delta.data();
         // one multiply per entry on (class, delta) as one word, mixed once per row
         auto finish = [](uint64_t h) { return hash_step(h ^ (h >> 32), 0, 29); };
         std::vector<uint64_t> row_hash{finish(kHashSeed)};

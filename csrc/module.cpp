@@ -59,8 +59,8 @@ PYBIND11_MODULE(_core, m) {
           py::arg("entry_next"), py::arg("min_tokens"),
           py::arg("class_map") = py::array_t<int32_t>(0),
           "Trim entries into dead ends, make them relative and share equal rows: (state_row, "
-          "row_ptr, row_class, row_delta); with a class_map, entry classes are renumbered "
-          "by it.");
+          "row_ptr, row_class, row_delta), the last two int64; with a class_map, entry "
+          "classes are renumbered by it.");
     m.def("row_moves", &row_moves, py::arg("state_row"), py::arg("row_ptr"),
           py::arg("row_delta"),
           "The distinct states each state's shared row leads to: (ptr, next), CSR by state.");

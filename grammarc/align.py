@@ -87,8 +87,8 @@ class FactoredRows:
     token_class: np.ndarray          # int32 [V]
     state_row: np.ndarray            # int32 [S]
     row_ptr: np.ndarray              # int64 [R + 1]
-    row_class: np.ndarray            # int32 [N], sorted within each row
-    row_delta: np.ndarray            # int32 [N]: next state - state
+    row_class: np.ndarray            # int64 [N], sorted within each row (read-only)
+    row_delta: np.ndarray            # int64 [N]: next state - state (read-only)
     min_tokens_to_accept: np.ndarray  # int32 [S], -1 where acceptance is out of reach
 
     @property
@@ -239,6 +239,8 @@ def factor(entries: TokenEntries, accepting: np.ndarray,
     state_row, row_ptr, row_class, row_delta = _core.dedupe_rows(
         entries.state_ptr, entries.entry_class, entries.entry_next, min_tokens,
         np.zeros(0, np.int32) if class_map is None else class_map)
+    for array in (row_class, row_delta):  # the table's type: it keeps them as they are
+        array.flags.writeable = False
     return FactoredRows(entries.token_class, state_row, row_ptr, row_class, row_delta,
                         min_tokens)
 

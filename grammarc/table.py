@@ -21,7 +21,8 @@ import numpy as np
 
 @dataclass(frozen=True, eq=False)
 class TokenTable:
-    """The arrays of a compiled grammar (module docstring); read-only int64/bool copies."""
+    """The arrays of a compiled grammar (module docstring), read-only int64/bool (`frozen`:
+    copies, or the aligner's own results)."""
 
     token_class: np.ndarray           # [V]
     state_row: np.ndarray             # [S]
@@ -100,7 +101,12 @@ class TokenTable:
 
 
 def frozen(values, dtype) -> np.ndarray:
-    """`values` as a read-only array of `dtype`."""
+    """`values` as a read-only array of `dtype`: itself when it already is one that shares
+    its memory with no other array (a kernel's result of hundreds of megabytes, say),
+    otherwise a copy."""
+    if isinstance(values, np.ndarray) and values.dtype == dtype and \
+            not values.flags.writeable and not isinstance(values.base, np.ndarray):
+        return values
     array = np.array(values, dtype=dtype)
     array.flags.writeable = False
     return array
