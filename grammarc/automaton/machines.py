@@ -326,7 +326,7 @@ def deterministic_pushdown(machines: MachineSet, max_states: int) -> PushdownDFA
         except NotDeterministicError as exc:
             if not exc.machines or exc.machines & recursive_machines(dict(machines.machines)):
                 raise
-            machines = _inlined(machines, exc.machines)
+            machines = _inlined(machines, exc.machines, built, codes)
 
 
 def _without_copies(machines: MachineSet, max_states: int, built: dict[tuple, tuple],
@@ -364,9 +364,12 @@ def _without_copies(machines: MachineSet, max_states: int, built: dict[tuple, tu
                   if alias[name] == name), machines.unrolled, machines.alternative)
 
 
-def _inlined(machines: MachineSet, names: frozenset[str]) -> MachineSet:
+def _inlined(machines: MachineSet, names: frozenset[str], built: dict[tuple, tuple],
+             codes: dict[str, bytes]) -> MachineSet:
     """The machine set with the (non-recursive) machines `names` inlined where called, and
-    without the machines no longer called."""
+    without the machines no longer called. A body whose DFA is in `built` (the inlined ones,
+    and their callers) becomes that DFA with its calls as edges (`_respelled`), so that the
+    next build determinises minimal DFAs, not the bodies' expressions again."""
     bodies = dict(machines.machines)
     flat: dict[str, Expr] = {}
 
@@ -374,16 +377,48 @@ def _inlined(machines: MachineSet, names: frozenset[str]) -> MachineSet:
         if name not in names:
             return Call(name)
         if name not in flat:
-            flat[name] = replace_calls(bodies[name], body_of, names)
+            flat[name] = rewritten(bodies[name])
         return flat[name]
 
-    kept = {name: replace_calls(body, body_of, names) for name, body in bodies.items()
-            if name not in names}
-    root = replace_calls(machines.root, body_of, names)
+    def rewritten(body: Expr) -> Expr:
+        respelled = _respelled(body, body_of, built, codes)
+        return replace_calls(body, body_of, names) if respelled is None else respelled
+
+    kept = {name: body if names.isdisjoint(_calls_below(body)) else rewritten(body)
+            for name, body in bodies.items() if name not in names}
+    root = machines.root if names.isdisjoint(_calls_below(machines.root)) else \
+        rewritten(machines.root)
     reached = reachable_machines(called_names(root), kept)
     return MachineSet(root, tuple((name, body) for name, body in kept.items()
                                   if name in reached), machines.unrolled,
                       machines.alternative)
+
+
+def _respelled(body: Expr, replacement: Callable[[str], Expr], built: dict[tuple, tuple],
+               codes: dict[str, bytes]) -> Automaton | None:
+    """The language of `body` with every `Call(name)` replaced by `replacement(name)`, as
+    the body's DFA (in `built`) whose call codes are edges reading the replacements: the
+    substitution of a DFA's code symbols, so the same language as the body's expression so
+    replaced. None where the DFA was not built or the body keeps a counter (its shape
+    matters)."""
+    hit = built.get((fingerprint(body), False))
+    if hit is None or counter_form(body) is not None or not same_spelling(hit[0], body):
+        return None
+    dfa = hit[1]
+    name_of = {code: name for name, code in codes.items()}
+    return Automaton(without_codes(dfa), None, tuple(
+        (state, replacement(name_of[code]), ret)
+        for state, code, ret in code_paths(dfa.trans, dfa.byte_class, len(codes[""]) - 1)))
+
+
+def without_codes(dfa: ByteDFA) -> ByteDFA:
+    """The DFA with no transition on a byte of a call code (those get a class of their own,
+    with no transition)."""
+    byte_class = dfa.byte_class.copy()
+    byte_class[CODE_BYTES] = dfa.num_classes
+    trans = np.zeros((dfa.num_states, dfa.num_classes + 1), np.int32)
+    trans[:, :-1] = dfa.trans
+    return ByteDFA(trans, byte_class, dfa.accepting)
 
 
 def inline_calls(machines: MachineSet, depth: int, max_states: int) -> Expr:

@@ -44,7 +44,7 @@ from .dfa import SUBSET_FACTOR, build_dfa, minimize
 from .expr import NOTHING, Automaton, Call, Expr, exact_to
 from .machines import (
     CALL_DIGITS, CALL_PREFIX, CODE_BYTES, call_codes, called_names, code_paths, replace_calls,
-    starting_bytes,
+    starting_bytes, without_codes,
 )
 
 _AND, _AND_NOT = 0, 1
@@ -56,16 +56,6 @@ _AND, _AND_NOT = 0, 1
 _CALL_ROUNDS, _ONE_SIDED_ROUNDS, _INLINED_SHARE = 40, 64, 10
 _DIGITS = np.array(list(CALL_DIGITS))
 _ANY_DIGIT = -1
-
-
-def _without_codes(dfa: ByteDFA) -> ByteDFA:
-    """The DFA with no transition on a byte of a call code (those get a class of their own,
-    with no transition)."""
-    byte_class = dfa.byte_class.copy()
-    byte_class[CODE_BYTES] = dfa.num_classes
-    trans = np.zeros((dfa.num_states, dfa.num_classes + 1), np.int32)
-    trans[:, :-1] = dfa.trans
-    return ByteDFA(trans, byte_class, dfa.accepting)
 
 
 class Linker(Protocol):
@@ -273,7 +263,7 @@ class Ops:
             width = len(codes[""]) - 1
             calls = [(state, index_of[code], ret) for state, code, ret in
                      code_paths(coded.trans, coded.byte_class, width)]
-            dfa = _without_codes(coded)
+            dfa = without_codes(coded)
         states = np.unique(np.array([state for state, _, _ in calls], np.int64))
         firsts = {index: self._first(names[index]) for index in {i for _, i, _ in calls}}
         first = np.zeros((len(states), 256), bool)
@@ -329,7 +319,7 @@ class Ops:
         depth = min(depths) if depths else None
         if not dfa.trans[:, dfa.byte_class[CALL_PREFIX]].any():
             return Automaton(dfa, depth)  # no call left: the minimal DFA as it is
-        return Automaton(_without_codes(dfa), depth, tuple(calls))
+        return Automaton(without_codes(dfa), depth, tuple(calls))
 
 
 @dataclass(frozen=True)
