@@ -241,11 +241,10 @@ def build_pushdown(machines: MachineSet, max_states: int,
         else codes
     built = {} if built is None else built
     root = _built_dfa(machines.root, False, max_states, built, codes)  # it keeps no count
-    root_key = _dfa_key(root[1], None)
     hits, names, code_of = [root], [""], {codes[""]: 0}
     for name, body in machines.machines:
         hit = _built_dfa(body, True, max_states, built, codes)
-        if _dfa_key(hit[1], hit[2]) == root_key:
+        if hit[3] == root[3]:
             code_of[codes[name]] = 0
             continue
         code_of[codes[name]] = len(names)
@@ -266,12 +265,13 @@ def build_pushdown(machines: MachineSet, max_states: int,
 
 def _built_dfa(body: Expr, counted: bool, max_states: int, built: dict[tuple, tuple],
                codes: dict[str, bytes]) -> tuple:
-    """(body, DFA, counter) of `_counter_dfa`, kept in `built` by the body's spelling (the
-    same body rebuilt by renaming calls is built once)."""
+    """(body, DFA, counter, `_dfa_key` of the two) of `_counter_dfa`, kept in `built` by the
+    body's spelling (the same body rebuilt by renaming calls is built once)."""
     key = (fingerprint(body), counted and counter_form(body) is not None)
     hit = built.get(key)
     if hit is None or not same_spelling(hit[0], body):
-        hit = built[key] = (body, *_counter_dfa(body, counted, max_states, codes))
+        dfa, counter = _counter_dfa(body, counted, max_states, codes)
+        hit = built[key] = (body, dfa, counter, _dfa_key(dfa, counter))
     return hit
 
 
@@ -343,12 +343,10 @@ def _without_copies(machines: MachineSet, max_states: int, built: dict[tuple, tu
         keys: dict[str, tuple] = {}
         recursive = recursive_machines(dict(machines.machines))
         for name, body in machines.machines:
-            _, dfa, counter = _built_dfa(body, True, max_states, built, codes)
-            keys[name] = _dfa_key(dfa, counter)
+            keys[name] = _built_dfa(body, True, max_states, built, codes)[3]
             alias[name] = first_of.setdefault((name in recursive, *keys[name]), name)
         if all(name == kept for name, kept in alias.items()):
-            root_key = _dfa_key(_built_dfa(machines.root, False, max_states, built, codes)[1],
-                                None)
+            root_key = _built_dfa(machines.root, False, max_states, built, codes)[3]
             copy = next((body for name, body in machines.machines if keys[name] == root_key),
                         machines.root)
             return machines if copy is machines.root else MachineSet(
