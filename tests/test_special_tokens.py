@@ -186,3 +186,14 @@ def test_a_token_without_a_tokenizer_is_an_error_with_a_position(parse, text):
     column = text.index("<") + 1
     assert "needs the tokenizer" in str(error.value) and f"g:1:{column}:" in str(error.value)
     assert "\n" not in str(error.value)
+
+
+def test_lark_token_references_never_take_a_terminal_name_of_the_grammar(smollm2):
+    """A reference becomes a terminal of its own name; a grammar's own terminal `Z0000` (the
+    first such name for `<[5]>`) keeps its meaning, and a token named twice is one terminal."""
+    grammar = grammarc.compile('start: <[5]> Z0000 <[5]>\nZ0000: "x"\n', smollm2, kind="lark")
+    state = grammar.initial_state
+    for token in [5, *greedy_tokens(smollm2, "x"), 5]:
+        state = grammar.next_state(state, token)
+    assert state and grammar.is_accepting(state)
+    assert grammar.metadata["special_tokens"] == {"5": "<file_sep>"}
