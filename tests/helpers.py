@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import random
 import subprocess
 import sys
@@ -13,7 +14,9 @@ import pytest
 import grammarc
 from grammarc.table import TokenTable
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared"
+# the conformance data beside the checkout (GRAMMARC_SHARED overrides it, for a git worktree)
+SHARED = Path(os.environ.get("GRAMMARC_SHARED") or
+              Path(__file__).resolve().parents[1].parent / "shared")
 
 
 def sample_dfa_strings(dfa, rng: random.Random, count: int, max_len: int = 40) -> list[bytes]:

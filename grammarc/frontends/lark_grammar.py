@@ -44,7 +44,7 @@ def parse_lark(text: str, source_name: str | None = None,
                options: FrontendOptions | None = None) -> Expr | MachineSet:
     """The expression tree of a Lark grammar's start rule (`start` unless `options.start`)."""
     options = options or FrontendOptions()
-    lark_text, token_refs = _token_terminals(text)
+    lark_text, token_refs = _token_terminals(text, source_name)
     loaded = _load(lark_text, text, source_name, options.start or "start")
     terminals = {t.name: t for t in loaded.terminals}
     ignored = alt(*(_terminal(terminals[name], text, source_name)
@@ -96,30 +96,50 @@ _TOKEN_REF = re.compile(r'"(?:\\.|[^"\\])*"i?|/(?:\\.|[^/\\\n])+/[imslux]*|//[^\
 _BASE36 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 
 
-def _token_terminals(text: str) -> tuple[str, dict[str, tuple[int, str]]]:
+def _token_terminals(text: str, source_name: str | None) -> tuple[str, dict[str, tuple[int, str]]]:
     """The grammar with each token reference (outside strings, regexes and comments) replaced
-    by a terminal name of the same length, the terminals defined at the end; and, per name,
-    the reference's offset and text."""
+    by a terminal name of the same length that the grammar does not use (one per distinct
+    reference), the terminals defined at the end; and, per name, the offset of the
+    reference's first occurrence and its text."""
     refs: dict[str, tuple[int, str]] = {}
+    names: dict[str, str] = {}
+    used = set(re.findall(r"\w+", text))
+    index = 0
     pieces: list[str] = []
     last = 0
     for match in _TOKEN_REF.finditer(text):
-        if match.group(1) is None:
-            continue
         ref = match.group(1)
-        index, digits = len(refs), []
-        for _ in range(len(ref) - 1):
-            index, digit = divmod(index, 36)
-            digits.append(_BASE36[digit])
-        name = "Z" + "".join(reversed(digits))
-        refs[name] = (match.start(1), ref)
-        pieces += [text[last:match.start(1)], name]
+        if ref is None:
+            continue
+        if ref not in names:
+            while True:
+                name = _name(index, len(ref))
+                index += 1
+                if name is None:
+                    raise GrammarError("too many distinct token references of this length",
+                                       source_name=source_name, text=text,
+                                       offset=match.start(1))
+                if name not in used:
+                    break
+            names[ref] = name
+            refs[name] = (match.start(1), ref)
+        pieces += [text[last:match.start(1)], names[ref]]
         last = match.end(1)
     if not refs:
         return text, refs
     pieces.append(text[last:])
     definitions = "".join(f'\n{name}: "grammarc token {n}"' for n, name in enumerate(refs))
     return "".join(pieces) + definitions + "\n", refs
+
+
+def _name(index: int, length: int) -> str | None:
+    """The `index`-th terminal name of `length` characters: Z and base-36 digits (None when
+    there are fewer names of that length)."""
+    digits = []
+    for _ in range(length - 1):
+        index, digit = divmod(index, 36)
+        digits.append(_BASE36[digit])
+    return None if index else "Z" + "".join(reversed(digits))
 
 
 def _load(lark_text: str, text: str, source_name: str | None, start: str) -> lark.Lark:

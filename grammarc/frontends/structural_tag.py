@@ -3,7 +3,8 @@ regions, special tokens and JSON (tool calls, reasoning blocks), as vLLM's
 `response_format: {"type": "structural_tag", ...}` passes it.
 
 A source is `{"type": "structural_tag", "format": FORMAT}` or a FORMAT alone (or the older
-`{"structures": [...], "triggers": [...]}`). Formats, each a language:
+`{"structures": [...], "triggers": [...]}`, with an optional `"type": "structural_tag"` and
+`at_least_one`). Formats, each a language:
 
 - `const_string` (`value`), `regex` (`pattern`), `grammar` (`grammar`: GBNF when it has `::=`,
   else Lark; `syntax` may say which), `json_schema` (`json_schema`, compiled by the JSON Schema
@@ -18,7 +19,8 @@ A source is `{"type": "structural_tag", "format": FORMAT}` or a FORMAT alone (or
   element of a `sequence` content) stops at the end: its free text never contains it;
 - `triggered_tags`: free text containing none of `triggers` (nor `excludes`), where each
   trigger begins one of `tags` (each tag's `begin` starts with a trigger); `at_least_one`: no
-  free text before the first tag; `stop_after_first`: nothing after the first tag;
+  free text before the first tag (free text and tags may follow it, as without the flag);
+  `stop_after_first`: nothing after the first tag;
 - `tags_with_separator`: `tags` separated by `separator`, nothing else; the same two flags.
 
 Each sub-language keeps its own machines (a JSON Schema's recursion, a grammar's rules),
@@ -96,11 +98,12 @@ def structural_language(spec: Any, options: FrontendOptions,
 
 def _language(spec: Any, options: FrontendOptions,
               source_name: str | None) -> Expr | MachineSet:
-    if isinstance(spec, dict) and spec.get("type") == "structural_tag":
+    if isinstance(spec, dict) and "structures" in spec and "format" not in spec and \
+            spec.get("type", "structural_tag") == "structural_tag":
+        spec, pointer = _legacy(spec), ""
+    elif isinstance(spec, dict) and spec.get("type") == "structural_tag":
         _fields(spec, "", ("format",), ("type",))
         spec, pointer = spec["format"], "/format"
-    elif isinstance(spec, dict) and "structures" in spec and "type" not in spec:
-        spec, pointer = _legacy(spec), ""
     else:
         pointer = ""
     builder = _Builder(options)
@@ -115,16 +118,18 @@ def _language(spec: Any, options: FrontendOptions,
 
 
 def _legacy(spec: dict) -> dict:
-    """xgrammar's older form `{"structures": [{"begin", "schema", "end"}], "triggers"}` as
-    the `triggered_tags` it stands for."""
-    _fields(spec, "", ("structures", "triggers"), ())
+    """xgrammar's older form `{"structures": [{"begin", "schema", "end"}], "triggers"}` (as
+    vLLM and SGLang pass it: with `"type": "structural_tag"` and an optional `at_least_one`)
+    as the `triggered_tags` it stands for."""
+    _fields(spec, "", ("structures", "triggers"), ("type", "at_least_one"))
     structures = _list(spec, "structures", "")
     tags = []
     for i, item in enumerate(structures):
         _fields(item, f"/structures/{i}", ("begin", "schema", "end"), ())
         tags.append({"type": "tag", "begin": item["begin"], "end": item["end"],
                      "content": {"type": "json_schema", "json_schema": item["schema"]}})
-    return {"type": "triggered_tags", "triggers": spec["triggers"], "tags": tags}
+    return {"type": "triggered_tags", "triggers": spec["triggers"], "tags": tags,
+            **({"at_least_one": spec["at_least_one"]} if "at_least_one" in spec else {})}
 
 
 class _Builder:
@@ -292,7 +297,7 @@ class _Builder:
         if stop:
             return concat(text, repeat(tags, 0, 1))
         loop = repeat(concat(tags, text), 0, None)
-        return concat(tags, loop) if first else concat(text, loop)
+        return concat(tags, text, loop) if first else concat(text, loop)
 
     def _tags_with_separator(self, node: dict, pointer: str, stops: tuple[str, ...]) -> Expr:
         separator = _string(node, "separator", pointer)

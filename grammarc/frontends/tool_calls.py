@@ -53,6 +53,8 @@ def tool_calls_tag(tools: list[Any], *, format: str = "hermes", tool_choice: Any
     if choice not in ("auto", "none") and not functions:
         raise GrammarError(f"tool_choice {choice!r} needs at least one tool")
     marker = _Markers(tokenizer)
+    if choice not in TOOL_CHOICES:  # a named tool: exactly one call, parallel or not
+        parallel = False
     calls = _FORMATS[format](functions, choice, parallel, marker)
     if reasoning:
         think = {"type": "tag", "begin": "" if reasoning == "open" else marker("<think>"),

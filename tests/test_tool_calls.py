@@ -1,0 +1,268 @@
+"""Tool calls from OpenAI tools lists built from maskbench-dev's BFCL and Glaive schemas, for
+every format, tool_choice and parallel setting: the grammar's own samples read back by an
+independent reader (split on the format's markers, `json`, `jsonschema` against each tool's
+schema, the tool among those chosen); maskbench's valid instances wrapped as calls accepted
+token by token on SmolLM2 (EOS exactly at the end) and its invalid ones refused; a reasoning
+block; jump-forward through a named call's opening; budgets in free text."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import numpy as np
+import pytest
+from grammar_oracles import greedy_tokens
+from helpers import SHARED, walk_within_budget
+
+import grammarc
+
+MASKBENCH = SHARED / "conformance" / "maskbench-dev"
+pytestmark = pytest.mark.skipif(not MASKBENCH.is_dir(),
+                                reason="../shared (conformance data) is absent")
+FORMATS = ("hermes", "llama3-json", "mistral", "json")
+FAST = ("BFCL_simple_106", "BFCL_multiple_", "BFCL_java_", "Glaiveai2K---book_flight",
+        "Glaiveai2K---calculate_area_1")
+
+
+def tool_files(prefixes: tuple[str, ...] | None = None) -> list[Path]:
+    """BFCL and Glaive files of maskbench-dev (the first per prefix, or all)."""
+    files = sorted(p for p in MASKBENCH.glob("*.json") if p.name.startswith(("BFCL_", "Glaive")))
+    if prefixes is None:
+        return files
+    return [next(p for p in files if p.name.startswith(prefix)) for prefix in prefixes]
+
+
+def tools_of(files: list[Path]) -> tuple[list[dict], dict[str, dict]]:
+    """An OpenAI tools list (each file's schema as a tool's parameters, named after the file)
+    and the maskbench data per tool name."""
+    tools, data = [], {}
+    for path in files:
+        item = json.loads(path.read_text("utf-8"))
+        name = re.sub(r"[^A-Za-z0-9_]", "_", path.stem)[:64]
+        tools.append({"type": "function", "function": {"name": name, "description": "test",
+                                                       "parameters": item["schema"]}})
+        data[name] = item
+    return tools, data
+
+
+@pytest.fixture(scope="module")
+def tools() -> tuple[list[dict], dict[str, dict]]:
+    return tools_of(tool_files(FAST))
+
+
+# ------------------------------------------------------------------ the independent reader
+def _json_calls(text: str, separator: str, key: str) -> list[tuple[str, Any]] | None:
+    """Call objects `{"name", key}` one after another, `separator` between."""
+    decoder, calls, pos = json.JSONDecoder(), [], 0
+    while True:
+        try:
+            value, pos = decoder.raw_decode(text, pos)
+        except ValueError:
+            return None
+        if not isinstance(value, dict) or list(value) != ["name", key]:
+            return None
+        calls.append((value["name"], value[key]))
+        if pos == len(text):
+            return calls
+        if not text.startswith(separator, pos) or not separator:
+            return None
+        pos += len(separator)
+
+
+def read_calls(fmt: str, text: str) -> tuple[list[str], list[tuple[str, Any]]] | None:
+    """The free texts and calls of an output in `fmt`, or None where it is not in the format.
+    Hermes: text, then calls each followed by text; the others: text or calls."""
+    if fmt == "hermes":
+        parts = re.split(r"<tool_call>\n(.*?)\n</tool_call>", text, flags=re.S)
+        calls = []
+        for body in parts[1::2]:
+            call = _json_calls(body, "", "arguments")
+            if call is None:
+                return None
+            calls += call
+        texts = parts[0::2]
+        return (None if any("<tool_call>" in t for t in texts) else texts), calls
+    if fmt == "mistral":
+        head, marker, rest = text.partition("[TOOL_CALLS]")
+        if not marker:
+            return [text], []
+        try:
+            items = json.loads(rest)
+        except ValueError:
+            return None
+        if not isinstance(items, list) or not items or \
+                not all(isinstance(i, dict) and list(i) == ["name", "arguments"] for i in items):
+            return None
+        return [head], [(i["name"], i["arguments"]) for i in items]
+    if not text or text[0] not in "[{" and not text[0].isspace():
+        return [text], []
+    if fmt == "llama3-json":
+        calls = _json_calls(text, "; ", "parameters")
+    elif text.startswith("["):
+        try:
+            items = json.loads(text)
+        except ValueError:
+            return None
+        calls = None if not isinstance(items, list) or not items else \
+            _json_calls(", ".join(json.dumps(i) for i in items), ", ", "arguments")
+    else:
+        calls = _json_calls(text, "", "arguments")
+    return None if calls is None else ([], calls)
+
+
+def check_output(fmt: str, choice: str, parallel: bool, text: str,
+                 schemas: dict[str, dict]) -> int:
+    """Asserts `text` is a right output for the settings; returns its number of calls."""
+    read = read_calls(fmt, text)
+    assert read is not None and read[0] is not None, text
+    texts, calls = read
+    for name, arguments in calls:
+        assert name in schemas and choice in ("auto", "required", name), (name, text)
+        jsonschema.validate(arguments, schemas[name])
+    if choice == "none":
+        assert not calls, text
+    elif choice != "auto":
+        assert calls and not "".join(texts).strip("\n"), text
+    if choice not in ("auto", "required", "none") or not parallel:
+        assert len(calls) <= 1, text
+    if fmt == "hermes" and choice == "auto" and not parallel and calls:
+        assert texts[-1] == "", text  # nothing after the one call
+    if fmt == "json" and calls and parallel and choice in ("auto", "required"):
+        assert text.startswith("["), text
+    return len(calls)
+
+
+def sampled_texts(grammar, tokenizer, count: int, seed: int, max_tokens: int = 400) -> list[str]:
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(count):
+        tokens = grammar.sample_tokens(max_tokens, rng)
+        assert tokens is not None and tokens[-1] in grammar.eos_token_ids
+        out.append(tokenizer.decode_bytes(tokens[:-1]).decode("utf-8"))
+    return out
+
+
+@pytest.mark.parametrize("parallel", [True, False], ids=["parallel", "single"])
+@pytest.mark.parametrize("choice", ["auto", "required", "none", "named"])
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_sampled_outputs_are_read_back_as_valid_calls(fmt, choice, parallel, tools, smollm2):
+    tool_list, data = tools
+    name = tool_list[-1]["function"]["name"]
+    choice = name if choice == "named" else choice
+    grammar = grammarc.compile_tools(tool_list, smollm2, format=fmt, tool_choice=choice,
+                                     parallel=parallel)
+    schemas = {t["function"]["name"]: t["function"]["parameters"] for t in tool_list}
+    counts = [check_output(fmt, choice, parallel, text, schemas)
+              for text in sampled_texts(grammar, smollm2, 12, seed=len(fmt) + len(choice))]
+    if choice not in ("auto", "none"):
+        assert min(counts) >= 1
+
+
+def wrap(fmt: str, name: str, arguments: str) -> str:
+    """One call of `name` with `arguments` (JSON text) as the format writes it."""
+    return {"hermes": f'<tool_call>\n{{"name": "{name}", "arguments": {arguments}}}\n</tool_call>',
+            "llama3-json": f'{{"name": "{name}", "parameters": {arguments}}}',
+            "mistral": f'[TOOL_CALLS][{{"name": "{name}", "arguments": {arguments}}}]',
+            "json": f'{{"name": "{name}", "arguments": {arguments}}}'}[fmt]
+
+
+def accepted(grammar, tokenizer, text: str) -> bool:
+    """Every token of `text` allowed, EOS allowed after the last and before it only where
+    the text so far is complete."""
+    state, eos = grammar.initial_state, grammar.eos_token_ids[0]
+    for token in greedy_tokens(tokenizer, text):
+        state = grammar.next_state(state, token)
+        if not state:
+            return False
+    return bool(grammar.mask(state)[eos])
+
+
+def check_instances(files: list[Path], tokenizer, fmt: str) -> None:
+    """maskbench's instances of each tool, wrapped as one required call: the valid accepted,
+    the invalid refused; two calls in a row only where the format allows them."""
+    tool_list, data = tools_of(files)
+    grammar = grammarc.compile_tools(tool_list, tokenizer, format=fmt, tool_choice="required",
+                                     parallel=False)
+    checked = 0
+    for name, item in data.items():
+        for case in item["tests"]:
+            text = wrap(fmt, name, json.dumps(case["data"]))
+            assert accepted(grammar, tokenizer, text) == case["valid"], (name, case)
+            checked += 1
+            if case["valid"] and fmt == "hermes":
+                assert not accepted(grammar, tokenizer, text + "\n" + text)
+                assert not accepted(grammar, tokenizer, "Sure. " + text)
+    assert checked >= len(data)
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_maskbench_instances_wrapped_as_calls_token_by_token(fmt, smollm2):
+    check_instances(tool_files(FAST), smollm2, fmt)
+
+
+@pytest.mark.slow
+def test_every_bfcl_and_glaive_tool_at_once(smollm2):
+    """All 110 tools in one grammar: every valid instance accepted, every invalid refused."""
+    check_instances(tool_files(), smollm2, "hermes")
+
+
+@pytest.mark.parametrize("reasoning", [True, "open"])
+def test_a_reasoning_block_comes_first(reasoning, tools, smollm2):
+    tool_list, _ = tools
+    schemas = {t["function"]["name"]: t["function"]["parameters"] for t in tool_list}
+    grammar = grammarc.compile_tools(tool_list, smollm2, format="hermes", tool_choice="required",
+                                     reasoning=reasoning)
+    opening = "<think>" if reasoning is True else ""
+    for text in sampled_texts(grammar, smollm2, 10, seed=3):
+        assert text.startswith(opening), text
+        thought, marker, rest = text[len(opening):].partition("</think>")
+        assert marker and "</think>" not in thought, text
+        check_output("hermes", "required", True, rest.lstrip(), schemas)
+    name = tool_list[0]["function"]["name"]
+    call = wrap("hermes", name, json.dumps(next(c["data"] for c in tools[1][name]["tests"]
+                                                if c["valid"])))
+    assert accepted(grammar, smollm2, f"{opening}I will call it.</think>\n\n{call}")
+    assert not accepted(grammar, smollm2, f"{opening}I will call it.</think>\n\nNo.")
+    assert not accepted(grammar, smollm2, call)
+
+
+def test_a_named_tool_is_forced_through_its_opening(tools, smollm2):
+    tool_list, _ = tools
+    name = tool_list[1]["function"]["name"]
+    grammar = grammarc.compile_tools(tool_list, smollm2, format="hermes", tool_choice=name)
+    forced = grammar.forced(grammar.initial_state)
+    opening = f'<tool_call>\n{{"name": "{name}", "arguments": {{'.encode()
+    assert forced.text.startswith(opening), forced.text
+    assert opening.startswith(smollm2.decode_bytes(forced.tokens)) and forced.tokens
+    state = grammar.walk_bytes(forced.text)
+    assert state and not grammar.is_accepting(state)
+
+
+def test_budgets_in_free_text_always_leave_a_way_to_end(tools, smollm2):
+    tool_list, _ = tools
+    grammar = grammarc.compile_tools(tool_list, smollm2, format="hermes", tool_choice="auto")
+    rng = np.random.default_rng(5)
+    state = grammar.initial_state
+    assert grammar.mask(state).sum() > 0.99 * grammar.vocab_size  # free text: nearly all
+    for token in greedy_tokens(smollm2, "Let me check. <tool"):
+        for budget in (1, 2, 3, 8):
+            assert grammar.mask(state, budget=budget).any()
+            walk_within_budget(grammar, state, budget, rng)
+        state = grammar.next_state(state, token)
+        assert state
+    assert not grammar.mask(state, budget=1).any() or grammar.is_accepting(state)
+    walk_within_budget(grammar, state, grammar.tokens_to_accept(state) + 1, rng)
+
+
+@pytest.mark.parametrize("kwargs,message", [
+    ({"format": "xml"}, "unknown tool-call format 'xml'"),
+    ({"tool_choice": "nope"}, "tool_choice 'nope'"),
+    ({"reasoning": "yes"}, "reasoning is true, false or 'open'"),
+])
+def test_bad_settings_are_errors(kwargs, message, tools, smollm2):
+    with pytest.raises(grammarc.GrammarError, match=re.escape(message)):
+        grammarc.compile_tools(tools[0], smollm2, **kwargs)
