@@ -16,13 +16,16 @@ from .errors import (
 from .runtime import Grammar, Matcher, load
 
 if TYPE_CHECKING:
-    from .compiler import compile, compile_json_schema
+    from .compiler import compile, compile_json_schema, compile_tools
+    from .frontends.tool_calls import tool_calls_tag
     from .frontends import FrontendOptions
     from .tokenizers import Tokenizer, load_tokenizer
 
 _COMPILE_SIDE = {
     "compile": ("compiler", "compile"),
     "compile_json_schema": ("compiler", "compile_json_schema"),
+    "compile_tools": ("compiler", "compile_tools"),
+    "tool_calls_tag": ("frontends.tool_calls", "tool_calls_tag"),
     "FrontendOptions": ("frontends", "FrontendOptions"),
     "load_tokenizer": ("tokenizers", "load_tokenizer"),
     "Tokenizer": ("tokenizers", "Tokenizer"),
@@ -43,5 +46,6 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "ArtifactError", "BudgetError", "FrontendOptions", "Grammar", "GrammarError", "GrammarcError",
     "GrammarcNotice", "Matcher", "Tokenizer",
-    "TokenizerError", "__version__", "compile", "compile_json_schema", "load", "load_tokenizer",
+    "TokenizerError", "__version__", "compile", "compile_json_schema", "compile_tools", "load",
+    "load_tokenizer", "tool_calls_tag",
 ]

@@ -32,7 +32,7 @@ import time
 import weakref
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Collection
 
 import numpy as np
 
@@ -40,6 +40,7 @@ from . import _core
 from .automaton import ByteDFA
 from .errors import GrammarError
 from .table import TokenTable
+from .tokenizers.special import aligned_token_bytes
 
 _CHUNK = 64  # states per kernel call, so progress can be reported
 # Folding the trie over byte classes costs about _FOLD_COST + _FOLD_COST_KEPT * k walks of
@@ -125,15 +126,24 @@ def build_trie(token_bytes: list[bytes | None] | tuple[bytes | None, ...],
 
 
 #: The trie of each tokenizer object that `tokenizer_trie` has seen, kept as long as it lives.
-TOKENIZER_TRIES: weakref.WeakKeyDictionary[object, VocabTrie] = weakref.WeakKeyDictionary()
+TOKENIZER_TRIES: weakref.WeakKeyDictionary[object, dict[frozenset[int], VocabTrie]] = \
+    weakref.WeakKeyDictionary()
+_NAMED_TRIES = 8  # tries kept per tokenizer, the plain one included
 
 
-def tokenizer_trie(tokenizer) -> VocabTrie:
-    """The tokenizer's trie (EOS tokens left out), built once per tokenizer (`TOKENIZER_TRIES`)."""
-    trie = TOKENIZER_TRIES.get(tokenizer)
+def tokenizer_trie(tokenizer, named: Collection[int] = ()) -> VocabTrie:
+    """The tokenizer's trie (EOS tokens left out), built once per tokenizer and set of tokens
+    a grammar names (`TOKENIZER_TRIES`; the named tokens spelled as `tokenizers.special`
+    says)."""
+    tries = TOKENIZER_TRIES.setdefault(tokenizer, {})
+    key = frozenset(named)
+    trie = tries.get(key)
     if trie is None:
-        trie = build_trie(tokenizer.token_bytes, exclude=tuple(tokenizer.eos_token_ids))
-        TOKENIZER_TRIES[tokenizer] = trie
+        token_bytes = aligned_token_bytes(tokenizer, key) if key else tokenizer.token_bytes
+        trie = build_trie(token_bytes, exclude=tuple(tokenizer.eos_token_ids))
+        if len(tries) >= _NAMED_TRIES:  # the oldest set of named tokens makes room
+            del tries[next(k for k in tries if k)]
+        tries[key] = trie
     return trie
 
 

@@ -33,6 +33,7 @@ from .frontends import FrontendOptions, kind_for_path, parser_for, source_text
 from .runtime import Grammar
 from .runtime.calls import CallGrammar
 from .tokenizers import Tokenizer, load_tokenizer
+from .tokenizers.special import TokenNames
 
 MAX_SOURCE_BYTES = 16 << 20  # a grammar file larger than this is data given by mistake
 
@@ -55,10 +56,14 @@ def compile(source: str | os.PathLike, tokenizer: Tokenizer | str | os.PathLike,
     kind, text, name = read_source(source, kind)
     tok = load_tokenizer(tokenizer)
     options = options or FrontendOptions()
-    automaton = build_automaton(kind, text, name, options, timings)
+    names = TokenNames(tok)
+    automaton = build_automaton(kind, text, name, replace(options, tokens=names.terminal),
+                                timings)
     with _timed(timings, "trie"):
-        trie = tokenizer_trie(tok)
+        trie = tokenizer_trie(tok, names.named)
     metadata = grammar_metadata(kind, text, name, tok, options)
+    if names.named:
+        metadata["special_tokens"] = {str(i): names.named[i] for i in sorted(names.named)}
     try:
         if isinstance(automaton, PushdownDFA):
             return _call_grammar(automaton, trie, tok, metadata, progress, timings)
@@ -170,6 +175,32 @@ def compile_json_schema(schema: dict | bool | type, tokenizer: Tokenizer | str |
         schema = to_schema()
     text = json.dumps(schema, ensure_ascii=False, default=_json_default)
     return compile(text, tokenizer, "json-schema", **kwargs)
+
+
+def compile_tools(tools: list | str | os.PathLike, tokenizer: Tokenizer | str | os.PathLike, *,
+                  format: str = "hermes", tool_choice: Any = "auto", parallel: bool = True,
+                  reasoning: bool | str = False, **kwargs) -> Grammar:
+    """Compile the tool calls of an OpenAI `tools` list (or a JSON file holding one) in a
+    model's format (`hermes`, `llama3-json`, `mistral`, `json`), with OpenAI's `tool_choice`
+    (`auto`, `required`, `none`, a tool name) and `parallel_tool_calls`, and an optional
+    `<think>` block first (`reasoning`: True, or "open" where the prompt opened it); see
+    `frontends.tool_calls`. The artifact records the structural tag it compiles (kind
+    `structural-tag`). Keyword arguments are those of `compile`."""
+    from .frontends.json_schema import read_json
+    from .frontends.tool_calls import tool_calls_tag
+
+    name = None
+    if isinstance(tools, (str, os.PathLike)):
+        kind, text, name = read_source(tools, "json-schema")
+        tools = read_json(text, name)
+    tok = load_tokenizer(tokenizer)
+    try:
+        spec = tool_calls_tag(tools, format=format, tool_choice=tool_choice, parallel=parallel,
+                              reasoning=reasoning, tokenizer=tok)
+    except GrammarError as exc:
+        raise GrammarError(f"{name}: {exc}" if name else str(exc)) from None
+    text = json.dumps(spec, ensure_ascii=False, default=_json_default)
+    return compile(text, tok, "structural-tag", **kwargs)
 
 
 def _json_default(value):

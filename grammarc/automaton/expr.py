@@ -153,6 +153,19 @@ def charset(ranges: Iterable[tuple[int, int]]) -> CharSet:
     return CharSet(normalize_ranges(ranges))
 
 
+def byte_string(data: bytes) -> Automaton:
+    """The language of one byte string that need not be UTF-8 text (the bytes of a token a
+    grammar names), as a minimal DFA: a chain of states, one class per distinct byte."""
+    byte_class = np.zeros(256, np.int32)
+    distinct = sorted(set(data))
+    byte_class[distinct] = np.arange(1, len(distinct) + 1)
+    trans = np.zeros((len(data) + 2, len(distinct) + 1), np.int32)
+    trans[np.arange(1, len(data) + 1), byte_class[list(data)]] = np.arange(2, len(data) + 2)
+    accepting = np.zeros(len(data) + 2, bool)
+    accepting[-1] = True
+    return Automaton(ByteDFA(trans, byte_class, accepting))
+
+
 def literal(text: str) -> Expr:
     """The exact string `text`."""
     return concat(*(CharSet(((ord(c), ord(c)),)) for c in text))

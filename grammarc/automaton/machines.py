@@ -1,7 +1,8 @@
 """Machines linked by calls: a `MachineSet` to one byte-level pushdown automaton.
 
 Each machine is compiled to a minimal byte DFA on its own, with every `Call(name)` spelled as
-a *call code*: the byte 0xFF and digits from bytes that never occur in UTF-8 text, so the
+a *call code*: the byte 0xFF and digits from bytes that never occur in UTF-8 text (0xFE
+excepted: it marks tokens named in a grammar, `tokenizers.special`), so the
 ordinary NFA and DFA construction handles calls like any other edge. The codes are then read
 back out of the DFA as call edges `(state, machine, return state)`, and the machines' states
 are numbered in one table (dead 0, the root's start 1, then each machine's states).
@@ -45,7 +46,7 @@ from .expr import (
 )
 
 CALL_PREFIX = 0xFF
-CALL_DIGITS = bytes([0xC0, 0xC1, *range(0xF5, 0xFF)])  # never in UTF-8 text, like 0xFF
+CALL_DIGITS = bytes([0xC0, 0xC1, *range(0xF5, 0xFE)])  # never in UTF-8 text, like 0xFF
 CODE_BYTES = np.array([CALL_PREFIX, *CALL_DIGITS])  # every byte a call code uses
 
 
@@ -214,7 +215,7 @@ def _counter_dfa(body: Expr, counted: bool, max_states: int,
 
 
 def call_codes(names: list[str]) -> dict[str, bytes]:
-    """A fixed-width code per machine name: 0xFF, then base-12 digits from CALL_DIGITS."""
+    """A fixed-width code per machine name: 0xFF, then base-11 digits from CALL_DIGITS."""
     width = 1
     while len(CALL_DIGITS) ** width < len(names):
         width += 1

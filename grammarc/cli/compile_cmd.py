@@ -12,6 +12,7 @@ from ..artifact import artifact_suffix
 from ..automaton import DEFAULT_MAX_STATES
 from ..errors import GrammarcError
 from ..frontends import KINDS, FrontendOptions, grammar_stem
+from ..frontends.tool_calls import FORMATS as TOOL_FORMATS
 from . import EXIT_CODES_HELP, main
 from .common import parse_ids
 
@@ -56,7 +57,7 @@ def frontend_options(command):
     for option in reversed([
         click.option("--kind", type=click.Choice(KINDS),
                      help="Grammar kind; by default it follows the SOURCE suffix "
-                          "(.regex, .json, .lark, .gbnf, .fsm.yaml)."),
+                          "(.regex, .json, .lark, .gbnf, .fsm.yaml, .tag.json)."),
         click.option("--max-states", type=click.IntRange(min=FrontendOptions.MINIMUMS["max_states"]),
                      default=DEFAULT_MAX_STATES, show_default=True,
                      help="Fail instead of building an automaton (final or intermediate) larger "
@@ -107,18 +108,38 @@ def make_frontend_options(max_states: int, max_depth: int, start: str | None, wh
               help="Comma-separated end-of-sequence token ids (default: the model's end tokens).")
 @click.option("--layout", type=click.Choice(["factored", "csr", "dense"]), default="factored",
               show_default=True, help="How the token table is stored.")
+@click.option("--tools", "tool_format", type=click.Choice(TOOL_FORMATS),
+              help="SOURCE is an OpenAI tools list: compile the tool calls in this model format.")
+@click.option("--tool-choice", default="auto", show_default=True, metavar="CHOICE",
+              help="With --tools: auto, required, none, or a tool's name (OpenAI's meaning).")
+@click.option("--parallel-tool-calls/--no-parallel-tool-calls", default=True, show_default=True,
+              help="With --tools: allow several calls in one output.")
+@click.option("--reasoning", is_flag=True,
+              help="With --tools: a <think> block of free text comes first.")
+@click.option("--reasoning-open", is_flag=True,
+              help="With --tools: the prompt opened <think>; the output starts inside it.")
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing but errors.")
 def compile_command(source: Path | None, pattern: str | None, kind: str | None,
                     tokenizer_spec: str, output: Path | None, eos_ids: str | None, layout: str,
+                    tool_format: str | None, tool_choice: str, parallel_tool_calls: bool,
+                    reasoning: bool, reasoning_open: bool,
                     max_states: int, max_depth: int, start: str | None, whitespace: str,
                     strict_objects: bool, lenient: bool, integer_fractions: bool,
                     quiet: bool) -> None:
-    """Compile SOURCE (or --regex PATTERN) into a token-table artifact."""
+    """Compile SOURCE (or --regex PATTERN) into a token-table artifact; with --tools, SOURCE
+    is an OpenAI tools list and the artifact constrains the model's tool calls."""
     from ..compiler import compile as compile_grammar
+    from ..compiler import compile_tools
     from ..tokenizers import load_tokenizer
 
     if (source is None) == (pattern is None):
         raise click.UsageError("give either a SOURCE file or --regex PATTERN")
+    if tool_format is None and (tool_choice != "auto" or not parallel_tool_calls or reasoning
+                                or reasoning_open):
+        raise click.UsageError("--tool-choice, --no-parallel-tool-calls and --reasoning go "
+                               "with --tools FORMAT")
+    if tool_format is not None and (pattern is not None or kind is not None):
+        raise click.UsageError("--tools reads a tools list from SOURCE (no --regex, no --kind)")
     if output is None:
         if source is None:
             raise click.UsageError("--regex needs -o/--output")
@@ -131,9 +152,15 @@ def compile_command(source: Path | None, pattern: str | None, kind: str | None,
                                     lenient, integer_fractions, quiet)
     progress = _AlignmentProgress(quiet)
     try:
-        grammar = compile_grammar(pattern if pattern is not None else source, tokenizer,
-                                  kind or ("regex" if pattern is not None else None),
-                                  options=options, progress=progress)
+        if tool_format is not None:
+            grammar = compile_tools(source, tokenizer, format=tool_format,
+                                    tool_choice=tool_choice, parallel=parallel_tool_calls,
+                                    reasoning="open" if reasoning_open else reasoning,
+                                    options=options, progress=progress)
+        else:
+            grammar = compile_grammar(pattern if pattern is not None else source, tokenizer,
+                                      kind or ("regex" if pattern is not None else None),
+                                      options=options, progress=progress)
     finally:
         progress.close()
     grammar.save(output, layout=layout)

@@ -12,15 +12,15 @@ from pathlib import Path
 from typing import Any, Callable, ClassVar
 
 from ..automaton import DEFAULT_MAX_STATES
-from ..automaton.expr import Expr
-from ..errors import GrammarcError, GrammarcNotice
+from ..automaton.expr import Expr, byte_string
+from ..errors import GrammarcError, GrammarcNotice, GrammarError
 
-KINDS = ("regex", "json-schema", "lark", "gbnf", "fsm")
+KINDS = ("regex", "json-schema", "lark", "gbnf", "fsm", "structural-tag")
 
 # longest suffixes first, so ".fsm.json" wins over ".json"
 _SUFFIXES = (
     (".fsm.yaml", "fsm"), (".fsm.yml", "fsm"), (".fsm.json", "fsm"),
-    (".schema.json", "json-schema"), (".json", "json-schema"),
+    (".schema.json", "json-schema"), (".tag.json", "structural-tag"), (".json", "json-schema"),
     (".regex", "regex"), (".lark", "lark"), (".gbnf", "gbnf"),
 )
 
@@ -41,6 +41,8 @@ class FrontendOptions:
     integer_fractions: bool = False    # JSON Schema: "type": "integer" also as 34.0 (draft 6+)
     max_states: int = DEFAULT_MAX_STATES  # bound of every automaton built, intermediate ones too
     notice: Callable[[str], None] = field(default=_warn, compare=False)  # where notices go
+    # the bytes of a token a grammar names (`tokenizers.special`); set by the compiler
+    tokens: Callable[[int | str], bytes] | None = field(default=None, compare=False)
 
     # the smallest value of each integer option (command line, manifest and Python alike)
     MINIMUMS: ClassVar[dict[str, int]] = {"max_depth": 0, "max_states": 2}
@@ -53,7 +55,15 @@ class FrontendOptions:
 
     def to_metadata(self) -> dict[str, Any]:
         """The options as recorded in an artifact."""
-        return {k: v for k, v in asdict(self).items() if k != "notice"}
+        return {k: v for k, v in asdict(self).items() if k not in ("notice", "tokens")}
+
+    def token(self, spec: int | str) -> Expr:
+        """The language of the one token `spec` names (an id, `<[id]>` or the token's text):
+        allowed exactly there (see `tokenizers.special`)."""
+        if self.tokens is None:
+            raise GrammarError(f"token {spec!r}: naming a token needs the tokenizer the "
+                               "grammar is compiled for")
+        return byte_string(self.tokens(spec))
 
 
 Parser = Callable[[str, "str | None", FrontendOptions], Expr]
@@ -90,6 +100,7 @@ _PARSERS = {  # kind -> (module, function), imported on first use
     "lark": ("lark_grammar", "parse_lark"),
     "gbnf": ("gbnf", "parse_gbnf"),
     "fsm": ("fsm", "parse_fsm"),
+    "structural-tag": ("structural_tag", "parse_structural_tag"),
 }
 
 

@@ -4,9 +4,10 @@ Syntax, as llama.cpp parses it: rules `name ::= alternatives`, one per line (a r
 on the next line after `::=`, after `|` and inside parentheses); names of letters, digits and
 `-`; string literals `"..."` and character classes `[...]`, `[^...]` with ranges and the
 escapes `\\n \\r \\t \\\\ \\" \\[ \\] \\xNN \\uNNNN \\UNNNNNNNN`; `.` for any character; groups,
-`|`, `*`, `+`, `?`, `{m}`, `{m,}`, `{m,n}`; `#` comments. The grammar's language is that of the
-`root` rule (or `FrontendOptions.start`), over Unicode code points. Recursion is unrolled as
-`rules.expand_rules` describes.
+`|`, `*`, `+`, `?`, `{m}`, `{m,}`, `{m,n}`; `#` comments; a token of the vocabulary by its text,
+`<|im_end|>`, or by id, `<[151648]>` (allowed exactly there: `tokenizers.special`). The grammar's
+language is that of the `root` rule (or `FrontendOptions.start`), over Unicode code points.
+Recursion is unrolled as `rules.expand_rules` describes.
 
 The syntax is parsed by a small Lark grammar; errors name the line and column.
 """
@@ -33,12 +34,13 @@ rule: NAME _DEFINE alternatives _NL
 alternatives: sequence (_BAR sequence)*
 sequence: item*
 item: _atom (QUANTIFIER | BRACES)?
-_atom: STRING | CLASS | NAME | ANY | _LPAR alternatives _RPAR
+_atom: STRING | CLASS | NAME | ANY | TOKEN | _LPAR alternatives _RPAR
 
 NAME: /[a-zA-Z0-9-]+/
 STRING: /"(\\[\s\S]|[^"\\])*"/
 CLASS: /\[(\\[\s\S]|[^\]\\])*\]/
 ANY: "."
+TOKEN: /<\[[0-9]+\]>|<[^\s<>\[\]"]+>/
 QUANTIFIER: /[*+?]/
 BRACES: /\{[ \t]*\d+[ \t]*(,[ \t]*(\d+[ \t]*)?)?\}/
 _DEFINE: "::="
@@ -53,7 +55,7 @@ _TOKEN_NAMES = {
     "_NL": "end of line", "$END": "end of file", "_DEFINE": "'::='", "_BAR": "'|'",
     "_LPAR": "'('", "_RPAR": "')'", "NAME": "a rule name", "STRING": "a string literal",
     "CLASS": "a character class", "ANY": "'.'", "QUANTIFIER": "a repetition operator",
-    "BRACES": "a repetition count",
+    "BRACES": "a repetition count", "TOKEN": "a token",
 }
 _SIMPLE_ESCAPES = {"t": "\t", "r": "\r", "n": "\n", "\\": "\\", '"': '"', "[": "[", "]": "]"}
 _HEX_ESCAPES = {"x": 2, "u": 4, "U": 8}
@@ -88,7 +90,7 @@ def parse_gbnf(text: str, source_name: str | None = None,
                options: FrontendOptions | None = None) -> Expr | MachineSet:
     """The expression tree of a GBNF grammar's start rule (`root` unless `options.start`)."""
     options = options or FrontendOptions()
-    builder = _Builder(text, source_name)
+    builder = _Builder(text, source_name, options)
     try:
         tree = _parser().parse(text if text.endswith("\n") else text + "\n")
     except UnexpectedInput as exc:
@@ -118,9 +120,10 @@ def parse_gbnf(text: str, source_name: str | None = None,
 class _Builder:
     """Parse tree to rule bodies, decoding literals and classes."""
 
-    def __init__(self, text: str, source_name: str | None) -> None:
+    def __init__(self, text: str, source_name: str | None, options: FrontendOptions) -> None:
         self.text = text
         self.source_name = source_name
+        self.options = options
         self.refs: list[Ref] = []
 
     def error(self, message: str, offset: int) -> GrammarError:
@@ -176,6 +179,11 @@ class _Builder:
             return ref
         if node.type == "ANY":
             return CharSet(normalize_ranges([(0, MAX_CODE_POINT)]))
+        if node.type == "TOKEN":
+            try:
+                return self.options.token(str(node))
+            except GrammarError as exc:
+                raise self.error(exc.message, node.start_pos) from None
         if node.type == "STRING":
             return concat(*(self.char(cp, offset) for cp, offset in
                             self.chars(node.start_pos + 1, node.end_pos - 1)))

@@ -10,6 +10,11 @@ grammarc's regex semantics (full match, ASCII classes); Lark's lexers match diff
 terminals of Lark's `common` grammar that rely on lazy matching or lookbehind
 (`ESCAPED_STRING`, `C_COMMENT`) are replaced by exact equivalents. Recursion is unrolled as
 `rules.expand_rules` describes.
+
+A token of the vocabulary is written by its text, `<|im_end|>`, or by id, `<[151648]>`, as
+llguidance writes them (allowed exactly there: `tokenizers.special`); before Lark reads the
+grammar, each becomes a terminal of its own whose name has the reference's length, so Lark's
+positions stay those of the text.
 """
 
 from __future__ import annotations
@@ -39,7 +44,8 @@ def parse_lark(text: str, source_name: str | None = None,
                options: FrontendOptions | None = None) -> Expr | MachineSet:
     """The expression tree of a Lark grammar's start rule (`start` unless `options.start`)."""
     options = options or FrontendOptions()
-    loaded = _load(text, source_name, options.start or "start")
+    lark_text, token_refs = _token_terminals(text)
+    loaded = _load(lark_text, text, source_name, options.start or "start")
     terminals = {t.name: t for t in loaded.terminals}
     ignored = alt(*(_terminal(terminals[name], text, source_name)
                     for name in loaded.ignore_tokens))
@@ -50,10 +56,20 @@ def parse_lark(text: str, source_name: str | None = None,
         if not sym.is_term:
             return Ref(sym.name)
         if sym.name not in spelled:
-            if sym.name not in terminals:
+            if sym.name in token_refs:
+                offset, spec = token_refs[sym.name]
+                try:
+                    token = options.token(spec)
+                except GrammarError as exc:
+                    raise GrammarError(exc.message, source_name=source_name, text=text,
+                                       offset=offset) from None
+                spelled[sym.name] = concat(token, skip)
+            elif sym.name not in terminals:
                 raise GrammarError(f"terminal {sym.name} has no pattern (%declare); grammarc "
                                    "cannot compile it", source_name=source_name)
-            spelled[sym.name] = concat(_terminal(terminals[sym.name], text, source_name), skip)
+            else:
+                spelled[sym.name] = concat(_terminal(terminals[sym.name], text, source_name),
+                                           skip)
         return spelled[sym.name]
 
     bodies: dict[str, list[Expr]] = {}
@@ -75,10 +91,42 @@ def _skipping(language: Expr | MachineSet, skip: Expr) -> Expr | MachineSet:
                       alternative and (lambda: _skipping(alternative(), skip)))
 
 
-def _load(text: str, source_name: str | None, start: str) -> lark.Lark:
-    """Lark's own loading of the grammar, its errors turned into one-line `GrammarError`s."""
+_TOKEN_REF = re.compile(r'"(?:\\.|[^"\\])*"i?|/(?:\\.|[^/\\\n])+/[imslux]*|//[^\n]*|'
+                        r'(<\[[0-9]+\]>|<[^\s<>\[\]"]+>)')
+_BASE36 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+
+def _token_terminals(text: str) -> tuple[str, dict[str, tuple[int, str]]]:
+    """The grammar with each token reference (outside strings, regexes and comments) replaced
+    by a terminal name of the same length, the terminals defined at the end; and, per name,
+    the reference's offset and text."""
+    refs: dict[str, tuple[int, str]] = {}
+    pieces: list[str] = []
+    last = 0
+    for match in _TOKEN_REF.finditer(text):
+        if match.group(1) is None:
+            continue
+        ref = match.group(1)
+        index, digits = len(refs), []
+        for _ in range(len(ref) - 1):
+            index, digit = divmod(index, 36)
+            digits.append(_BASE36[digit])
+        name = "Z" + "".join(reversed(digits))
+        refs[name] = (match.start(1), ref)
+        pieces += [text[last:match.start(1)], name]
+        last = match.end(1)
+    if not refs:
+        return text, refs
+    pieces.append(text[last:])
+    definitions = "".join(f'\n{name}: "grammarc token {n}"' for n, name in enumerate(refs))
+    return "".join(pieces) + definitions + "\n", refs
+
+
+def _load(lark_text: str, text: str, source_name: str | None, start: str) -> lark.Lark:
+    """Lark's own loading of the grammar (`lark_text`: `text` with token references as
+    terminals), its errors turned into one-line `GrammarError`s that point into `text`."""
     try:
-        return lark.Lark(text, start=start, parser="earley", lexer="dynamic")
+        return lark.Lark(lark_text, start=start, parser="earley", lexer="dynamic")
     except UnexpectedInput as exc:
         token = getattr(exc, "token", None)
         what = f"token {str(token)!r}" if token is not None else "input"

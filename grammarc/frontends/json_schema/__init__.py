@@ -18,8 +18,20 @@ from .schema import canonical_dumps, compile_schema
 def parse_json_schema(text: str, source_name: str | None = None,
                       options: FrontendOptions | None = None) -> Expr | MachineSet:
     """The language of a schema given as JSON text."""
+    schema = read_json(text, source_name)
     try:
-        schema = json.loads(text, parse_float=Decimal, parse_constant=_not_json)
+        return compile_schema(schema, options or FrontendOptions())
+    except GrammarError as exc:
+        if source_name and not str(exc).startswith(source_name):
+            raise type(exc)(f"{source_name}: {exc}") from None  # the subtype is kept
+        raise
+
+
+def read_json(text: str, source_name: str | None = None) -> Any:
+    """A JSON document as the JSON front ends read it (numbers with a fraction or exponent as
+    `Decimal`), its errors one-line `GrammarError`s with their position."""
+    try:
+        return json.loads(text, parse_float=Decimal, parse_constant=_not_json)
     except json.JSONDecodeError as exc:
         raise GrammarError(f"invalid JSON: {exc.msg}", source_name=source_name, text=text,
                            offset=exc.pos) from None
@@ -31,12 +43,6 @@ def parse_json_schema(text: str, source_name: str | None = None,
         depth, offset = _deepest_bracket(text)
         raise GrammarError(f"invalid JSON: nested too deeply to read ({depth:,} levels)",
                            source_name=source_name, text=text, offset=offset) from None
-    try:
-        return compile_schema(schema, options or FrontendOptions())
-    except GrammarError as exc:
-        if source_name and not str(exc).startswith(source_name):
-            raise type(exc)(f"{source_name}: {exc}") from None  # the subtype is kept
-        raise
 
 
 class _NotJSON(ValueError):
@@ -69,4 +75,4 @@ def _deepest_bracket(text: str) -> tuple[int, int]:
     return deepest, where
 
 
-__all__ = ["canonical_dumps", "parse_json_schema"]
+__all__ = ["canonical_dumps", "compile_schema", "parse_json_schema", "read_json"]
