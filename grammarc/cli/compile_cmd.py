@@ -99,8 +99,8 @@ def make_frontend_options(max_states: int, max_depth: int, start: str | None, wh
               help="Compile this regex instead of a SOURCE file.")
 @frontend_options
 @click.option("--tokenizer", "tokenizer_spec", required=True, metavar="TOKENIZER",
-              help="smollm2, a tokenizer.json (or its folder), a .gguf file, or a Hugging Face "
-                   "repo id in the local cache.")
+              help="smollm2, deepseek-r1-distill-qwen, a tokenizer.json (or its folder), a .gguf "
+                   "file, or a Hugging Face repo id in the local cache.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
               help="Artifact path (.safetensors or .npz). Default: SOURCE's name with "
                    ".safetensors, in the current directory.")

