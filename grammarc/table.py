@@ -71,18 +71,40 @@ class TokenTable:
         return frozen(rows * self.num_classes + self.row_class, np.int64)
 
     def row_mask(self, row: int) -> np.ndarray:
-        """Booleans over the vocabulary: the tokens row `row` allows (a fresh array)."""
+        """Booleans over the vocabulary: the tokens row `row` allows (a fresh array). Written
+        token by token, the allowed ones on zeros or the others on ones, whichever are fewer:
+        the cost follows the smaller side, not the vocabulary (a free-text row allows nearly
+        every token)."""
         lo, hi = self.row_ptr[row], self.row_ptr[row + 1]
-        class_allowed = np.zeros(self.num_classes, np.bool_)
-        class_allowed[self.row_class[lo:hi]] = True
-        return class_allowed[self.token_class]
+        classes = self.row_class[lo:hi]
+        order, class_ptr = self._tokens_by_class
+        sizes = class_ptr[classes + 1] - class_ptr[classes]
+        allowed = int(sizes.sum())
+        if 2 * allowed > self.vocab_size:
+            kept = np.ones(self.num_classes, np.bool_)
+            kept[classes] = False
+            classes = np.flatnonzero(kept)
+            sizes = class_ptr[classes + 1] - class_ptr[classes]
+        mask = np.zeros(self.vocab_size, np.bool_) if 2 * allowed <= self.vocab_size \
+            else np.ones(self.vocab_size, np.bool_)
+        mask[order[np.repeat(class_ptr[classes], sizes) + positions_within(sizes)]] = \
+            2 * allowed <= self.vocab_size
+        return mask
+
+    @cached_property
+    def _tokens_by_class(self) -> tuple[np.ndarray, np.ndarray]:
+        """The token ids ordered by class, and each class's start in that order (CSR)."""
+        narrow = self.token_class.astype(np.uint16) if self.num_classes <= 1 << 16 \
+            else self.token_class  # a stable sort of 16-bit keys is a radix sort
+        order = np.argsort(narrow, kind="stable")
+        class_ptr = np.zeros(self.num_classes + 1, np.int64)
+        np.cumsum(np.bincount(self.token_class, minlength=self.num_classes), out=class_ptr[1:])
+        return order, class_ptr
 
     def transitions(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Every allowed (state, token) pair of the ordinary table with its next state, as
         CSR: `ptr` [S + 1] and, per state, its tokens (sorted) and next states."""
-        order = np.argsort(self.token_class, kind="stable")
-        class_ptr = np.zeros(self.num_classes + 1, np.int64)
-        np.cumsum(np.bincount(self.token_class, minlength=self.num_classes), out=class_ptr[1:])
+        order, class_ptr = self._tokens_by_class
         lengths = np.diff(self.row_ptr)[self.state_row]          # entries per state
         entry_state = np.repeat(np.arange(self.num_states), lengths)
         first = np.repeat(self.row_ptr[self.state_row], lengths)
