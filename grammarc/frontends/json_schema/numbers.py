@@ -4,6 +4,15 @@ Texts follow JSON's number grammar. Numbers under any bound or `multipleOf` are 
 an exponent (`1.5`, never `15e-1`), which keeps bounds exact and regular; an unconstrained
 `number` accepts every JSON number text. Negative zero is never written. Bounds are `Decimal`s
 (the schema is read with `parse_float=Decimal`), so `0.1` means exactly one tenth.
+
+A number is a value, whatever its spelling, but the spellings of one value are no regular
+language (`1`, `10e-1`, `100e-2`, ...: the exponent would have to count the digits). So a
+difference of two languages, which must remove every spelling of each value it removes, is
+taken over *canonical* spellings only (`canonical_spellings`): no exponent, and no fraction of
+zeros alone (`1`, never `1.0`; `1.5` and `1.50`). Every number language here holds either all
+or none of the canonical spellings of a value, so a difference of two of them restricted to
+canonical spellings is exact, and every value keeps a text. Draft 4 tells `1.0` (a number)
+from `1` (an integer) by its spelling, so there a fraction of one zero is canonical too.
 """
 
 from __future__ import annotations
@@ -19,6 +28,7 @@ from ...automaton import (
     DEFAULT_MAX_STATES, EMPTY, NOTHING, Automaton, Expr, Ops, alt, charset, concat, literal,
     repeat,
 )
+from ...automaton.bytedfa import ByteDFA
 from ...automaton.dfa import minimize
 from ...errors import GrammarError, UnsupportedError
 
@@ -42,6 +52,38 @@ def any_number() -> Expr:
     (nearly every schema has one)."""
     negative_zero = concat(literal("-0"), ZERO_FRACTION, repeat(EXPONENT, 0, 1))
     return Ops(DEFAULT_MAX_STATES).difference(ANY_NUMBER, negative_zero)
+
+
+def canonical_spellings(draft: int) -> ByteDFA:
+    """The byte strings whose numbers are spelled canonically (module docstring): a scanner
+    of JSON text that tells strings (and their escapes) from numbers, and reads every other
+    byte, call codes included, as a byte between values."""
+    out, string, escape, integer, dot, zero, zeros, fraction = range(1, 9)
+    table = np.zeros((9, 256), np.int32)
+    digits, nonzero = list(range(48, 58)), list(range(49, 58))
+    for state in (out, integer, fraction) + ((zero,) if draft == 4 else ()):
+        table[state, :] = out
+        table[state, ord('"')] = string
+        table[state, digits] = integer
+    table[string, :] = string
+    table[string, ord("\\")] = escape
+    table[string, ord('"')] = out
+    table[escape, :] = string
+    table[integer, digits] = integer
+    table[integer, ord(".")] = dot
+    table[integer, [ord("e"), ord("E")]] = 0  # an exponent
+    table[dot, ord("0")] = zero
+    table[dot, nonzero] = fraction
+    table[zero if draft == 4 else zeros, [ord("e"), ord("E")]] = 0
+    table[zero, ord("0")] = zeros
+    table[zeros, ord("0")] = zeros
+    for state in (zero, zeros):
+        table[state, nonzero] = fraction
+    table[fraction, digits] = fraction
+    table[fraction, [ord("e"), ord("E")]] = 0
+    accepting = np.zeros(9, np.bool_)
+    accepting[[out, integer, fraction] + ([zero] if draft == 4 else [])] = True
+    return minimize(table, np.arange(256, dtype=np.int32), accepting)
 
 
 def digit_class(lo: int, hi: int) -> Expr:
