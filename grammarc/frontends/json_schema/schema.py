@@ -1735,6 +1735,9 @@ class Compiler:
                                f"(grammarc supports up to {_MAX_UNIQUE_VALUES})")
         literals = [self.literal_value(v, item_pos) for v in universe]
         allowed = [{keys.index(value_key(v)) for v in values} for values in choices]
+        # each value as its schema writes it (`1`, not `1.0`, for an integer)
+        spelled = [{v: self.ops.intersect(literals[v], self.value(Ref(s, ref.base), item_pos))
+                    for v in values} for s, values in zip(schemas, allowed)]
         longest = len(universe) if max_items is None else min(max_items, len(universe))
         layout = self.layout
         memo: dict[tuple[int, int], Expr] = {}
@@ -1745,10 +1748,10 @@ class Compiler:
                 return memo[key]
             options = [EMPTY] if i >= min_items else []
             if i < longest:
-                position_allowed = allowed[min(i, len(prefix))]
+                position_allowed = spelled[min(i, len(prefix))]
                 for v in sorted(position_allowed):
                     if not used & (1 << v):
-                        options.append(concat(layout.comma if i else EMPTY, literals[v],
+                        options.append(concat(layout.comma if i else EMPTY, position_allowed[v],
                                               tail(i + 1, used | (1 << v))))
             memo[key] = result = alt(*options)
             return result
