@@ -86,6 +86,24 @@ def canonical_spellings(draft: int) -> ByteDFA:
     return minimize(table, np.arange(256, dtype=np.int32), accepting)
 
 
+def canonical_text(value: int | float | Decimal, draft: int) -> str:
+    """The canonical spelling of a number (`canonical_spellings`) read as an `int` (an
+    integer's spelling), a `float` or a `Decimal` (a number's): no exponent, no negative zero,
+    an integral value without fraction (a number's with `.0` in draft 4), no trailing zero."""
+    if isinstance(value, int):
+        return str(value)
+    number = Decimal(repr(value)) if isinstance(value, float) else value
+    if not number.is_finite():
+        raise ValueError(f"not a JSON number: {value!r}")
+    text = format(abs(number), "f")
+    whole, _, fraction = text.partition(".")
+    fraction = fraction.rstrip("0")
+    sign = "-" if number < 0 else ""
+    if fraction:
+        return f"{sign}{whole}.{fraction}"
+    return f"{sign if number else ''}{whole}{'.0' if draft == 4 else ''}"
+
+
 def digit_class(lo: int, hi: int) -> Expr:
     return charset([(48 + lo, 48 + hi)]) if lo <= hi else NOTHING
 

@@ -2214,8 +2214,9 @@ def _compiled(root: Any, options: FrontendOptions, open_recursions: bool
 def canonical_dumps(schema: Any, instance: Any, whitespace: str = "default",
                     ensure_ascii: bool = True) -> str:
     """The text grammarc's table for `schema` expects for `instance`: keys in the ranking of
-    their position (then the others, sorted), separators of the whitespace style. Runs on
-    the compiler's deep stack: schemas and instances nested as deep as compiles are fine."""
+    their position (then the others, sorted), separators of the whitespace style, numbers
+    spelled canonically (`numbers.canonical_text`). Runs on the compiler's deep stack:
+    schemas and instances nested as deep as compiles are fine."""
     return call_with_deep_stack(lambda: _canonical_dumps(schema, instance, whitespace,
                                                          ensure_ascii))
 
@@ -2223,20 +2224,22 @@ def canonical_dumps(schema: Any, instance: Any, whitespace: str = "default",
 def _canonical_dumps(schema: Any, instance: Any, whitespace: str, ensure_ascii: bool) -> str:
     compiler = Compiler(schema, FrontendOptions(whitespace=whitespace))
     schema = compiler.root
-    separators = (",", ":") if whitespace == "compact" else (", ", ": ")
+    comma, colon = (",", ":") if whitespace == "compact" else (", ", ": ")
 
-    def ordered(value: Any, position: Position) -> Any:
+    def dumps(value: Any, position: Position) -> str:
         if isinstance(value, dict):
             ranking = position.ranking
             keys = sorted(value, key=lambda k: (0, ranking.index(k)) if k in ranking else (1, k))
-            return {k: ordered(value[k], position.child(k)) for k in keys}
+            return "{" + comma.join(json.dumps(k, ensure_ascii=ensure_ascii) + colon +
+                                    dumps(value[k], position.child(k)) for k in keys) + "}"
         if isinstance(value, list):
-            return [ordered(v, position.items) for v in value]
-        return value
+            return "[" + comma.join(dumps(v, position.items) for v in value) + "]"
+        if isinstance(value, (int, float, Decimal)) and not isinstance(value, bool):
+            return numbers.canonical_text(value, compiler.draft)
+        return json.dumps(value, ensure_ascii=ensure_ascii)
 
     root_ref = compiler.registry.at(schema, _ROOT_URI)
-    root = Position(compiler, (root_ref,))
-    return json.dumps(ordered(instance, root), separators=separators, ensure_ascii=ensure_ascii)
+    return dumps(instance, Position(compiler, (root_ref,)))
 
 
 __all__ = ["Compiler", "Layout", "canonical_dumps", "compile_schema", "draft_of"]
