@@ -227,6 +227,52 @@ def exact_validator(schema: Any) -> jsonschema.protocols.Validator:
     return jsonschema.validators.extend(cls, type_checker=checker)(schema)
 
 
+def random_number_schema(rng: random.Random, depth: int, draft4: bool) -> Any:
+    """A schema of number keywords under every applicator that subtracts, in arrays and
+    objects, and uniqueItems over values equal in value but not in spelling."""
+    values = [0, 1, 2, 3, 5, 10, 100, 1000, 0.5, 1.5, 2.5, -1, -2.5, 25, 0.25, 12]
+    leaves = [{"type": "integer"}, {"type": "number"}, {"type": "string"},
+              {"enum": rng.sample(values, 2) + ["x"]}, {"minimum": rng.choice(values)},
+              {"maximum": rng.choice(values)}, {"multipleOf": rng.choice([0.5, 2, 5, 0.25])},
+              {"type": "integer", "minimum": rng.choice(values)}]
+    if not draft4:
+        leaves += [{"const": rng.choice(values)}, {"exclusiveMinimum": rng.choice(values)},
+                   {"exclusiveMaximum": rng.choice(values)}]
+    if depth == 0 or rng.random() < 0.3:
+        return rng.choice(leaves)
+
+    def inner() -> Any:
+        return random_number_schema(rng, depth - 1, draft4)
+
+    shapes = [lambda: {"not": inner()}, lambda: {"oneOf": [inner(), inner()]},
+              lambda: {"anyOf": [inner(), inner()]}, lambda: {"allOf": [inner(), inner()]},
+              lambda: {"type": "array", "items": inner()},
+              lambda: {"type": "object", "properties": {"a": inner()}, "required": ["a"]},
+              lambda: {"not": {"properties": {"a": inner()}}},
+              lambda: {"oneOf": [{"properties": {"a": inner()}}, {"required": ["a"]}]}]
+    if not draft4:
+        shapes += [lambda: {"if": inner(), "then": inner(), "else": inner()},
+                   lambda: {"type": "array", "contains": inner(),
+                            "minContains": rng.randint(0, 1), "maxContains": rng.randint(1, 2)}]
+    if depth == 1 and not draft4:  # (draft 4's enums must be unique by value)
+        value = rng.choice(values)
+        shapes.append(lambda: {"type": "array", "uniqueItems": True, "items": {"enum": [
+            {"a": value}, {"a": float(value)}, [value], [float(value)], value]}})
+    return rng.choice(shapes)()
+
+
+def number_instances(rng: random.Random) -> list[Any]:
+    """Numbers, and arrays and objects of them, for `random_number_schema`."""
+    values: list[Any] = [0, 1, 2, 3, 5, 10, 100, 1000, Decimal("0.5"), Decimal("1.5"),
+                         Decimal("2.5"), -1, Decimal("-2.5"), 25, Decimal("0.25"), 12, 4, 7]
+    out: list[Any] = list(values) + ["x"]
+    for _ in range(12):
+        pick = [rng.choice(values) for _ in range(3)]
+        out += [pick[:rng.randint(0, 3)], {"a": pick[0]}, {"a": pick[0], "b": "x"},
+                [{"a": pick[0]}, {"a": pick[1]}], [[pick[0]], pick[1], [pick[2]]]]
+    return out
+
+
 def number_spelling(value: int | float | Decimal, rng: random.Random) -> str:
     """One of the JSON texts of a number: plain or with an exponent (`e`/`E`, signed or not,
     leading zeros), a fraction of extra zeros, negative zero for zero."""

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import json
 import random
-from decimal import Decimal
-from typing import Any
 
 import numpy as np
 import pytest
-from grammar_oracles import exact_json, exact_validator, spelled_json
+from grammar_oracles import (
+    exact_json, exact_validator, number_instances, random_number_schema, spelled_json,
+)
 from helpers import accepts, assert_clean_error, compile_file, dfa_of, run_cli
 
 import grammarc
@@ -150,45 +150,6 @@ def test_check_prints_the_canonical_spelling_of_a_number(tmp_path):
     assert 'the table expects: {"n": 1000, "x": 1.5}' in result.stdout
 
 
-def _random_number_schema(rng: random.Random, depth: int, draft4: bool) -> Any:
-    """Number keywords under every applicator that subtracts, in arrays and objects."""
-    values = [0, 1, 2, 3, 5, 10, 100, 1000, 0.5, 1.5, 2.5, -1, -2.5, 25, 0.25, 12]
-    leaves = [{"type": "integer"}, {"type": "number"}, {"type": "string"},
-              {"enum": rng.sample(values, 2) + ["x"]}, {"minimum": rng.choice(values)},
-              {"maximum": rng.choice(values)}, {"multipleOf": rng.choice([0.5, 2, 5, 0.25])},
-              {"type": "integer", "minimum": rng.choice(values)}]
-    if not draft4:
-        leaves += [{"const": rng.choice(values)}, {"exclusiveMinimum": rng.choice(values)},
-                   {"exclusiveMaximum": rng.choice(values)}]
-    if depth == 0 or rng.random() < 0.3:
-        return rng.choice(leaves)
-
-    def inner() -> Any:
-        return _random_number_schema(rng, depth - 1, draft4)
-
-    shapes = [lambda: {"not": inner()}, lambda: {"oneOf": [inner(), inner()]},
-              lambda: {"anyOf": [inner(), inner()]}, lambda: {"allOf": [inner(), inner()]},
-              lambda: {"type": "array", "items": inner()},
-              lambda: {"type": "object", "properties": {"a": inner()}, "required": ["a"]},
-              lambda: {"not": {"properties": {"a": inner()}}},
-              lambda: {"oneOf": [{"properties": {"a": inner()}}, {"required": ["a"]}]}]
-    if not draft4:
-        shapes += [lambda: {"if": inner(), "then": inner(), "else": inner()},
-                   lambda: {"type": "array", "contains": inner(),
-                            "minContains": rng.randint(0, 1), "maxContains": rng.randint(1, 2)}]
-    return rng.choice(shapes)()
-
-
-def _instances(rng: random.Random) -> list[Any]:
-    values: list[Any] = [0, 1, 2, 3, 5, 10, 100, 1000, Decimal("0.5"), Decimal("1.5"),
-                         Decimal("2.5"), -1, Decimal("-2.5"), 25, Decimal("0.25"), 12, 4, 7]
-    out: list[Any] = list(values) + ["x"]
-    for _ in range(12):
-        pick = [rng.choice(values) for _ in range(3)]
-        out += [pick[:rng.randint(0, 3)], {"a": pick[0]}, {"a": pick[0], "b": "x"}]
-    return out
-
-
 @pytest.mark.parametrize("seed", range(4))
 def test_numbers_in_every_spelling_against_jsonschema(seed):
     """Random schemas of number keywords under not/oneOf/anyOf/allOf/if/contains and key
@@ -198,7 +159,7 @@ def test_numbers_in_every_spelling_against_jsonschema(seed):
     checked = valid_seen = 0
     for _ in range(40):
         draft4 = rng.random() < 0.25
-        schema = _random_number_schema(rng, 2, draft4)
+        schema = random_number_schema(rng, 2, draft4)
         if draft4:
             schema = {"$schema": DRAFT_04, **schema}
         try:
@@ -207,7 +168,7 @@ def test_numbers_in_every_spelling_against_jsonschema(seed):
             assert "no value at all" in str(exc), (schema, exc)
             automaton = None
         validator = exact_validator(schema)
-        for instance in _instances(rng):
+        for instance in number_instances(rng):
             for _ in range(3):
                 text = spelled_json(instance, rng)
                 valid = validator.is_valid(exact_json(text))
@@ -242,7 +203,7 @@ def test_masks_agree_with_the_values_of_numbers_token_by_token(smollm2, number_t
     validator = exact_validator(schema)
     rng = random.Random(7)
     token_bytes, eos = smollm2.token_bytes, smollm2.eos_token_ids[0]
-    for instance in _instances(rng)[:40]:
+    for instance in number_instances(rng)[:40]:
         text = spelled_json(instance, rng).encode()
         state = grammar.initial_state
         for end in range(len(text) + 1):

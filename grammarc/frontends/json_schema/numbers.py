@@ -44,6 +44,7 @@ ANY_NUMBER = concat(repeat(MINUS, 0, 1), NATURAL, repeat(FRACTION, 0, 1), repeat
 ZERO_FRACTION = repeat(concat(DOT, repeat(literal("0"), 1, None)), 0, 1)  # (\.0+)?
 
 MAX_MODULUS = 100_000
+MAX_SPELLED_DIGITS = 100_000  # a canonical spelling longer than this is not written
 
 
 @lru_cache(maxsize=None)
@@ -95,6 +96,9 @@ def canonical_text(value: int | float | Decimal, draft: int) -> str:
     number = Decimal(repr(value)) if isinstance(value, float) else value
     if not number.is_finite():
         raise ValueError(f"not a JSON number: {value!r}")
+    if number and abs(number.adjusted()) > MAX_SPELLED_DIGITS:
+        raise ValueError(f"{value} has more than {MAX_SPELLED_DIGITS:,} digits without an "
+                         "exponent")
     text = format(abs(number), "f")
     whole, _, fraction = text.partition(".")
     fraction = fraction.rstrip("0")
