@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import random
 import re
-from decimal import Decimal
+from decimal import MAX_EMAX, MAX_PREC, MIN_EMIN, Context, Decimal, localcontext
 from typing import Any
 
 import jsonschema
@@ -207,10 +207,21 @@ def exact_json(text: str) -> Any:
     return json.loads(text, parse_float=Decimal)
 
 
-def exact_validator(schema: Any) -> jsonschema.protocols.Validator:
+class _ExactValidator:
+    """A validator that computes with `Decimal`s of any length (not rounded to 28 digits)."""
+
+    def __init__(self, validator: Any) -> None:
+        self.validator = validator
+
+    def is_valid(self, instance: Any) -> bool:
+        with localcontext(Context(prec=MAX_PREC, Emax=MAX_EMAX, Emin=MIN_EMIN)):
+            return self.validator.is_valid(instance)
+
+
+def exact_validator(schema: Any) -> _ExactValidator:
     """`jsonschema`'s validator for the schema's draft, the schema and instances read with
     `exact_json`: a `Decimal` is a number, and an integer where its value is integral (draft
-    4: only integer spellings are integers)."""
+    4: only integer spellings are integers); arithmetic on them is exact."""
     schema = exact_json(json.dumps(schema))
     cls = jsonschema.validators.validator_for(schema)
     draft4 = cls in (jsonschema.Draft3Validator, jsonschema.Draft4Validator)
@@ -224,7 +235,7 @@ def exact_validator(schema: Any) -> jsonschema.protocols.Validator:
         return isinstance(value, (int, Decimal)) and not isinstance(value, bool)
 
     checker = cls.TYPE_CHECKER.redefine_many({"integer": is_integer, "number": is_number})
-    return jsonschema.validators.extend(cls, type_checker=checker)(schema)
+    return _ExactValidator(jsonschema.validators.extend(cls, type_checker=checker)(schema))
 
 
 def random_number_schema(rng: random.Random, depth: int, draft4: bool) -> Any:
@@ -279,7 +290,7 @@ def number_spelling(value: int | float | Decimal, rng: random.Random) -> str:
     number = Decimal(repr(value)) if isinstance(value, float) else Decimal(value)
     sign = "-" if number < 0 or (number == 0 and rng.random() < 0.2) else ""
     exponent = rng.choice([0, 0, 0, 1, 2, 3, -1, -2, 5])
-    mantissa = format(abs(number).scaleb(-exponent), "f")
+    mantissa = format(number.copy_abs().scaleb(-exponent, Context(prec=MAX_PREC)), "f")
     if "." in mantissa:
         mantissa = mantissa.rstrip("0").rstrip(".")
     if rng.random() < 0.4:

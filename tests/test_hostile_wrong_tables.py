@@ -218,3 +218,19 @@ def test_masks_agree_with_the_values_of_numbers_token_by_token(smollm2, number_t
             state = grammar.walk_bytes(text[end:end + 1], state)
             if not state:
                 break
+
+
+@pytest.mark.parametrize("schema,accepted,refused", [
+    ('{"const": 0.12345678901234567890123456789012}', "0.12345678901234567890123456789012",
+     "0.1234567890123456789012345679"),
+    ('{"type": "number", "maximum": -1234567890123456789012345678901.5}',
+     "-1234567890123456789012345678901.5", "-1234567890123456789012345678901.4"),
+    ('{"not": {"const": 55701891454308724307093603120.25}}', "55701891454308724307093603120.5",
+     "55701891454308724307093603120.25"),
+])
+def test_numbers_longer_than_28_digits_are_exact(tmp_path, schema, accepted, refused):
+    """Bounds and constants are not rounded to Decimal's 28 digits (`-x`, `x - n` and
+    `abs(x)` round; the exact forms do not)."""
+    assert compile_file(tmp_path, "s.schema.json", schema).returncode == 0
+    grammar = grammarc.load(tmp_path / "out.safetensors")
+    assert grammar.matches(accepted) and not grammar.matches(refused)

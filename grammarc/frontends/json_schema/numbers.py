@@ -99,7 +99,7 @@ def canonical_text(value: int | float | Decimal, draft: int) -> str:
     if number and abs(number.adjusted()) > MAX_SPELLED_DIGITS:
         raise ValueError(f"{value} has more than {MAX_SPELLED_DIGITS:,} digits without an "
                          "exponent")
-    text = format(abs(number), "f")
+    text = format(number.copy_abs(), "f")  # (abs() rounds to 28 digits)
     whole, _, fraction = text.partition(".")
     fraction = fraction.rstrip("0")
     sign = "-" if number < 0 else ""
@@ -189,9 +189,9 @@ def decimals(ops: Ops, lo: Decimal | None, hi: Decimal | None, lo_exclusive: boo
                                     hi_exclusive))
     if lo is None or lo < 0:
         # negatives: -y, y > 0, y in [-hi, -lo]
-        y_lo = Decimal(0) if hi is None or hi >= 0 else -hi
+        y_lo = Decimal(0) if hi is None or hi >= 0 else hi.copy_negate()  # (exact, unlike -)
         y_lo_excl = True if hi is None or hi >= 0 else hi_exclusive
-        y_hi = None if lo is None else -lo
+        y_hi = None if lo is None else lo.copy_negate()
         options.append(concat(MINUS, _nonnegative(ops, y_lo, y_hi, y_lo_excl, lo_exclusive)))
     return alt(*options)
 
@@ -220,10 +220,8 @@ def _nonnegative(ops: Ops, lo: Decimal | None, hi: Decimal | None, lo_excl: bool
 
 def _split(value: Decimal) -> tuple[int, str]:
     """Integer part and fraction digits (trailing zeros removed) of value >= 0."""
-    integer = int(value)
-    text = format(value - integer, "f")
-    fraction = text.split(".")[1].rstrip("0") if "." in text else ""
-    return integer, fraction
+    whole, _, fraction = format(value, "f").partition(".")  # exact (subtraction rounds)
+    return int(whole), fraction.rstrip("0")
 
 
 def _fraction_at_least(digits: str, exclusive: bool) -> Expr:
