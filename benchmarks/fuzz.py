@@ -8,11 +8,19 @@ table are checked by an independent oracle (Python's `re`, `jsonschema`, Lark's 
 for GBNF on the tests' own rewriting into Lark, for state-machine specs a walk of their
 transitions with `re`): an *invalid accepted* is a sampled string the oracle rejects.
 
+A number is a value, whatever its spelling: the kind `json-numbers` is random schemas of number
+keywords under every applicator that subtracts (`not`, `oneOf`, `if`, `contains`, conditions
+on keys) and uniqueItems over values equal but spelled apart. For it and for `json-schema`,
+values (the sampled ones, and numbers, arrays and objects of them) are written with each
+number spelled many ways (`1`, `1.0`, `10e-1`, `0.1E+1`, ...) and judged by `jsonschema` on
+exact numbers (`Decimal`): one the table accepts that is invalid is an *invalid accepted*; a
+valid value whose canonical text the table refuses is a *valid refused*.
+
     python benchmarks/fuzz.py --cases 2000 --seed 1
 
 Seeds are the examples in grammars/ and artifacts/ (and the llama.cpp grammars of
-../shared/conformance/gbnf when present). Exit status 1 when any traceback, crash, hang or
-invalid accepted was seen.
+../shared/conformance/gbnf when present). Exit status 1 when any traceback, crash, hang,
+invalid accepted or valid refused was seen.
 """
 
 from __future__ import annotations
@@ -37,10 +45,13 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
-from grammar_oracles import gbnf_to_lark  # the tests' independent GBNF reader
+from grammar_oracles import (  # the tests' independent GBNF reader and JSON number oracle
+    exact_json, exact_validator, gbnf_to_lark, number_instances, random_number_schema,
+    spelled_json,
+)
 
 SHARED_GBNF = ROOT.parent / "shared" / "conformance" / "gbnf"
-KINDS = ("regex", "json-schema", "lark", "gbnf", "fsm", "artifact")
+KINDS = ("regex", "json-schema", "json-numbers", "lark", "gbnf", "fsm", "artifact")
 SUFFIX_KIND = {".regex": "regex", ".schema.json": "json-schema", ".lark": "lark",
                ".gbnf": "gbnf", ".fsm.yaml": "fsm", ".safetensors": "artifact"}
 EXTRA_REGEXES = [r"[a-z]+(\.[a-z]+)*@[a-z]+", r"(?:\d{1,3}\.){3}\d{1,3}", r"(ab|a)*c?",
@@ -75,6 +86,7 @@ def seeds() -> dict[str, list[str | bytes]]:
             text = path.read_text(encoding="utf-8")
             found[kind].append(text.rstrip("\n") if kind == "regex" else text)
     found["regex"] += EXTRA_REGEXES
+    found["json-numbers"] = [""]  # each case is a new random schema
     return found
 
 
@@ -179,6 +191,11 @@ def make_case(kind: str, seed: str | bytes, rng: random.Random) -> str | bytes:
         return mutate_artifact(seed, rng)  # type: ignore[arg-type]
     if kind == "json-schema":
         return mutate_schema(seed, rng)  # type: ignore[arg-type]
+    if kind == "json-numbers":
+        draft4 = rng.random() < 0.25
+        schema = random_number_schema(rng, rng.randint(1, 3), draft4)
+        return json.dumps({"$schema": "http://json-schema.org/draft-04/schema#", **schema}
+                          if draft4 else schema)
     return mutate_text(seed, rng)  # type: ignore[arg-type]
 
 
@@ -209,7 +226,8 @@ def run_case(kind: str, source: str | bytes, seed: int) -> dict:
                 grammar = grammarc.load(path)
                 grammar.mask(grammar.initial_state)
         else:
-            grammar = grammarc.compile(source, _TOKENIZER, kind)
+            grammar = grammarc.compile(source, _TOKENIZER, "json-schema"
+                                       if kind == "json-numbers" else kind)
     except GrammarcError as exc:
         one_line = "\n" not in str(exc)
         return {"outcome": "error" if one_line else "multi-line error",
@@ -218,7 +236,7 @@ def run_case(kind: str, source: str | bytes, seed: int) -> dict:
         return {"outcome": "traceback", "detail": f"{type(exc).__name__}: {exc}"[:200],
                 "seconds": time.perf_counter() - started}
     compiled = time.perf_counter() - started
-    invalid, checked = [], 0
+    invalid, refused, checked, samples = [], [], 0, []
     rng = np.random.default_rng(seed)
     for _ in range(3):
         try:
@@ -232,9 +250,52 @@ def run_case(kind: str, source: str | bytes, seed: int) -> dict:
         verdict = oracle(kind, source, data)
         if verdict is not None:
             checked += 1
+            if verdict and kind != "artifact":
+                samples.append(data)
             if not verdict:
                 invalid.append(data[:80].decode("utf-8", "replace"))
-    return {"outcome": "compiled", "checked": checked, "invalid": invalid, "seconds": compiled}
+    if kind in ("json-schema", "json-numbers"):
+        respelled = _check_spellings(grammar, str(source), samples, random.Random(seed))
+        checked += respelled[0]
+        invalid += respelled[1]
+        refused += respelled[2]
+    return {"outcome": "compiled", "checked": checked, "invalid": invalid, "refused": refused,
+            "seconds": compiled}
+
+
+def _check_spellings(grammar: Any, source: str, samples: list[bytes],
+                     rng: random.Random) -> tuple[int, list[str], list[str]]:
+    """Values (the samples, and numbers, arrays and objects of them) with each number spelled
+    many ways: (texts checked, invalid ones accepted, valid values whose canonical text is
+    refused)."""
+    from grammarc.frontends.json_schema import canonical_dumps
+
+    schema = json.loads(source)
+    validator = exact_validator(schema)
+    values = [v for v in (exact_json(data.decode()) for data in samples) if _modest(v)] + \
+        number_instances(rng)
+    checked, invalid, refused = 0, [], []
+    for value in values:
+        for _ in range(3):
+            text = spelled_json(value, rng)
+            checked += 1
+            if grammar.matches(text) and not validator.is_valid(exact_json(text)):
+                invalid.append(text[:80])
+        if validator.is_valid(value) and not grammar.matches(canonical_dumps(schema, value)):
+            refused.append(canonical_dumps(schema, value)[:80])
+    return checked, invalid, refused
+
+
+def _modest(value: Any) -> bool:
+    """Whether every number in `value` is within 10^±100 (or zero): spelled without an
+    exponent in a few hundred digits, and in `Decimal`'s range when it is written so."""
+    if isinstance(value, dict):
+        return all(map(_modest, value.values()))
+    if isinstance(value, list):
+        return all(map(_modest, value))
+    if isinstance(value, Decimal):
+        return not value or abs(value.adjusted()) <= 100
+    return not isinstance(value, int) or value.bit_length() < 330
 
 
 def oracle(kind: str, source: str | bytes, data: bytes) -> bool | None:
@@ -251,15 +312,12 @@ def oracle(kind: str, source: str | bytes, data: bytes) -> bool | None:
         return False
     if kind == "regex":
         return re.fullmatch(str(source), text, re.ASCII) is not None
-    if kind == "json-schema":
-        import jsonschema
-
+    if kind in ("json-schema", "json-numbers"):
         try:  # decimals, not floats: 83419.96 is a multiple of 0.01 (float division says no)
-            value = json.loads(text, parse_float=Decimal)
+            value = exact_json(text)
         except ValueError:
             return False
-        schema = json.loads(source, parse_float=Decimal)
-        return jsonschema.validators.validator_for(schema)(schema).is_valid(value)
+        return exact_validator(json.loads(str(source))).is_valid(value)
     if kind == "fsm":
         return _spec_accepts(str(source), text)
     import lark
@@ -345,7 +403,8 @@ def report(results: list[dict]) -> bool:
     """Print the figures per kind; True when nothing bad was seen."""
     bad_outcomes = ("traceback", "multi-line error", "crash", "hang")
     print(f"{'kind':12} {'cases':>6} {'compiled':>9} {'errors':>7} {'traceback':>10} "
-          f"{'crash':>6} {'hang':>5} {'checked':>8} {'invalid':>8} {'max s':>7}")
+          f"{'crash':>6} {'hang':>5} {'checked':>8} {'invalid':>8} {'refused':>8} "
+          f"{'max s':>7}")
     clean = True
     for kind in [*KINDS, "TOTAL"]:
         mine = [r for r in results if kind in ("TOTAL", r["kind"])]
@@ -354,16 +413,18 @@ def report(results: list[dict]) -> bool:
         count = Counter(r["outcome"] for r in mine)
         checked = sum(r.get("checked", 0) for r in mine)
         invalid = sum(len(r.get("invalid", [])) for r in mine)
+        refused = sum(len(r.get("refused", [])) for r in mine)
         slowest = max((r.get("seconds", 0.0) for r in mine), default=0.0)
         tracebacks = count["traceback"] + count["multi-line error"]
         print(f"{kind:12} {len(mine):6} {count['compiled']:9} {count['error']:7} "
               f"{tracebacks:10} {count['crash']:6} {count['hang']:5} {checked:8} "
-              f"{invalid:8} {slowest:7.1f}")
+              f"{invalid:8} {refused:8} {slowest:7.1f}")
     for r in results:
-        if r["outcome"] in bad_outcomes or r.get("invalid"):
+        if r["outcome"] in bad_outcomes or r.get("invalid") or r.get("refused"):
             clean = False
             print(f"\n{r['outcome']} ({r['kind']}): {r.get('detail', '')}\n  invalid: "
-                  f"{r.get('invalid', [])}\n  source: {r['source']!r}")
+                  f"{r.get('invalid', [])}\n  refused: {r.get('refused', [])}\n  source: "
+                  f"{r['source']!r}")
     return clean
 
 

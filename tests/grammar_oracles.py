@@ -1,11 +1,17 @@
 """Independent oracles for the grammar front ends: GBNF rewritten as a Lark grammar (by a
 separate, regex-based reader, so the Earley parser checks grammarc's own GBNF parser), token
-walks through compiled tables, and a plain tokenisation of texts."""
+walks through compiled tables, a plain tokenisation of texts, and `jsonschema` on numbers read
+exactly, with JSON texts that spell each number in many ways."""
 
 from __future__ import annotations
 
+import json
 import random
 import re
+from decimal import MAX_EMAX, MAX_PREC, MIN_EMIN, Context, Decimal, localcontext
+from typing import Any
+
+import jsonschema
 
 import lark
 import numpy as np
@@ -192,3 +198,118 @@ def check_against_earley(grammar, tokenizer, parser: lark.Lark, rng: random.Rand
             in_table = grammar.matches(mutant)
             if in_table or exact:
                 assert in_table == earley_accepts(parser, mutant), mutant
+
+
+# ------------------------------------------------------------------ JSON numbers, exactly
+def exact_json(text: str) -> Any:
+    """A JSON text read exactly: integer spellings as `int`, other numbers (`1.0`, `1e0`) as
+    `Decimal` (floats round: 83419.96 would be no multiple of 0.01)."""
+    return json.loads(text, parse_float=Decimal)
+
+
+class _ExactValidator:
+    """A validator that computes with `Decimal`s of any length (not rounded to 28 digits)."""
+
+    def __init__(self, validator: Any) -> None:
+        self.validator = validator
+
+    def is_valid(self, instance: Any) -> bool:
+        with localcontext(Context(prec=MAX_PREC, Emax=MAX_EMAX, Emin=MIN_EMIN)):
+            return self.validator.is_valid(instance)
+
+
+def exact_validator(schema: Any) -> _ExactValidator:
+    """`jsonschema`'s validator for the schema's draft, the schema and instances read with
+    `exact_json`: a `Decimal` is a number, and an integer where its value is integral (draft
+    4: only integer spellings are integers); arithmetic on them is exact."""
+    schema = exact_json(json.dumps(schema))
+    cls = jsonschema.validators.validator_for(schema)
+    draft4 = cls in (jsonschema.Draft3Validator, jsonschema.Draft4Validator)
+
+    def is_integer(_checker: Any, value: Any) -> bool:
+        return not isinstance(value, bool) and (isinstance(value, int) or not draft4 and
+                                                isinstance(value, Decimal) and
+                                                value == value.to_integral_value())
+
+    def is_number(_checker: Any, value: Any) -> bool:
+        return isinstance(value, (int, Decimal)) and not isinstance(value, bool)
+
+    checker = cls.TYPE_CHECKER.redefine_many({"integer": is_integer, "number": is_number})
+    return _ExactValidator(jsonschema.validators.extend(cls, type_checker=checker)(schema))
+
+
+def random_number_schema(rng: random.Random, depth: int, draft4: bool) -> Any:
+    """A schema of number keywords under every applicator that subtracts, in arrays and
+    objects, and uniqueItems over values equal in value but not in spelling."""
+    values = [0, 1, 2, 3, 5, 10, 100, 1000, 0.5, 1.5, 2.5, -1, -2.5, 25, 0.25, 12]
+    leaves = [{"type": "integer"}, {"type": "number"}, {"type": "string"},
+              {"enum": rng.sample(values, 2) + ["x"]}, {"minimum": rng.choice(values)},
+              {"maximum": rng.choice(values)}, {"multipleOf": rng.choice([0.5, 2, 5, 0.25])},
+              {"type": "integer", "minimum": rng.choice(values)}]
+    if not draft4:
+        leaves += [{"const": rng.choice(values)}, {"exclusiveMinimum": rng.choice(values)},
+                   {"exclusiveMaximum": rng.choice(values)}]
+    if depth == 0 or rng.random() < 0.3:
+        return rng.choice(leaves)
+
+    def inner() -> Any:
+        return random_number_schema(rng, depth - 1, draft4)
+
+    shapes = [lambda: {"not": inner()}, lambda: {"oneOf": [inner(), inner()]},
+              lambda: {"anyOf": [inner(), inner()]}, lambda: {"allOf": [inner(), inner()]},
+              lambda: {"type": "array", "items": inner()},
+              lambda: {"type": "object", "properties": {"a": inner()}, "required": ["a"]},
+              lambda: {"not": {"properties": {"a": inner()}}},
+              lambda: {"oneOf": [{"properties": {"a": inner()}}, {"required": ["a"]}]}]
+    if not draft4:
+        shapes += [lambda: {"if": inner(), "then": inner(), "else": inner()},
+                   lambda: {"type": "array", "contains": inner(),
+                            "minContains": rng.randint(0, 1), "maxContains": rng.randint(1, 2)}]
+    if depth == 1 and not draft4:  # (draft 4's enums must be unique by value)
+        value = rng.choice(values)
+        shapes.append(lambda: {"type": "array", "uniqueItems": True, "items": {"enum": [
+            {"a": value}, {"a": float(value)}, [value], [float(value)], value]}})
+    return rng.choice(shapes)()
+
+
+def number_instances(rng: random.Random) -> list[Any]:
+    """Numbers, and arrays and objects of them, for `random_number_schema`."""
+    values: list[Any] = [0, 1, 2, 3, 5, 10, 100, 1000, Decimal("0.5"), Decimal("1.5"),
+                         Decimal("2.5"), -1, Decimal("-2.5"), 25, Decimal("0.25"), 12, 4, 7]
+    out: list[Any] = list(values) + ["x"]
+    for _ in range(12):
+        pick = [rng.choice(values) for _ in range(3)]
+        out += [pick[:rng.randint(0, 3)], {"a": pick[0]}, {"a": pick[0], "b": "x"},
+                [{"a": pick[0]}, {"a": pick[1]}], [[pick[0]], pick[1], [pick[2]]]]
+    return out
+
+
+def number_spelling(value: int | float | Decimal, rng: random.Random) -> str:
+    """One of the JSON texts of a number: plain or with an exponent (`e`/`E`, signed or not,
+    leading zeros), a fraction of extra zeros, negative zero for zero."""
+    number = Decimal(repr(value)) if isinstance(value, float) else Decimal(value)
+    sign = "-" if number < 0 or (number == 0 and rng.random() < 0.2) else ""
+    exponent = rng.choice([0, 0, 0, 1, 2, 3, -1, -2, 5])
+    mantissa = format(number.copy_abs().scaleb(-exponent, Context(prec=MAX_PREC)), "f")
+    if "." in mantissa:
+        mantissa = mantissa.rstrip("0").rstrip(".")
+    if rng.random() < 0.4:
+        mantissa += ("." if "." not in mantissa else "") + "0" * rng.randint(1, 2)
+    if exponent == 0 and rng.random() < 0.6:
+        return sign + mantissa
+    written = str(abs(exponent)).zfill(rng.choice([1, 1, 2]))
+    marker = rng.choice("eE") + ("-" if exponent < 0 else rng.choice(["", "", "+"]))
+    return sign + mantissa + marker + written
+
+
+def spelled_json(value: Any, rng: random.Random) -> str:
+    """A JSON text of `value` with `json.dumps`'s separators and each number spelled by
+    `number_spelling`."""
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{json.dumps(k)}: {spelled_json(v, rng)}"
+                               for k, v in value.items()) + "}"
+    if isinstance(value, list):
+        return "[" + ", ".join(spelled_json(v, rng) for v in value) + "]"
+    if isinstance(value, (int, float, Decimal)) and not isinstance(value, bool):
+        return number_spelling(value, rng)
+    return json.dumps(value)

@@ -12,11 +12,27 @@ import numpy as np
 import pytest
 
 import grammarc
+from grammarc.automaton.machines import language_automaton
+from grammarc.frontends import FrontendOptions
+from grammarc.frontends.json_schema.schema import compile_schema
 from grammarc.table import TokenTable
 
 # the conformance data beside the checkout (GRAMMARC_SHARED overrides it, for a git worktree)
 SHARED = Path(os.environ.get("GRAMMARC_SHARED") or
               Path(__file__).resolve().parents[1].parent / "shared")
+
+
+def dfa_of(schema, **options):
+    """The schema's automaton (a byte DFA, or machines linked by calls) and its notices."""
+    notices = []
+    opts = FrontendOptions(notice=notices.append, **options)
+    automaton = language_automaton(compile_schema(schema, opts), opts.max_states,
+                                   opts.max_depth, notices.append)
+    return automaton, notices
+
+
+def accepts(dfa, text: str) -> bool:
+    return dfa.accepts(text.encode("utf-8"))
 
 
 def sample_dfa_strings(dfa, rng: random.Random, count: int, max_len: int = 40) -> list[bytes]:

@@ -15,7 +15,7 @@ from typing import Any
 import jsonschema
 import numpy as np
 import pytest
-from helpers import run_cli
+from helpers import accepts, dfa_of, run_cli
 
 import grammarc
 from grammarc.automaton import Ops, build_dfa
@@ -27,19 +27,6 @@ from grammarc.frontends.json_schema.schema import Compiler, compile_schema
 
 ROOT = Path(__file__).resolve().parent.parent
 SCHEMAS = sorted((ROOT / "grammars").glob("*.schema.json"))
-
-
-def dfa_of(schema, **options):
-    """The schema's automaton (a byte DFA, or machines linked by calls) and its notices."""
-    notices = []
-    opts = FrontendOptions(notice=notices.append, **options)
-    automaton = language_automaton(compile_schema(schema, opts), opts.max_states,
-                                   opts.max_depth, notices.append)
-    return automaton, notices
-
-
-def accepts(dfa, text: str) -> bool:
-    return dfa.accepts(text.encode("utf-8"))
 
 
 # ------------------------------------------------------------------ numbers

@@ -191,6 +191,18 @@ class Ops:
                                      f"more than --max-states {self.max_states:,}")
         return result
 
+    def restricted(self, expr: Expr, dfa: ByteDFA) -> Expr:
+        """The texts of `expr` that `dfa` accepts, where `dfa` reads each call of `expr` as the
+        bytes of its code (the callees' texts are not read: restrict the callees themselves
+        and call those). Calls are kept."""
+        names = ["", *sorted(called_names(expr))]
+        if len(names) == 1:
+            return self.intersect(expr, Automaton(dfa))
+        codes = call_codes(names)
+        side = self._call_table(expr, names, codes)
+        product = self._pairs(side.spelled(codes, names, 0, digits_first=True), dfa, _AND)
+        return self._linked(product, names, codes, False, expr, expr)
+
     # ------------------------------------------------------------ products that keep calls
     def _with_calls(self, a: Expr, b: Expr, op: int) -> Expr | None:
         """`a & b` or `a - b` with the operands' calls kept (module docstring); None where it

@@ -226,11 +226,12 @@ def _canonical_json(grammar: Grammar, data: bytes) -> str | None:
     """For a JSON value the schema accepts but written another way (key order, whitespace,
     number form): the text the table expects; None otherwise."""
     import json
+    from decimal import Decimal
 
     from ..frontends.json_schema import canonical_dumps
 
     try:
-        instance = json.loads(data)
+        instance = json.loads(data, parse_float=Decimal)
         schema = json.loads(grammar.source)
         style = grammar.metadata.get("options", {}).get("whitespace", "default")
         text = canonical_dumps(schema, instance, whitespace="compact" if style == "compact"

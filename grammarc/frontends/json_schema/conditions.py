@@ -17,7 +17,6 @@ schemas (any annotation besides); anything else stays a boolean operation on aut
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from decimal import Decimal
 from itertools import combinations
@@ -255,14 +254,19 @@ def _listed_values(schema: Any, keywords: frozenset[str]) -> frozenset | None:
 
 
 def value_key(value: Any) -> Any:
-    """A hashable identity of a JSON value, with JSON's equality (1 == 1.0, true != 1)."""
+    """A hashable identity of a JSON value, with JSON's equality (1 == 1.0 == 1e0, true != 1,
+    objects whatever their key order), at any depth."""
     if isinstance(value, bool) or value is None:
         return ("literal", value)
     if isinstance(value, (int, float, Decimal)):
         return ("number", Decimal(str(value)) if isinstance(value, float) else Decimal(value))
     if isinstance(value, str):
         return ("string", value)
-    return ("json", json.dumps(value, sort_keys=True, default=str))
+    if isinstance(value, list):
+        return ("array", tuple(value_key(v) for v in value))
+    if isinstance(value, dict):  # keys in any order
+        return ("object", frozenset((k, value_key(v)) for k, v in value.items()))
+    raise TypeError(f"not a JSON value: {value!r}")
 
 
 def dependencies_of(schema: dict) -> dict[str, Any]:

@@ -4,6 +4,15 @@ Texts follow JSON's number grammar. Numbers under any bound or `multipleOf` are 
 an exponent (`1.5`, never `15e-1`), which keeps bounds exact and regular; an unconstrained
 `number` accepts every JSON number text. Negative zero is never written. Bounds are `Decimal`s
 (the schema is read with `parse_float=Decimal`), so `0.1` means exactly one tenth.
+
+A number is a value, whatever its spelling, but the spellings of one value are no regular
+language (`1`, `10e-1`, `100e-2`, ...: the exponent would have to count the digits). So a
+difference of two languages, which must remove every spelling of each value it removes, is
+taken over *canonical* spellings only (`canonical_spellings`): no exponent, and no fraction of
+zeros alone (`1`, never `1.0`; `1.5` and `1.50`). Every number language here holds either all
+or none of the canonical spellings of a value, so a difference of two of them restricted to
+canonical spellings is exact, and every value keeps a text. Draft 4 tells `1.0` (a number)
+from `1` (an integer) by its spelling, so there a fraction of one zero is canonical too.
 """
 
 from __future__ import annotations
@@ -19,6 +28,7 @@ from ...automaton import (
     DEFAULT_MAX_STATES, EMPTY, NOTHING, Automaton, Expr, Ops, alt, charset, concat, literal,
     repeat,
 )
+from ...automaton.bytedfa import ByteDFA
 from ...automaton.dfa import minimize
 from ...errors import GrammarError, UnsupportedError
 
@@ -34,6 +44,7 @@ ANY_NUMBER = concat(repeat(MINUS, 0, 1), NATURAL, repeat(FRACTION, 0, 1), repeat
 ZERO_FRACTION = repeat(concat(DOT, repeat(literal("0"), 1, None)), 0, 1)  # (\.0+)?
 
 MAX_MODULUS = 100_000
+MAX_SPELLED_DIGITS = 100_000  # a canonical spelling longer than this is not written
 
 
 @lru_cache(maxsize=None)
@@ -42,6 +53,59 @@ def any_number() -> Expr:
     (nearly every schema has one)."""
     negative_zero = concat(literal("-0"), ZERO_FRACTION, repeat(EXPONENT, 0, 1))
     return Ops(DEFAULT_MAX_STATES).difference(ANY_NUMBER, negative_zero)
+
+
+def canonical_spellings(draft: int) -> ByteDFA:
+    """The byte strings whose numbers are spelled canonically (module docstring): a scanner
+    of JSON text that tells strings (and their escapes) from numbers, and reads every other
+    byte, call codes included, as a byte between values."""
+    out, string, escape, integer, dot, zero, zeros, fraction = range(1, 9)
+    table = np.zeros((9, 256), np.int32)
+    digits, nonzero = list(range(48, 58)), list(range(49, 58))
+    for state in (out, integer, fraction) + ((zero,) if draft == 4 else ()):
+        table[state, :] = out
+        table[state, ord('"')] = string
+        table[state, digits] = integer
+    table[string, :] = string
+    table[string, ord("\\")] = escape
+    table[string, ord('"')] = out
+    table[escape, :] = string
+    table[integer, digits] = integer
+    table[integer, ord(".")] = dot
+    table[integer, [ord("e"), ord("E")]] = 0  # an exponent
+    table[dot, ord("0")] = zero
+    table[dot, nonzero] = fraction
+    table[zero if draft == 4 else zeros, [ord("e"), ord("E")]] = 0
+    table[zero, ord("0")] = zeros
+    table[zeros, ord("0")] = zeros
+    for state in (zero, zeros):
+        table[state, nonzero] = fraction
+    table[fraction, digits] = fraction
+    table[fraction, [ord("e"), ord("E")]] = 0
+    accepting = np.zeros(9, np.bool_)
+    accepting[[out, integer, fraction] + ([zero] if draft == 4 else [])] = True
+    return minimize(table, np.arange(256, dtype=np.int32), accepting)
+
+
+def canonical_text(value: int | float | Decimal, draft: int) -> str:
+    """The canonical spelling of a number (`canonical_spellings`) read as an `int` (an
+    integer's spelling), a `float` or a `Decimal` (a number's): no exponent, no negative zero,
+    an integral value without fraction (a number's with `.0` in draft 4), no trailing zero."""
+    if isinstance(value, int):
+        return str(value)
+    number = Decimal(repr(value)) if isinstance(value, float) else value
+    if not number.is_finite():
+        raise ValueError(f"not a JSON number: {value!r}")
+    if number and abs(number.adjusted()) > MAX_SPELLED_DIGITS:
+        raise ValueError(f"{value} has more than {MAX_SPELLED_DIGITS:,} digits without an "
+                         "exponent")
+    text = format(number.copy_abs(), "f")  # (abs() rounds to 28 digits)
+    whole, _, fraction = text.partition(".")
+    fraction = fraction.rstrip("0")
+    sign = "-" if number < 0 else ""
+    if fraction:
+        return f"{sign}{whole}.{fraction}"
+    return f"{sign if number else ''}{whole}{'.0' if draft == 4 else ''}"
 
 
 def digit_class(lo: int, hi: int) -> Expr:
@@ -125,9 +189,9 @@ def decimals(ops: Ops, lo: Decimal | None, hi: Decimal | None, lo_exclusive: boo
                                     hi_exclusive))
     if lo is None or lo < 0:
         # negatives: -y, y > 0, y in [-hi, -lo]
-        y_lo = Decimal(0) if hi is None or hi >= 0 else -hi
+        y_lo = Decimal(0) if hi is None or hi >= 0 else hi.copy_negate()  # (exact, unlike -)
         y_lo_excl = True if hi is None or hi >= 0 else hi_exclusive
-        y_hi = None if lo is None else -lo
+        y_hi = None if lo is None else lo.copy_negate()
         options.append(concat(MINUS, _nonnegative(ops, y_lo, y_hi, y_lo_excl, lo_exclusive)))
     return alt(*options)
 
@@ -156,10 +220,8 @@ def _nonnegative(ops: Ops, lo: Decimal | None, hi: Decimal | None, lo_excl: bool
 
 def _split(value: Decimal) -> tuple[int, str]:
     """Integer part and fraction digits (trailing zeros removed) of value >= 0."""
-    integer = int(value)
-    text = format(value - integer, "f")
-    fraction = text.split(".")[1].rstrip("0") if "." in text else ""
-    return integer, fraction
+    whole, _, fraction = format(value, "f").partition(".")  # exact (subtraction rounds)
+    return int(whole), fraction.rstrip("0")
 
 
 def _fraction_at_least(digits: str, exclusive: bool) -> Expr:

@@ -73,6 +73,9 @@ _TYPES = ("null", "boolean", "object", "array", "number", "integer", "string")
 _FIRST_BYTES = {"object": b"{", "array": b"[", "string": b'"', "null": b"n", "boolean": b"tf",
                 "number": b"-0123456789"}  # the bytes a JSON value of each type starts with
 _ANY_MACHINE = "any"  # the machine of any JSON value (where no schema applies)
+_CANONICAL = " (canonical numbers)"  # a machine's copy with numbers spelled canonically
+_NUMBERS_START = np.zeros(256, bool)  # the first bytes of values that may hold a number
+_NUMBERS_START[list(b"-0123456789[{")] = True
 _ANY_CHARACTER = charset([(0, MAX_CODE_POINT)])
 # a recursive $ref cut without calls: no value, and exact for none (an operation that
 # subtracts it keeps nothing of its minuend, see `Ops`)
@@ -430,6 +433,7 @@ class Compiler:
         self._object_merges: dict[int, tuple[dict | bool, str | None] | None] = {}
         # the `allOf` of the schemas a merge gives one key, by base and the schemas' identities
         self._conjunctions: dict[tuple, dict] = {}
+        self._canonical: dict[int, tuple[Expr, Expr]] = {}  # by the identity of the texts
         self._check_supported()
 
     # ------------------------------------------------------------------ entry points
@@ -590,10 +594,12 @@ class Compiler:
         found = self._flat.get(name)
         if found is not None:
             return found
-        position = self._any_positions.get(name)
+        position = self._any_positions.get(name.removesuffix(_CANONICAL))
         if position is not None:  # any value: --max-depth levels below its position
             self._flat_unrolled.add(_ANY_MACHINE)
-            found = self._flat[name] = self.any(position)
+            found = self.any(position)
+            found = self._flat[name] = self.canonical(found) if name.endswith(_CANONICAL) \
+                else found
             return found
         bodies = self._machines
         reached = reachable_machines({name}, bodies)
@@ -608,6 +614,46 @@ class Compiler:
             self._flat[name] = flat_language(replace_calls(bodies[name], self._flat_machine),
                                              self.options.max_states)
         return self._flat[name]
+
+    # ------------------------------------------------------------------ differences
+    def difference(self, a: Expr, b: Expr) -> Expr:
+        """The values of `a` that are not values of `b`, exact on numbers: `b` need not hold
+        every spelling of a value it holds (`1e0`, `1.0` beside `1`), so where both may hold
+        a number, both are taken over canonical spellings (`numbers.canonical_spellings`),
+        of which each holds all or none of a value's."""
+        if not (self._may_hold_numbers(a) and self._may_hold_numbers(b)):
+            return self.ops.difference(a, b)
+        return self.ops.difference(self.canonical(a), self.canonical(b))
+
+    def _may_hold_numbers(self, expr: Expr) -> bool:
+        """Whether a text of `expr` may hold a number (not where all are strings, booleans
+        or null)."""
+        first = self._starting_bytes(expr)
+        return first is None or bool((first & _NUMBERS_START).any())
+
+    @cached_property
+    def _canonical_spellings(self) -> ByteDFA:
+        return numbers.canonical_spellings(self.draft)
+
+    def canonical(self, expr: Expr) -> Expr:
+        """The texts of `expr` whose numbers are spelled canonically; its calls become calls
+        of the machines' canonical copies."""
+        hit = self._canonical.get(id(expr))
+        if hit is not None and hit[0] is expr:
+            return hit[1]
+        renamed = replace_calls(expr, self._canonical_machine)
+        found = self.ops.restricted(renamed, self._canonical_spellings)
+        self._canonical[id(expr)] = (expr, found)
+        return found
+
+    def _canonical_machine(self, name: str) -> Call:
+        """A call of the machine's copy with numbers spelled canonically (itself where its
+        values hold no number, or it is such a copy), built once the machine is."""
+        if name.endswith(_CANONICAL) or not self._may_hold_numbers(Call(name)):
+            return Call(name)
+        return self._defer(name + _CANONICAL, {name},
+                           lambda: self.canonical(self._machines[name]),
+                           self._starting_bytes(Call(name)))
 
     def _nested_at_most(self, levels: int) -> Expr:
         found = self._nested.get(levels)
@@ -714,14 +760,14 @@ class Compiler:
             parts.append(self.exactly_one([self.value(b, position) for b in branches],
                                           branches))
         if "not" in rest:
-            parts.append(self.ops.difference(self.any_value(position),
-                                              self.value(Ref(rest["not"], ref.base), position)))
+            parts.append(self.difference(self.any_value(position),
+                                         self.value(Ref(rest["not"], ref.base), position)))
         if "if" in rest and ("then" in rest or "else" in rest):
             test = self.value(Ref(rest["if"], ref.base), position)
             then = self.value(Ref(rest.get("then", True), ref.base), position)
             otherwise = self.value(Ref(rest.get("else", True), ref.base), position)
             parts.append(alt(self.ops.intersect(test, then),
-                             self.ops.difference(otherwise, test)))
+                             self.difference(otherwise, test)))
         for key, dependency in rest.get("dependentSchemas", {}).items():
             # objects with `key` must also satisfy the schema; others are unaffected
             with_key = self.object_with_key(key, position)
@@ -898,7 +944,7 @@ class Compiler:
         options = []
         for i, branch in enumerate(branches):
             others = [other for j, other in enumerate(branches) if overlap[i][j]]
-            options.append(self.ops.difference(branch, alt(*others)) if others else branch)
+            options.append(self.difference(branch, alt(*others)) if others else branch)
         return self.union(options)
 
     def union(self, options: list[Expr], open_calls: bool = True) -> Expr:
@@ -1612,7 +1658,7 @@ class Compiler:
             if contains is None:
                 return [(language, 0)]
             return [(self.ops.intersect(language, contains), 1),
-                    (self.ops.difference(language, contains), 0)]
+                    (self.difference(language, contains), 0)]
 
         parts_at = [split(e) for e in elements]
         rest_parts = split(rest)
@@ -1689,6 +1735,9 @@ class Compiler:
                                f"(grammarc supports up to {_MAX_UNIQUE_VALUES})")
         literals = [self.literal_value(v, item_pos) for v in universe]
         allowed = [{keys.index(value_key(v)) for v in values} for values in choices]
+        # each value as its schema writes it (`1`, not `1.0`, for an integer)
+        spelled = [{v: self.ops.intersect(literals[v], self.value(Ref(s, ref.base), item_pos))
+                    for v in values} for s, values in zip(schemas, allowed)]
         longest = len(universe) if max_items is None else min(max_items, len(universe))
         layout = self.layout
         memo: dict[tuple[int, int], Expr] = {}
@@ -1699,10 +1748,10 @@ class Compiler:
                 return memo[key]
             options = [EMPTY] if i >= min_items else []
             if i < longest:
-                position_allowed = allowed[min(i, len(prefix))]
+                position_allowed = spelled[min(i, len(prefix))]
                 for v in sorted(position_allowed):
                     if not used & (1 << v):
-                        options.append(concat(layout.comma if i else EMPTY, literals[v],
+                        options.append(concat(layout.comma if i else EMPTY, position_allowed[v],
                                               tail(i + 1, used | (1 << v))))
             memo[key] = result = alt(*options)
             return result
@@ -1825,7 +1874,7 @@ class _KeyValues:
                 test = self._test(i)
                 found = test if self.anything else compiler.ops.intersect(language, test)
             else:
-                found = compiler.ops.difference(language, self._test(i))
+                found = compiler.difference(language, self._test(i))
             self._splits[key] = found
         return found
 
@@ -2165,8 +2214,9 @@ def _compiled(root: Any, options: FrontendOptions, open_recursions: bool
 def canonical_dumps(schema: Any, instance: Any, whitespace: str = "default",
                     ensure_ascii: bool = True) -> str:
     """The text grammarc's table for `schema` expects for `instance`: keys in the ranking of
-    their position (then the others, sorted), separators of the whitespace style. Runs on
-    the compiler's deep stack: schemas and instances nested as deep as compiles are fine."""
+    their position (then the others, sorted), separators of the whitespace style, numbers
+    spelled canonically (`numbers.canonical_text`). Runs on the compiler's deep stack:
+    schemas and instances nested as deep as compiles are fine."""
     return call_with_deep_stack(lambda: _canonical_dumps(schema, instance, whitespace,
                                                          ensure_ascii))
 
@@ -2174,20 +2224,22 @@ def canonical_dumps(schema: Any, instance: Any, whitespace: str = "default",
 def _canonical_dumps(schema: Any, instance: Any, whitespace: str, ensure_ascii: bool) -> str:
     compiler = Compiler(schema, FrontendOptions(whitespace=whitespace))
     schema = compiler.root
-    separators = (",", ":") if whitespace == "compact" else (", ", ": ")
+    comma, colon = (",", ":") if whitespace == "compact" else (", ", ": ")
 
-    def ordered(value: Any, position: Position) -> Any:
+    def dumps(value: Any, position: Position) -> str:
         if isinstance(value, dict):
             ranking = position.ranking
             keys = sorted(value, key=lambda k: (0, ranking.index(k)) if k in ranking else (1, k))
-            return {k: ordered(value[k], position.child(k)) for k in keys}
+            return "{" + comma.join(json.dumps(k, ensure_ascii=ensure_ascii) + colon +
+                                    dumps(value[k], position.child(k)) for k in keys) + "}"
         if isinstance(value, list):
-            return [ordered(v, position.items) for v in value]
-        return value
+            return "[" + comma.join(dumps(v, position.items) for v in value) + "]"
+        if isinstance(value, (int, float, Decimal)) and not isinstance(value, bool):
+            return numbers.canonical_text(value, compiler.draft)
+        return json.dumps(value, ensure_ascii=ensure_ascii)
 
     root_ref = compiler.registry.at(schema, _ROOT_URI)
-    root = Position(compiler, (root_ref,))
-    return json.dumps(ordered(instance, root), separators=separators, ensure_ascii=ensure_ascii)
+    return dumps(instance, Position(compiler, (root_ref,)))
 
 
 __all__ = ["Compiler", "Layout", "canonical_dumps", "compile_schema", "draft_of"]
