@@ -22,7 +22,7 @@ import numpy as np
 
 from ..artifact import suffix_count
 from ..table import TokenTable
-from .arrays import check_logits, integer_array, is_torch, read_only
+from .arrays import check_logits, integer, integer_array, is_torch, read_only
 from .grammar import Grammar
 from .masks import MaskCache
 
@@ -188,6 +188,7 @@ class CallGrammar(Grammar):
 
     def next_state(self, state: int, token_id: int) -> int:
         config = self._check_state(state)
+        token_id = integer(token_id, "a token id")
         if not 0 <= token_id < self.vocab_size:
             return 0
         if token_id in self.eos_token_ids:
@@ -226,7 +227,7 @@ class CallGrammar(Grammar):
         """`mask(state)` restricted to tokens after which the text can still end within
         `budget` more tokens, the final EOS included, counting by `tokens_to_accept` (an
         upper bound here: a token may be refused that a shorter ending would allow)."""
-        config = self._check_state(state)
+        config, budget = self._check_state(state), integer(budget, "budget")
         q, node, count = (self._config_state[config], self._config_node[config],
                           self._config_count[config])
         below = self._node_cost[node]  # the frames below finish after the ordinary tokens

@@ -1,0 +1,124 @@
+"""Hostile inputs, issue 43: the runtime and the commands that read artifacts. Forged call
+tables that made byte walks loop forever, a row entry into the dead state, foreign metadata,
+`check --tokens` counting with a configuration id, `check` keeping every configuration of a
+long text, `(?u)` in a pattern, and runtime arguments of the wrong type taken as something
+else. Commands run as a user runs them: a subprocess under a time and memory cap."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+from helpers import (assert_clean_error, compile_file, rewrite_artifact, run_artifact_command,
+                     run_cli)
+
+import grammarc
+from grammarc.runtime import Matcher, bitmask_width
+from grammarc.runtime.calls import CallGrammar
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def grammars(smollm2) -> dict[str, grammarc.Grammar]:
+    """A flat grammar and one whose machines call each other (a recursive schema)."""
+    out = {"flat": grammarc.load(ROOT / "artifacts" / "iso-date.safetensors"),
+           "calls": grammarc.compile(ROOT / "grammars" / "tree.schema.json", smollm2)}
+    assert isinstance(out["calls"], CallGrammar)
+    return out
+
+
+# ---------------------------------------------------------------- runtime arguments (12)
+def _words(grammar: grammarc.Grammar, dtype=np.int32, rows: tuple[int, ...] = ()) -> np.ndarray:
+    return np.zeros((*rows, bitmask_width(grammar.vocab_size)), dtype)
+
+
+BAD_ARGUMENTS = [
+    (lambda g: g.next_state(1, 0.0), TypeError, "a token id must be an integer, not float"),
+    (lambda g: g.next_state(1, 5.0), TypeError, "a token id must be an integer, not float"),
+    (lambda g: g.next_state(1, True), TypeError, "a token id must be an integer, not bool"),
+    (lambda g: g.next_state(1, "5"), TypeError, "a token id must be an integer, not str"),
+    (lambda g: g.next_state(1.0, 5), TypeError, "a state must be an integer, not float"),
+    (lambda g: g.next_state(np.array([1, 1]), 5), ValueError, "a state must be one integer"),
+    (lambda g: g.is_accepting(np.float64(1)), TypeError, "a state must be an integer"),
+    (lambda g: g.tokens_to_accept(None), TypeError, "a state must be an integer"),
+    (lambda g: g.forced(1.0), TypeError, "a state must be an integer"),
+    (lambda g: g.allowed_characters(1.0), TypeError, "a state must be an integer"),
+    (lambda g: g.mask(1, budget=2.5), TypeError, "budget must be an integer, not float"),
+    (lambda g: g.mask(1, budget=10.0 ** 9), TypeError, "budget must be an integer"),
+    (lambda g: g.mask_within(1, 3.0), TypeError, "budget must be an integer"),
+    (lambda g: g.allowed_within(1, True), TypeError, "budget must be an integer, not bool"),
+    (lambda g: g.apply(np.zeros(g.vocab_size, np.float32), 1, budget=2.5), TypeError,
+     "budget must be an integer"),
+    (lambda g: g.bitmask(1, budget=2.5), TypeError, "budget must be an integer"),
+    (lambda g: g.fill_bitmask([1], _words(g, rows=(1,)), budget=[2.5]), TypeError,
+     "budgets must be integers"),
+    (lambda g: g.sample_tokens(5.5, np.random.default_rng(0)), TypeError,
+     "max_tokens must be an integer"),
+    (lambda g: g.matches(5), TypeError, "text must be str or bytes, not int"),
+    (lambda g: g.walk_bytes("2024"), TypeError, "data must be bytes, not str"),
+    (lambda g: g.walk_bytes(b"2", 1.0), TypeError, "a state must be an integer"),
+    (lambda g: g.fill_bitmask([1], _words(g, np.int64, (1,))), ValueError,
+     r"out must be an int32 array of shape \(1, W\), not int64"),
+    (lambda g: g.fill_bitmask([1], _words(g)), ValueError,
+     r"out must be an int32 array of shape \(1, W\)"),
+    (lambda g: g.fill_bitmask([1], [[0] * 2000]), TypeError, "out must be a numpy array"),
+    (lambda g: Matcher(g, max_tokens=5.0), TypeError, "max_tokens must be an integer"),
+    (lambda g: Matcher(g).rollback(0.0), TypeError, "count must be an integer"),
+    (lambda g: Matcher(g).accept(1.0), TypeError, "tokens must be integers"),
+    (lambda g: Matcher(g).fill_bitmask(_words(g, np.int64)), ValueError,
+     r"out must be an int32 array of shape \(W\), not int64"),
+    (lambda g: Matcher(g).fill_bitmask(_words(g, rows=(1,))), ValueError,
+     r"out must be an int32 array of shape \(W\)"),
+    (lambda g: Matcher(g).fill_bitmask(np.zeros(3, np.int32)), ValueError,
+     "a bitmask of 3 words holds 96 tokens"),
+    (lambda g: g.fill_bitmask([1], np.zeros((1, 3), np.int32)), ValueError,
+     "a bitmask of 3 words holds 96 tokens"),
+]
+
+
+@pytest.mark.parametrize("name", ["flat", "calls"])
+@pytest.mark.parametrize("call,error,message", BAD_ARGUMENTS)
+def test_runtime_arguments_are_integers_or_a_clear_error(grammars, name, call, error, message):
+    """`next_state(s, 0.0)` was EOS id 0 on a call grammar, `next_state(s, 5.0)` a numpy
+    IndexError, `matches(5)` five NUL bytes; float budgets passed; `Matcher.fill_bitmask`
+    took an int64 buffer that `Grammar.fill_bitmask` refused."""
+    with pytest.raises(error, match=message):
+        call(grammars[name])
+
+
+@pytest.mark.parametrize("name", ["flat", "calls"])
+def test_numpy_integers_are_integers_everywhere(grammars, name):
+    grammar = grammars[name]
+    rng = random.Random(3)
+    state = grammar.initial_state
+    for _ in range(6):
+        allowed = [t for t in grammar.allowed(state).tolist() if t not in grammar.eos_token_ids]
+        if not allowed:
+            break
+        token = rng.choice(allowed)
+        for kind in (np.int16, np.uint32, np.int64):
+            assert grammar.next_state(kind(state), kind(token)) == \
+                grammar.next_state(state, token)
+            assert np.array_equal(grammar.mask(kind(state), budget=kind(9)),
+                                  grammar.mask(state, budget=9))
+        state = grammar.next_state(state, token)
+    matcher = Matcher(grammar, max_tokens=np.int32(30))
+    assert matcher.accept(np.int64(grammar.allowed_within(1, 30)[0]))
+    matcher.rollback(np.uint8(1))
+    row = _words(grammar)
+    assert np.array_equal(matcher.fill_bitmask(row), grammar.bitmask(1, budget=30))
+
+
+def test_both_fill_bitmask_take_a_torch_row_alike(grammars):
+    torch = pytest.importorskip("torch")
+    grammar = grammars["calls"]
+    width = bitmask_width(grammar.vocab_size)
+    row, rows = torch.zeros(width, dtype=torch.int32), torch.zeros((1, width), dtype=torch.int32)
+    Matcher(grammar).fill_bitmask(row)
+    grammar.fill_bitmask([1], rows)
+    assert torch.equal(row, rows[0]) and row.any()
+    with pytest.raises(ValueError, match="int32 array"):
+        Matcher(grammar).fill_bitmask(torch.zeros(width, dtype=torch.int64))
