@@ -122,3 +122,29 @@ def test_both_fill_bitmask_take_a_torch_row_alike(grammars):
     assert torch.equal(row, rows[0]) and row.any()
     with pytest.raises(ValueError, match="int32 array"):
         Matcher(grammar).fill_bitmask(torch.zeros(width, dtype=torch.int64))
+
+
+# ------------------------------------------------------------------ check --tokens (4)
+def test_check_tokens_counts_the_tokens_of_the_real_mask(grammars, tmp_path):
+    """On a call grammar the count was looked up with a configuration id as a table state:
+    a wrong count, then an IndexError once the id passed the number of table states."""
+    grammar = grammars["calls"]
+    grammar.save(tmp_path / "tree.safetensors")
+    fresh = grammarc.load(tmp_path / "tree.safetensors")
+    rng, eos = random.Random(7), set(fresh.eos_token_ids)
+    ids, state = [], fresh.initial_state
+    while state < 3 * fresh.num_states:  # a configuration id well past the table states
+        allowed = [t for t in fresh.allowed(state).tolist() if t not in eos]
+        if not allowed:  # the text is complete: start another walk
+            ids, state = [], fresh.initial_state
+            continue
+        ids.append(rng.choice(allowed))
+        state = fresh.next_state(state, ids[-1])
+    forbidden = int(np.flatnonzero(~fresh.mask(state))[0])
+    result = run_cli("check", "tree.safetensors", "--tokens",
+                     ",".join(map(str, ids + [forbidden])), "--json", cwd=tmp_path, seconds=120,
+                     memory_gb=4)
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
+    report = __import__("json").loads(result.stdout)
+    assert report["reason"] == "forbidden_token" and report["token_index"] == len(ids)
+    assert report["allowed_tokens"] == int(np.count_nonzero(fresh.mask(state)))

@@ -261,7 +261,7 @@ def _check_tokens(grammar: Grammar, ids: list[int], tokenizer) -> dict[str, Any]
                       "token_index": index, "token_id": token,
                       "token_text": tokenizer.token_text(token)}
             report.update(_expected_after(grammar, tokenizer.decode_bytes(ids[:index])))
-            report["allowed_tokens"] = int(grammar.allowed_counts()[state])
+            report["allowed_tokens"] = int(np.count_nonzero(grammar.mask(state)))
             if reason:  # nothing follows the end of the sequence
                 report.update(expected=[], can_end=False, allowed_tokens=0,
                               expected_text="nothing (generation ends at the end-of-sequence token)")
