@@ -148,3 +148,93 @@ def test_check_tokens_counts_the_tokens_of_the_real_mask(grammars, tmp_path):
     report = __import__("json").loads(result.stdout)
     assert report["reason"] == "forbidden_token" and report["token_index"] == len(ids)
     assert report["allowed_tokens"] == int(np.count_nonzero(fresh.mask(state)))
+
+
+# ------------------------------------------------------------- forged artifacts (3, 9)
+@pytest.fixture(scope="module")
+def artifacts(grammars, tmp_path_factory) -> dict[str, Path]:
+    folder = tmp_path_factory.mktemp("artifacts")
+    paths = {"flat": ROOT / "artifacts" / "iso-date.safetensors",
+             "calls": folder / "tree.safetensors", "csr": folder / "date-csr.safetensors"}
+    grammars["calls"].save(paths["calls"])
+    grammars["flat"].save(paths["csr"], layout="csr")
+    return paths
+
+
+def _call_at_start(metadata: dict, tensors: dict) -> None:
+    """The root, at its start, calls itself on a byte it cannot read there: left recursion
+    that the byte rules follow forever (a 4 KB file once took 1.4 GB in 20 s)."""
+    start, byte = 1, ord("x")
+    at = int(tensors["call_ptr"][start])
+    tensors["call_ptr"] = tensors["call_ptr"].copy()
+    tensors["call_ptr"][start + 1:] += 1
+    tensors["call_machine"] = np.insert(tensors["call_machine"], at, 0)
+    tensors["call_return"] = np.insert(tensors["call_return"], at, start)
+    _claim_first_byte(metadata, tensors, byte)
+
+
+def _claim_first_byte(metadata: dict, tensors: dict, byte: int = ord("x")) -> None:
+    tensors["machine_first"] = tensors["machine_first"].copy()
+    tensors["machine_first"][0, byte] = 1
+
+
+def _called_root_accepts_nothing(metadata: dict, tensors: dict) -> None:
+    tensors["accepting"] = tensors["accepting"].copy()
+    tensors["accepting"][1] = 1
+
+
+def _row_into_the_dead_state(metadata: dict, tensors: dict) -> None:
+    """An entry of a row used by one state leads that state to state 0: the mask allowed a
+    token whose step was 0."""
+    rows, ptr = tensors["state_row"].astype(np.int64), tensors["row_ptr"].astype(np.int64)
+    users = np.bincount(rows, minlength=len(ptr) - 1)
+    state = next(s for s in range(1, len(rows)) if users[rows[s]] == 1 and
+                 ptr[rows[s] + 1] > ptr[rows[s]])
+    tensors["row_delta"] = tensors["row_delta"].astype(np.int32)
+    tensors["row_delta"][ptr[rows[state]]] = -state
+
+
+def _byte_edge_into_the_dead_state(metadata: dict, tensors: dict) -> None:
+    tensors["byte_next"] = tensors["byte_next"].copy()
+    tensors["byte_next"][0] = 0
+
+
+@pytest.mark.parametrize("command", ["inspect", "verify", "check"])
+@pytest.mark.parametrize("source,edit,message", [
+    ("calls", _call_at_start, "a machine calls itself before reading a byte"),
+    ("calls", _claim_first_byte, "machine_first does not hold the bytes the machines begin with"),
+    ("calls", _called_root_accepts_nothing, "a called machine accepts the empty text"),
+    ("flat", _row_into_the_dead_state, "a row leads to the dead state or a state out of range"),
+    ("calls", _row_into_the_dead_state, "a row leads to the dead state or a state out of range"),
+    ("flat", _byte_edge_into_the_dead_state, "byte_next out of range"),
+    ("flat", lambda m, t: m.pop("num_rows"), "metadata num_classes or num_rows does not match"),
+    ("flat", lambda m, t: m.update(num_classes=m["num_classes"] + 1),
+     "metadata num_classes or num_rows does not match"),
+    ("csr", lambda m, t: m.update(num_classes=3), "num_classes and num_rows are metadata of the "
+                                                  "factored layout, not csr"),
+    ("flat", lambda m, t: m.update(machines=[""]), "machines in a version 1 artifact"),
+    ("flat", lambda m, t: m.update(source_sha256=5), "invalid source_sha256"),
+    ("flat", lambda m, t: m.update(source_name=["a"]), "invalid source_name"),
+    ("flat", lambda m, t: m.update(grammarc_version=None), "invalid grammarc_version"),
+    ("flat", lambda m, t: m.update(start_state=2), "start_state must be 1"),
+    ("flat", lambda m, t: m.update(dead_state=False), "dead_state must be 0"),
+])
+def test_what_the_compiler_never_writes_is_refused_on_loading(artifacts, tmp_path, command,
+                                                              source, edit, message):
+    """Each passed `load` and `verify` (then `check` looped forever, `inspect` raised, or a
+    mask allowed a token into the dead state); now one line, under a time and memory cap."""
+    forged = tmp_path / "forged.safetensors"
+    rewrite_artifact(artifacts[source], forged, edit)
+    result = run_artifact_command(command, forged, seconds=60, memory_gb=2)
+    assert_clean_error(result, f"forged.safetensors: {message}")
+
+
+def test_metadata_keys_no_reader_knows_are_ignored(artifacts, tmp_path):
+    forged = tmp_path / "extra.safetensors"
+    rewrite_artifact(artifacts["calls"], forged, lambda m, t: m.update(
+        comment={"by": ["hand", 5]}, options={**m["options"], "future": [1]}))
+    for command in ("inspect", "check"):
+        result = run_artifact_command(command, forged, seconds=60, memory_gb=2)
+        assert "Traceback" not in result.stderr and result.returncode in (0, 1), result.stderr
+    assert grammarc.load(forged).matches('{"k": []}') == grammarc.load(
+        artifacts["calls"]).matches('{"k": []}')
