@@ -238,3 +238,49 @@ def test_metadata_keys_no_reader_knows_are_ignored(artifacts, tmp_path):
         assert "Traceback" not in result.stderr and result.returncode in (0, 1), result.stderr
     assert grammarc.load(forged).matches('{"k": []}') == grammarc.load(
         artifacts["calls"]).matches('{"k": []}')
+
+
+# ------------------------------------------------------------ check on long texts (7)
+LONG = 2_000_000
+
+
+@pytest.fixture(scope="module")
+def counted(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("counted")
+    schema = '{"type": "string", "maxLength": 100000000}'
+    assert compile_file(folder, "s.schema.json", schema).returncode == 0
+    return folder / "out.safetensors"
+
+
+def test_check_keeps_no_configuration_per_character(counted):
+    """`check` gave every configuration of the text an id: ~220 bytes a character (6 MB of
+    text: 1.4 GB, 15 MB: a MemoryError traceback). 2 MB of text once needed ~470 MB."""
+    result = run_cli("check", str(counted), "-", input='"' + "a" * LONG, seconds=120,
+                     memory_gb=0.3)
+    assert result.returncode == 1 and result.stderr == "", result.stderr
+    assert f"no: the text ended early; more must follow at character {LONG + 2}" \
+        in result.stdout, result.stdout
+
+
+@pytest.mark.parametrize("walk", [
+    lambda g, text: g.matches(text),
+    lambda g, text: g.walk_bytes(text),
+    lambda g, text: g.walk_prefix(text),
+])
+def test_byte_walks_take_memory_independent_of_the_text(counted, walk):
+    import tracemalloc
+
+    grammar = grammarc.load(counted)
+    text = b"\"" + b"a" * 100_000
+    texts = [text, text + b'"']
+    walk(grammar, b'"a')  # the byte table, built once
+    tracemalloc.start()
+    try:
+        for each in texts:
+            walk(grammar, each)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 100_000, peak  # once ~22 MB: an id per configuration met
+    assert grammar.walk_prefix(text + b"\x00") == (len(text), grammar.walk_bytes(text))
+    assert grammar.matches(text + b'"') and not grammar.matches(text)

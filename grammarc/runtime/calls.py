@@ -289,21 +289,29 @@ class CallGrammar(Grammar):
         return following
 
     def _byte_edges(self, state: int) -> list[tuple[int, int, int]]:
-        """The live byte edges of a configuration, one per byte (`_byte_step` is the rule)."""
+        """The live byte edges of a configuration, one per byte (`_byte_move` is the rule)."""
         following = np.flatnonzero(self._next_bytes(state)).tolist()
         return [(b, b, nxt) for b in following if (nxt := self._byte_step(state, b))]
 
-    def _byte_step(self, state: int, byte: int) -> int:
+    def _position(self, state: int) -> tuple[int, int, int]:
+        return self._config_state[state], self._config_node[state], self._config_count[state]
+
+    def _state_at(self, position: tuple[int, int, int]) -> int:
+        return self._config(*position)
+
+    def _byte_move(self, position: tuple[int, int, int],
+                   byte: int) -> tuple[int, int, int] | None:
         """One byte by the machines' rules: a transition (within the count's bounds), else a
-        call its first byte opens, else a return when the state is final (docs/FORMAT.md)."""
+        call its first byte opens, else a return when the state is final (docs/FORMAT.md);
+        None when the text dies. Configurations get no id here: a long text walked is not
+        kept (`walk_prefix`)."""
         table = self._byte_dfa()
-        q, node, count = (self._config_state[state], self._config_node[state],
-                          self._config_count[state])
+        q, node, count = position
         while q:
             nxt = int(table[q, byte])
             if nxt:
                 nxt, count = self._counts.byte_step(q, nxt, count)
-                return self._config(nxt, node, count)
+                return (nxt, node, count) if nxt else None
             callee = next((k for k in range(self._call_ptr[q], self._call_ptr[q + 1])
                            if self._machine_first[self._call_machine[k], byte]), None)
             if callee is not None:
@@ -313,8 +321,8 @@ class CallGrammar(Grammar):
             if self.table.accepting[q] and node:
                 q, node, count = self._node_top[node], self._node_below[node], 0
                 continue
-            return 0
-        return 0
+            return None
+        return None
 
 
 class _Counts:

@@ -20,7 +20,7 @@ import numpy as np
 
 from ..artifact import (ArtifactData, decode_table, dense_transitions, encode_table,
                         read_artifact, write_artifact)
-from ..charsets import CharFolder, csr_byte_edges, walk_bytes
+from ..charsets import CharFolder, csr_byte_edges
 from ..errors import ArtifactError
 from ..table import TokenTable
 from .arrays import byte_string, check_logits, integer, integer_array, is_torch, read_only
@@ -309,10 +309,38 @@ class Grammar:
     def walk_bytes(self, data: bytes, state: int = 1) -> int:
         """The byte-DFA state after `data` (bytes, bytearray or memoryview; 0 once the text
         leaves the language's prefixes)."""
-        return walk_bytes(self._byte_step, byte_string(data), self._check_state(state))
+        data = byte_string(data)
+        matched, end = self.walk_prefix(data, state)
+        return end if matched == len(data) else 0
+
+    def walk_prefix(self, data: bytes, state: int = 1) -> tuple[int, int]:
+        """The longest prefix of `data` (bytes) the language allows after `state`: its length
+        and the state after it. One walk in memory independent of the text's length: a
+        grammar with calls gives an id to the last configuration only."""
+        data = byte_string(data)
+        at = self._position(self._check_state(state))
+        for index, byte in enumerate(data):
+            following = self._byte_move(at, byte)
+            if not following:
+                return index, self._state_at(at)
+            at = following
+        return len(data), self._state_at(at)
 
     def _byte_step(self, state: int, byte: int) -> int:
-        return int(self._byte_dfa()[state, byte])
+        """The state after one byte (0: dead)."""
+        following = self._byte_move(self._position(state), byte)
+        return self._state_at(following) if following else 0
+
+    # a walk's position: the state itself here; a configuration without an id with calls
+    def _position(self, state: int):
+        return state
+
+    def _state_at(self, position) -> int:
+        return position
+
+    def _byte_move(self, position, byte: int):
+        """The position after one byte; falsy when the text dies."""
+        return int(self._byte_dfa()[position, byte])
 
     def _byte_edges(self, state: int) -> list[tuple[int, int, int]]:
         """The live byte edges `(first byte, last byte, target)` of `state`."""
