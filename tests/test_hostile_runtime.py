@@ -284,3 +284,31 @@ def test_byte_walks_take_memory_independent_of_the_text(counted, walk):
     assert peak < 100_000, peak  # once ~22 MB: an id per configuration met
     assert grammar.walk_prefix(text + b"\x00") == (len(text), grammar.walk_bytes(text))
     assert grammar.matches(text + b'"') and not grammar.matches(text)
+
+
+# ------------------------------------------------------------------------- (?u) (6)
+U_FLAG = ("unsupported regex construct: the u flag (Unicode \\d, \\w, \\s and case folding) "
+          "is not supported; grammarc's are ASCII")
+
+
+@pytest.mark.parametrize("name,source,where", [
+    ("global.regex", r"(?u)\w+", "1:1"),
+    ("both.regex", "(?iu)k", "1:1"),
+    ("scoped.regex", r"x(?u:\w)", "1:2"),  # once compiled ASCII \w where `re` matches é
+    ("global.lark", "start: A\nA: /(?u)a/\n", "2:5"),
+    ("scoped.lark", "start: A\nA: /x(?iu:a)/\n", "2:6"),
+    ("flag.lark", "start: A\nA: /a/u\n", "2:5"),
+])
+def test_the_u_flag_is_a_one_line_error_at_its_group(tmp_path, name, source, where):
+    """`(?u)` was a ValueError traceback from `re` (ASCII and UNICODE flags together), and
+    `(?u:...)` compiled ASCII classes where Python's `re` uses Unicode ones."""
+    result = compile_file(tmp_path, name, source)
+    assert_clean_error(result, f"{name}:{where}: " + ("terminal A: " if ".lark" in name else "")
+                       + U_FLAG)
+    assert [p.name for p in tmp_path.iterdir()] == [name]
+
+
+def test_other_flags_still_compile(tmp_path):
+    assert compile_file(tmp_path, "flags.regex", "(?i)a(?s:.)(?-i:b)").returncode == 0
+    grammar = grammarc.load(tmp_path / "out.safetensors")
+    assert grammar.matches("A\nb") and not grammar.matches("a\nB")
