@@ -346,6 +346,14 @@ def _parse_metadata(document: str) -> dict[str, Any]:
     for key in ("num_states", "num_classes", "num_rows"):
         if key in metadata:
             _require(_is_int(metadata[key]) and metadata[key] >= 0, f"invalid {key}")
+    _require(version >= CALLS_FORMAT_VERSION or "machines" not in metadata,
+             "machines in a version 1 artifact")
+    for key, types in (("grammarc_version", str), ("source_sha256", str),
+                       ("source_name", (str, type(None)))):
+        _require(isinstance(metadata.get(key, ""), types), f"invalid {key}")
+    for key, state in (("start_state", 1), ("dead_state", 0)):
+        _require(metadata.get(key, state) == state and not isinstance(metadata.get(key), bool),
+                 f"{key} must be {state}")
     if "state_names" in metadata:
         names = metadata["state_names"]
         _require(isinstance(names, list) and all(isinstance(n, str) for n in names),
@@ -398,7 +406,8 @@ def _validate(metadata: dict[str, Any], raw: dict[str, np.ndarray]) -> dict[str,
     _require(ranges.shape == (len(t["byte_next"]), 2), "byte_ranges must have shape (E, 2)")
     _require(bool(np.all(ranges <= 255)) and bool(np.all(ranges[:, 0] <= ranges[:, 1])),
              "byte_ranges must hold ranges lo <= hi within 0..255")
-    _require(bool(np.all(t["byte_next"] < num_states)), "byte_next out of range")
+    _require(bool(np.all((t["byte_next"] >= 1) & (t["byte_next"] < num_states))),
+             "byte_next out of range")
     if "state_name" in t:
         labels = t["state_name"]
         _require(len(labels) == num_states, "state_name has the wrong length")
@@ -428,11 +437,17 @@ def _validate(metadata: dict[str, Any], raw: dict[str, np.ndarray]) -> dict[str,
         np.maximum.at(hi, row_of_entry, t["row_delta"])
         states = np.arange(num_states)
         used = np.diff(t["row_ptr"])[t["state_row"]] > 0
-        _require(bool(np.all(states[used] + lo[t["state_row"][used]] >= 0)) and
+        _require(bool(np.all(states[used] + lo[t["state_row"][used]] >= 1)) and
                  bool(np.all(states[used] + hi[t["state_row"][used]] < num_states)),
-                 "a row leads to a state out of range")
+                 "a row leads to the dead state or a state out of range")
         _require(not used[0], "the dead state 0 must allow nothing")
-    elif layout == "csr":
+        _require(metadata.get("num_classes") == num_classes and
+                 metadata.get("num_rows") == num_rows,
+                 "metadata num_classes or num_rows does not match the tables")
+    else:
+        _require("num_classes" not in metadata and "num_rows" not in metadata,
+                 f"num_classes and num_rows are metadata of the factored layout, not {layout}")
+    if layout == "csr":
         _check_ptr(t["csr_ptr"], num_states, len(t["csr_tokens"]), "csr_ptr")
         _require(len(t["csr_next"]) == len(t["csr_tokens"]), "csr_next has the wrong length")
         _require(bool(np.all(t["csr_tokens"] < vocab_size)), "csr_tokens out of range")
@@ -440,7 +455,7 @@ def _validate(metadata: dict[str, Any], raw: dict[str, np.ndarray]) -> dict[str,
                  "csr_next out of range")
         _check_sorted_within(t["csr_ptr"], t["csr_tokens"], "csr_tokens")
         _require(t["csr_ptr"][1] == 0, "the dead state 0 must allow nothing")
-    else:
+    elif layout == "dense":
         table = t["transitions"]
         _require(table.shape == (num_states, vocab_size),
                  f"transitions must have shape ({num_states}, {vocab_size})")
@@ -487,8 +502,51 @@ def _validate_calls(t: dict[str, np.ndarray], metadata: dict[str, Any], num_stat
              "suffix_state out of range")
     keys = t["suffix_state"] * max(num_suffixes, 1) + t["suffix_id"]
     _require(bool(np.all(np.diff(keys) > 0)), "suffix entries must be sorted by (state, suffix)")
+    _check_first_bytes(t)
     if metadata["format_version"] >= COUNTERS_FORMAT_VERSION:
         _validate_counters(t, num_machines, num_states, vocab_size)
+
+
+def _check_first_bytes(t: dict[str, np.ndarray]) -> None:
+    """What makes the byte rules of version 2 end (docs/FORMAT.md): no called machine accepts
+    the empty text, no machine calls itself before reading a byte (left recursion), and
+    `machine_first` holds exactly the bytes the tables begin each machine with, so a call
+    taken on a byte reads it within a chain of calls as long as the machines are many."""
+    starts, call_ptr, call_machine = t["machine_start"], t["call_ptr"], t["call_machine"]
+    called = np.zeros(len(starts), bool)
+    called[call_machine] = True
+    called[1:] = True
+    _require(not (t["accepting"][starts] & called).any(),
+             "a called machine accepts the empty text")
+    first = np.zeros((len(starts), 256), bool)
+    for m, start in enumerate(starts.tolist()):
+        lo, hi = t["byte_ptr"][start], t["byte_ptr"][start + 1]
+        for (a, b), nxt in zip(t["byte_ranges"][lo:hi].tolist(), t["byte_next"][lo:hi].tolist()):
+            first[m, a:b + 1] |= nxt != 0
+    callees = [np.unique(call_machine[call_ptr[s]:call_ptr[s + 1]]).tolist()
+               for s in starts.tolist()]
+    # depth first over the calls at start states: a callee's first bytes are complete
+    # before its caller's, and a callee met again on the path is left recursion
+    status = [0] * len(starts)  # 0 not seen, 1 on the path, 2 done
+    for root in range(len(starts)):
+        if status[root]:
+            continue
+        status[root], path = 1, [(root, iter(callees[root]))]
+        while path:
+            m, todo = path[-1]
+            callee = next(todo, None)
+            if callee is None:
+                status[m] = 2
+                path.pop()
+                for c in callees[m]:
+                    first[m] |= first[c]
+                continue
+            _require(status[callee] != 1, "a machine calls itself before reading a byte")
+            if not status[callee]:
+                status[callee] = 1
+                path.append((callee, iter(callees[callee])))
+    _require(np.array_equal(first, t["machine_first"] != 0),
+             "machine_first does not hold the bytes the machines begin with")
 
 
 def _validate_counters(t: dict[str, np.ndarray], num_machines: int, num_states: int,

@@ -202,17 +202,12 @@ def check_command(artifact: Path, text: str | None, token_ids: str | None,
 
 
 def _check_text(grammar: Grammar, data: bytes) -> dict[str, Any]:
-    state, matched = grammar.initial_state, 0
-    for b in data:
-        following = grammar.walk_bytes(bytes([b]), state)
-        if not following:
-            break
-        state, matched = following, matched + 1
+    matched, state = grammar.walk_prefix(data)
     if matched == len(data) and grammar.is_accepting(state):
         return {"ok": True, "mode": "text"}
     report = {"ok": False, "mode": "text",
               "reason": "incomplete" if matched == len(data) else "mismatch"}
-    report.update(_expected_after(grammar, data[:matched]))
+    report.update(_expected_after(grammar, data[:matched], state))
     if report["reason"] == "mismatch":
         report["found"] = _first_character(data[report["byte_offset"]:])
     if grammar.kind == "json-schema":
@@ -262,7 +257,7 @@ def _check_tokens(grammar: Grammar, ids: list[int], tokenizer) -> dict[str, Any]
                       "token_index": index, "token_id": token,
                       "token_text": tokenizer.token_text(token)}
             report.update(_expected_after(grammar, tokenizer.decode_bytes(ids[:index])))
-            report["allowed_tokens"] = int(grammar.allowed_counts()[state])
+            report["allowed_tokens"] = int(np.count_nonzero(grammar.mask(state)))
             if reason:  # nothing follows the end of the sequence
                 report.update(expected=[], can_end=False, allowed_tokens=0,
                               expected_text="nothing (generation ends at the end-of-sequence token)")
@@ -275,9 +270,10 @@ def _check_tokens(grammar: Grammar, ids: list[int], tokenizer) -> dict[str, Any]
     return report
 
 
-def _expected_after(grammar: Grammar, prefix: bytes) -> dict[str, Any]:
+def _expected_after(grammar: Grammar, prefix: bytes,
+                    state: int | None = None) -> dict[str, Any]:
     """Where a walk stopped (the last character boundary of the live `prefix`) and the
-    characters the language allows there."""
+    characters the language allows there; `state`: the state after `prefix`, when known."""
     boundary = len(prefix)
     while boundary > max(0, len(prefix) - 3):  # an unfinished UTF-8 character at the end
         try:
@@ -287,7 +283,8 @@ def _expected_after(grammar: Grammar, prefix: bytes) -> dict[str, Any]:
             boundary -= 1
     text = prefix[:boundary].decode("utf-8", errors="backslashreplace")
     line, column = line_column(text, len(text))
-    state = grammar.walk_bytes(prefix[:boundary])
+    if state is None or boundary < len(prefix):
+        state = grammar.walk_bytes(prefix[:boundary])
     ranges = grammar.allowed_characters(state)
     can_end = grammar.is_accepting(state)
     described = describe(ranges)  # 'x', a class [...] or [^...], or any

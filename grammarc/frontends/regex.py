@@ -5,7 +5,8 @@ positions are exactly those of `re`. The language is what `re.fullmatch(pattern,
 re.ASCII)` accepts: `\\d`, `\\w`, `\\s` and case-insensitive matching are ASCII-only, `.` is any
 character but a newline unless `(?s)` is set. Constructs that make the language depend on more
 than the text itself (lookaround, backreferences, word boundaries, atomic groups, possessive
-repeats, anchors other than at the very start or end) are rejected with their position.
+repeats, anchors other than at the very start or end) are rejected with their position, and
+so is the `u` flag, `(?u)` or `(?u:...)`: it asks for Unicode classes, another language.
 
 Lookaheads are exact where what follows them is known up to the end of the text: in the
 pattern's own sequence, in groups and branches of it, not inside a repetition. There
@@ -78,6 +79,8 @@ def parse_regex(pattern: str, source_name: str | None = None,
     except re.error as exc:
         raise GrammarError(f"invalid regex: {exc.msg}", source_name=source_name,
                            text=pattern, offset=exc.pos) from None
+    except ValueError:  # `(?u)`: re's "ASCII and UNICODE flags are incompatible"
+        raise unicode_flag_error(pattern, source_name) from None
     except OverflowError as exc:  # a repetition count past C's int
         raise GrammarError(f"invalid regex: {exc}", source_name=source_name, text=pattern,
                            offset=huge_repeat_offset(pattern)) from None
@@ -85,6 +88,17 @@ def parse_regex(pattern: str, source_name: str | None = None,
     converter = _Converter(pattern, source_name, spell, max_states)
     return converter.sequence(list(tree), tree.state.flags, at_start=not preceded, at_end=True,
                               rest=after)
+
+
+def unicode_flag_error(pattern: str, source_name: str | None) -> UnsupportedError:
+    """The error for the `u` flag, `(?u)` or `(?u:...)`, at its group: it asks for Unicode
+    `\\d`, `\\w`, `\\s` and case folding, another language than grammarc's ASCII ones."""
+    offset = next((i for i, token, in_class in regex_tokens(pattern) if token == "(" and
+                   not in_class and re.match(r"\?[aiLmsux]*u", pattern[i + 1:])), None)
+    return UnsupportedError("unsupported regex construct: the u flag (Unicode \\d, \\w, \\s and "
+                            "case folding) is not supported; grammarc's are ASCII, so write "
+                            "the characters as a class instead", source_name=source_name,
+                            text=pattern, offset=offset)
 
 
 def huge_repeat_offset(text: str) -> int | None:
@@ -179,6 +193,8 @@ class _Converter:
             return alt(*(self.sequence(list(b), flags, at_start, at_end, rest) for b in arg[1]))
         if op is C.SUBPATTERN:
             _group, add_flags, del_flags, sub = arg
+            if add_flags & re.UNICODE:
+                raise unicode_flag_error(self.pattern, self.source_name)
             return self.sequence(list(sub), (flags | add_flags) & ~del_flags, at_start, at_end,
                                  rest)
         if op in (C.MAX_REPEAT, C.MIN_REPEAT):

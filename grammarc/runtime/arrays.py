@@ -22,6 +22,33 @@ def integer_array(values, what: str) -> np.ndarray:
     return array.astype(np.int64, copy=False)
 
 
+def integer(value, what: str) -> int:
+    """`value` as an int: a Python int (not a bool), a numpy integer, or a 0-d integer array
+    or tensor; a `TypeError` for anything else (floats, booleans, strings, None), a
+    `ValueError` for an array of several values. The rule of every runtime entry point that
+    takes a state, a token id, a budget or a count; a plain int costs one type test."""
+    if type(value) is int:
+        return value
+    if isinstance(value, np.integer):
+        return int(value)
+    array = np.asarray(value)
+    if array.dtype.kind not in "iu":
+        raise TypeError(f"{what} must be an integer, not {type(value).__name__}")
+    if array.ndim:
+        raise ValueError(f"{what} must be one integer, not an array of shape {array.shape}")
+    return int(array)
+
+
+def byte_string(data, what: str = "data", *, text: bool = False) -> bytes:
+    """`data` as bytes: bytes, bytearray or memoryview (with `text`, a str too, as UTF-8); a
+    `TypeError` for anything else (an int would be that many NUL bytes to `bytes()`)."""
+    if text and isinstance(data, str):
+        return data.encode("utf-8")
+    if isinstance(data, (bytes, bytearray, memoryview)):
+        return bytes(data)
+    raise TypeError(f"{what} must be {'str or ' * text}bytes, not {type(data).__name__}")
+
+
 def check_logits(logits) -> None:
     """A `TypeError` unless `logits` is a floating-point numpy array or torch tensor."""
     if is_torch(logits):

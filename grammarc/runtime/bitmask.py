@@ -8,6 +8,7 @@ it are 0 (forbidden). Numpy only; torch is used when the caller hands in tensors
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterable
 
 import numpy as np
 
@@ -20,17 +21,39 @@ def bitmask_width(vocab_size: int) -> int:
 
 
 def pack_mask(mask: np.ndarray, out: np.ndarray) -> np.ndarray:
-    """Write boolean `mask` (V,) into the int32 words `out` (at least ceil(V/32)); words past
-    the mask are cleared. Returns `out`."""
+    """Write boolean `mask` (V,) into the int32 words `out` (at least ceil(V/32), as
+    `write_bitmask` checks); words past the mask are cleared. Returns `out`."""
     packed = np.packbits(mask, bitorder="little")
     words = -(-len(packed) // 4)
-    if words > len(out):
-        raise ValueError(f"a bitmask of {len(out)} words holds {32 * len(out)} tokens, not "
-                         f"{len(mask)}")
     padded = np.zeros(4 * words, np.uint8)
     padded[:len(packed)] = packed
     out[:words] = padded.view("<i4")
     out[words:] = 0
+    return out
+
+
+def write_bitmask(out, rows: tuple[int, ...], vocab_size: int, masks: Iterable[np.ndarray]):
+    """Pack each of `masks` (booleans over `vocab_size` tokens) into a row of `out`, the
+    buffer of `Grammar.fill_bitmask` (rows `(B,)`) and `Matcher.fill_bitmask` (rows `()`):
+    an int32 numpy array or torch tensor (any device) of shape `(*rows, W)` with W at least
+    `bitmask_width(vocab_size)`; anything else is a `ValueError`. Returns `out`."""
+    if not (isinstance(out, np.ndarray) or is_torch(out)):
+        raise TypeError(f"out must be a numpy array or a torch tensor, not {type(out).__name__}")
+    shape = tuple(out.shape)
+    if shape[:-1] != rows or len(shape) != len(rows) + 1 or \
+            str(out.dtype).rsplit(".", 1)[-1] != "int32":
+        wanted = ", ".join([*map(str, rows), "W"])
+        raise ValueError(f"out must be an int32 array of shape ({wanted}), not {out.dtype} "
+                         f"{shape}")
+    if shape[-1] < bitmask_width(vocab_size):
+        raise ValueError(f"a bitmask of {shape[-1]} words holds {32 * shape[-1]} tokens, not "
+                         f"{vocab_size}")
+    on_host = not is_torch(out) or (out.device.type == "cpu" and out.is_contiguous())
+    host = (out.numpy() if is_torch(out) else out) if on_host else np.empty(shape, np.int32)
+    for row, mask in zip(host.reshape(-1, shape[-1]), masks):
+        pack_mask(mask, row)
+    if not on_host:
+        out.copy_(sys.modules["torch"].from_numpy(host))
     return out
 
 

@@ -22,7 +22,7 @@ import numpy as np
 
 from ..artifact import suffix_count
 from ..table import TokenTable
-from .arrays import check_logits, integer_array, is_torch, read_only
+from .arrays import check_logits, integer, integer_array, is_torch, read_only
 from .grammar import Grammar
 from .masks import MaskCache
 
@@ -188,6 +188,7 @@ class CallGrammar(Grammar):
 
     def next_state(self, state: int, token_id: int) -> int:
         config = self._check_state(state)
+        token_id = integer(token_id, "a token id")
         if not 0 <= token_id < self.vocab_size:
             return 0
         if token_id in self.eos_token_ids:
@@ -226,7 +227,7 @@ class CallGrammar(Grammar):
         """`mask(state)` restricted to tokens after which the text can still end within
         `budget` more tokens, the final EOS included, counting by `tokens_to_accept` (an
         upper bound here: a token may be refused that a shorter ending would allow)."""
-        config = self._check_state(state)
+        config, budget = self._check_state(state), integer(budget, "budget")
         q, node, count = (self._config_state[config], self._config_node[config],
                           self._config_count[config])
         below = self._node_cost[node]  # the frames below finish after the ordinary tokens
@@ -288,21 +289,29 @@ class CallGrammar(Grammar):
         return following
 
     def _byte_edges(self, state: int) -> list[tuple[int, int, int]]:
-        """The live byte edges of a configuration, one per byte (`_byte_step` is the rule)."""
+        """The live byte edges of a configuration, one per byte (`_byte_move` is the rule)."""
         following = np.flatnonzero(self._next_bytes(state)).tolist()
         return [(b, b, nxt) for b in following if (nxt := self._byte_step(state, b))]
 
-    def _byte_step(self, state: int, byte: int) -> int:
+    def _position(self, state: int) -> tuple[int, int, int]:
+        return self._config_state[state], self._config_node[state], self._config_count[state]
+
+    def _state_at(self, position: tuple[int, int, int]) -> int:
+        return self._config(*position)
+
+    def _byte_move(self, position: tuple[int, int, int],
+                   byte: int) -> tuple[int, int, int] | None:
         """One byte by the machines' rules: a transition (within the count's bounds), else a
-        call its first byte opens, else a return when the state is final (docs/FORMAT.md)."""
+        call its first byte opens, else a return when the state is final (docs/FORMAT.md);
+        None when the text dies. Configurations get no id here: a long text walked is not
+        kept (`walk_prefix`)."""
         table = self._byte_dfa()
-        q, node, count = (self._config_state[state], self._config_node[state],
-                          self._config_count[state])
+        q, node, count = position
         while q:
             nxt = int(table[q, byte])
             if nxt:
                 nxt, count = self._counts.byte_step(q, nxt, count)
-                return self._config(nxt, node, count)
+                return (nxt, node, count) if nxt else None
             callee = next((k for k in range(self._call_ptr[q], self._call_ptr[q + 1])
                            if self._machine_first[self._call_machine[k], byte]), None)
             if callee is not None:
@@ -312,8 +321,8 @@ class CallGrammar(Grammar):
             if self.table.accepting[q] and node:
                 q, node, count = self._node_top[node], self._node_below[node], 0
                 continue
-            return 0
-        return 0
+            return None
+        return None
 
 
 class _Counts:

@@ -13,7 +13,6 @@ costs a dictionary lookup, or one unpacking of bits, after the first time.
 from __future__ import annotations
 
 import os
-import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,11 +20,11 @@ import numpy as np
 
 from ..artifact import (ArtifactData, decode_table, dense_transitions, encode_table,
                         read_artifact, write_artifact)
-from ..charsets import CharFolder, csr_byte_edges, walk_bytes
+from ..charsets import CharFolder, csr_byte_edges
 from ..errors import ArtifactError
 from ..table import TokenTable
-from .arrays import check_logits, integer_array, is_torch, read_only
-from .bitmask import bitmask_width, pack_mask
+from .arrays import byte_string, check_logits, integer, integer_array, is_torch, read_only
+from .bitmask import bitmask_width, write_bitmask
 from .masks import MaskCache
 
 FORCED_LIMIT = 4096  # bytes and tokens: Grammar.forced looks no further
@@ -116,7 +115,7 @@ class Grammar:
     def mask(self, state: int, *, budget: int | None = None) -> np.ndarray:
         """Boolean array over the vocabulary: True where the token is allowed (read-only).
         With `budget`, only the tokens of `mask_within(state, budget)`."""
-        if budget is not None and budget < self._unlimited_budget:
+        if budget is not None and integer(budget, "budget") < self._unlimited_budget:
             return read_only(self.mask_within(state, budget))
         return self._cached_mask(int(self.table.state_row[self._check_state(state)]), allowed=True)
 
@@ -127,6 +126,7 @@ class Grammar:
     def next_state(self, state: int, token_id: int) -> int:
         """The state after `token_id`; 0 (dead) when the token is not allowed."""
         state = self._check_state(state)
+        token_id = integer(token_id, "a token id")
         if not 0 <= token_id < self.vocab_size:
             return 0
         return self._table_next(state, token_id)
@@ -160,7 +160,7 @@ class Grammar:
         A text token leading to state `t` fits when `1 + min_tokens_to_accept[t] + 1 <= budget`;
         an EOS token (allowed only in accepting states) when `budget >= 1`. A fresh array.
         """
-        state = self._check_state(state)
+        state, budget = self._check_state(state), integer(budget, "budget")
         mask = self._row_within(state, budget)
         # an EOS token may share its class with text tokens that loop in accepting states
         mask[list(self.eos_token_ids)] = bool(self.table.accepting[state]) and budget >= 1
@@ -191,7 +191,7 @@ class Grammar:
         when no text token fits.
         """
         eos = np.asarray(self.eos_token_ids, np.int64)
-        state, budget, tokens = self.initial_state, int(max_tokens), []
+        state, budget, tokens = self.initial_state, integer(max_tokens, "max_tokens"), []
         need = self.tokens_to_accept(state)
         if need < 0 or need + 1 > budget:
             return None
@@ -238,7 +238,7 @@ class Grammar:
         can still end within `budget` more tokens, the final EOS included. Returns the masked
         logits (the same object when `inplace=True`).
         """
-        if budget is not None and budget >= self._unlimited_budget:
+        if budget is not None and integer(budget, "budget") >= self._unlimited_budget:
             budget = None  # no state needs that many tokens: the plain masks apply
         if is_torch(logits):
             check_logits(logits)
@@ -273,18 +273,8 @@ class Grammar:
             integer_array(budget, "budgets").reshape(-1).tolist()
         if len(budgets) != len(states):
             raise ValueError(f"{len(states)} states but {len(budgets)} budgets")
-        if tuple(out.shape[:1]) != (len(states),) or len(out.shape) != 2 or \
-                str(out.dtype).rsplit(".", 1)[-1] != "int32":
-            raise ValueError(f"out must be an int32 array of shape ({len(states)}, W), not "
-                             f"{out.dtype} {tuple(out.shape)}")
-        on_host = not is_torch(out) or (out.device.type == "cpu" and out.is_contiguous())
-        host = (out.numpy() if is_torch(out) else out) if on_host else \
-            np.empty(tuple(out.shape), np.int32)
-        for row, (state, limit) in enumerate(zip(states.tolist(), budgets)):
-            pack_mask(self.mask(state, budget=limit), host[row])
-        if not on_host:
-            out.copy_(sys.modules["torch"].from_numpy(host))
-        return out
+        masks = (self.mask(state, budget=limit) for state, limit in zip(states.tolist(), budgets))
+        return write_bitmask(out, (len(states),), self.vocab_size, masks)
 
     def forced(self, state: int) -> "Forced":
         """What every continuation of the text from `state` begins with (jump-forward).
@@ -317,11 +307,40 @@ class Grammar:
 
     # ------------------------------------------------------------- text level
     def walk_bytes(self, data: bytes, state: int = 1) -> int:
-        """The byte-DFA state after `data` (0 once the text leaves the language's prefixes)."""
-        return walk_bytes(self._byte_step, data, self._check_state(state))
+        """The byte-DFA state after `data` (bytes, bytearray or memoryview; 0 once the text
+        leaves the language's prefixes)."""
+        data = byte_string(data)
+        matched, end = self.walk_prefix(data, state)
+        return end if matched == len(data) else 0
+
+    def walk_prefix(self, data: bytes, state: int = 1) -> tuple[int, int]:
+        """The longest prefix of `data` (bytes) the language allows after `state`: its length
+        and the state after it. One walk in memory independent of the text's length: a
+        grammar with calls gives an id to the last configuration only."""
+        data = byte_string(data)
+        at = self._position(self._check_state(state))
+        for index, byte in enumerate(data):
+            following = self._byte_move(at, byte)
+            if not following:
+                return index, self._state_at(at)
+            at = following
+        return len(data), self._state_at(at)
 
     def _byte_step(self, state: int, byte: int) -> int:
-        return int(self._byte_dfa()[state, byte])
+        """The state after one byte (0: dead)."""
+        following = self._byte_move(self._position(state), byte)
+        return self._state_at(following) if following else 0
+
+    # a walk's position: the state itself here; a configuration without an id with calls
+    def _position(self, state: int):
+        return state
+
+    def _state_at(self, position) -> int:
+        return position
+
+    def _byte_move(self, position, byte: int):
+        """The position after one byte; falsy when the text dies."""
+        return int(self._byte_dfa()[position, byte])
 
     def _byte_edges(self, state: int) -> list[tuple[int, int, int]]:
         """The live byte edges `(first byte, last byte, target)` of `state`."""
@@ -335,8 +354,7 @@ class Grammar:
 
     def matches(self, text: str | bytes) -> bool:
         """Whether the whole text is in the grammar's language (no tokenizer involved)."""
-        data = text.encode("utf-8") if isinstance(text, str) else bytes(text)
-        return self.is_accepting(self.walk_bytes(data))
+        return self.is_accepting(self.walk_bytes(byte_string(text, "text", text=True)))
 
     # ---------------------------------------------------------------- tables
     def to_dense(self) -> np.ndarray:
@@ -375,10 +393,7 @@ class Grammar:
         return self.num_states
 
     def _check_state(self, state) -> int:
-        values = integer_array(state, "a state")
-        if values.ndim:
-            raise ValueError(f"one state expected, not an array of shape {values.shape}")
-        state = int(values)
+        state = integer(state, "a state")
         if not 0 <= state < self._state_limit():
             raise ValueError(f"state {state} out of range 0..{self._state_limit() - 1}")
         return state

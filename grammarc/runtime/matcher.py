@@ -8,8 +8,8 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from .arrays import integer_array
-from .bitmask import bitmask_width, pack_mask
+from .arrays import integer, integer_array
+from .bitmask import bitmask_width, write_bitmask
 from .grammar import Forced, Grammar
 
 
@@ -24,10 +24,10 @@ class Matcher:
     """
 
     def __init__(self, grammar: Grammar, *, max_tokens: int | None = None) -> None:
-        if max_tokens is not None and int(max_tokens) < 0:
+        if max_tokens is not None and integer(max_tokens, "max_tokens") < 0:
             raise ValueError(f"max_tokens must be >= 0, not {max_tokens}")
         self.grammar = grammar
-        self.max_tokens = None if max_tokens is None else int(max_tokens)
+        self.max_tokens = None if max_tokens is None else integer(max_tokens, "max_tokens")
         self._eos = frozenset(grammar.eos_token_ids)
         self._eos_mask = np.zeros(grammar.vocab_size, np.bool_)
         self._eos_mask[list(self._eos)] = True
@@ -85,6 +85,7 @@ class Matcher:
 
     def rollback(self, count: int = 1) -> None:
         """Forget the last `count` accepted tokens (rejected speculative tokens)."""
+        count = integer(count, "count")
         if not 0 <= count <= self.num_tokens:
             raise ValueError(f"cannot roll back {count} tokens: {self.num_tokens} accepted")
         if count:
@@ -102,10 +103,11 @@ class Matcher:
         """`mask()` packed as int32 words (bit `t % 32` of word `t // 32`)."""
         return self.fill_bitmask(np.zeros(bitmask_width(self.grammar.vocab_size), np.int32))
 
-    def fill_bitmask(self, out: np.ndarray) -> np.ndarray:
+    def fill_bitmask(self, out):
         """Write the packed `mask()` into `out`, int32 words (one row of an engine's bitmask
-        buffer); words past the vocabulary are cleared. Returns `out`."""
-        return pack_mask(self.mask(), out)
+        buffer: a numpy array or torch tensor of shape (W,), the rules of
+        `Grammar.fill_bitmask`); words past the vocabulary are cleared. Returns `out`."""
+        return write_bitmask(out, (), self.grammar.vocab_size, [self.mask()])
 
     def forced(self) -> Forced:
         """`Grammar.forced` where the sequence stands (nothing once it is finished)."""
