@@ -13,7 +13,7 @@ from ._version import __version__
 from .errors import (
     ArtifactError, BudgetError, GrammarcError, GrammarcNotice, GrammarError, TokenizerError,
 )
-from .runtime import Grammar, Matcher, load
+from .runtime import CallState, Grammar, Matcher, load
 
 if TYPE_CHECKING:
     from .compiler import compile, compile_json_schema, compile_tools
@@ -44,8 +44,8 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
-    "ArtifactError", "BudgetError", "FrontendOptions", "Grammar", "GrammarError", "GrammarcError",
-    "GrammarcNotice", "Matcher", "Tokenizer",
+    "ArtifactError", "BudgetError", "CallState", "FrontendOptions", "Grammar", "GrammarError",
+    "GrammarcError", "GrammarcNotice", "Matcher", "Tokenizer",
     "TokenizerError", "__version__", "compile", "compile_json_schema", "compile_tools", "load",
     "load_tokenizer", "tool_calls_tag",
 ]

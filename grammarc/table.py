@@ -75,8 +75,11 @@ class TokenTable:
         token by token, the allowed ones on zeros or the others on ones, whichever are fewer:
         the cost follows the smaller side, not the vocabulary (a free-text row allows nearly
         every token)."""
-        lo, hi = self.row_ptr[row], self.row_ptr[row + 1]
-        classes = self.row_class[lo:hi]
+        return self.classes_mask(self.row_class[self.row_ptr[row]:self.row_ptr[row + 1]])
+
+    def classes_mask(self, classes: np.ndarray) -> np.ndarray:
+        """Booleans over the vocabulary: the tokens of `classes` (distinct class ids; a fresh
+        array), written over the smaller side as `row_mask` says."""
         order, class_ptr = self._tokens_by_class
         sizes = class_ptr[classes + 1] - class_ptr[classes]
         allowed = int(sizes.sum())

@@ -335,19 +335,21 @@ def test_batches_on_numpy_and_torch_agree(open_grammar, smollm2):
     masked = open_grammar.apply(logits, states)
     for row, state in zip(masked, states):
         assert np.array_equal(np.isfinite(row), open_grammar.mask(state))
-    on_torch = open_grammar.apply(torch.zeros(len(states), open_grammar.vocab_size),
-                                  torch.tensor(states))
+    on_torch = open_grammar.apply(torch.zeros(len(states), open_grammar.vocab_size), states)
     assert np.array_equal(torch.isfinite(on_torch).numpy(), np.isfinite(masked))
     tokens = [int(np.flatnonzero(open_grammar.mask(s))[0]) for s in states]
-    assert open_grammar.advance(torch.tensor(states), torch.tensor(tokens)).tolist() == \
-        open_grammar.advance(np.array(states), np.array(tokens)).tolist()
+    assert open_grammar.advance(states, torch.tensor(tokens)).tolist() == \
+        open_grammar.advance(np.array(states, object), np.array(tokens)).tolist() == \
+        [open_grammar.next_state(s, t) for s, t in zip(states, tokens)]
+    with pytest.raises(TypeError, match="CallState"):
+        open_grammar.mask(1)
     with pytest.raises(ValueError, match="out of range"):
-        open_grammar.mask(10**9)
+        open_grammar.mask(grammarc.CallState(10**9))
 
 
 def test_processor_constrains_a_batch(open_grammar, smollm2):
-    """The processor runs on state ids as for one table: generate greedily from random
-    logits, every row ends with a valid instance within its budget."""
+    """The processor runs on `CallState` values as on a table's ints: generate greedily from
+    random logits, every row ends with a valid instance within its budget."""
     from grammarc.integrations import GrammarProcessor
 
     rng = np.random.default_rng(0)

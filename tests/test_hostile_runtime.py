@@ -35,36 +35,46 @@ def _words(grammar: grammarc.Grammar, dtype=np.int32, rows: tuple[int, ...] = ()
     return np.zeros((*rows, bitmask_width(grammar.vocab_size)), dtype)
 
 
+# a state of a flat grammar is an int, of a grammar with calls a CallState
+STATE = "a state must be an integer|a state of a grammar with calls is a CallState"
 BAD_ARGUMENTS = [
-    (lambda g: g.next_state(1, 0.0), TypeError, "a token id must be an integer, not float"),
-    (lambda g: g.next_state(1, 5.0), TypeError, "a token id must be an integer, not float"),
-    (lambda g: g.next_state(1, True), TypeError, "a token id must be an integer, not bool"),
-    (lambda g: g.next_state(1, "5"), TypeError, "a token id must be an integer, not str"),
-    (lambda g: g.next_state(1.0, 5), TypeError, "a state must be an integer, not float"),
-    (lambda g: g.next_state(np.array([1, 1]), 5), ValueError, "a state must be one integer"),
-    (lambda g: g.is_accepting(np.float64(1)), TypeError, "a state must be an integer"),
-    (lambda g: g.tokens_to_accept(None), TypeError, "a state must be an integer"),
-    (lambda g: g.forced(1.0), TypeError, "a state must be an integer"),
-    (lambda g: g.allowed_characters(1.0), TypeError, "a state must be an integer"),
-    (lambda g: g.mask(1, budget=2.5), TypeError, "budget must be an integer, not float"),
-    (lambda g: g.mask(1, budget=10.0 ** 9), TypeError, "budget must be an integer"),
-    (lambda g: g.mask_within(1, 3.0), TypeError, "budget must be an integer"),
-    (lambda g: g.allowed_within(1, True), TypeError, "budget must be an integer, not bool"),
-    (lambda g: g.apply(np.zeros(g.vocab_size, np.float32), 1, budget=2.5), TypeError,
+    (lambda g: g.next_state(g.initial_state, 0.0), TypeError,
+     "a token id must be an integer, not float"),
+    (lambda g: g.next_state(g.initial_state, 5.0), TypeError,
+     "a token id must be an integer, not float"),
+    (lambda g: g.next_state(g.initial_state, True), TypeError,
+     "a token id must be an integer, not bool"),
+    (lambda g: g.next_state(g.initial_state, "5"), TypeError,
+     "a token id must be an integer, not str"),
+    (lambda g: g.next_state(1.0, 5), TypeError, STATE),
+    (lambda g: g.next_state(np.array([1, 1]), 5), (TypeError, ValueError),
+     "a state must be one integer|" + STATE),
+    (lambda g: g.is_accepting(np.float64(1)), TypeError, STATE),
+    (lambda g: g.tokens_to_accept(None), TypeError, STATE),
+    (lambda g: g.forced(1.0), TypeError, STATE),
+    (lambda g: g.allowed_characters(1.0), TypeError, STATE),
+    (lambda g: g.mask(g.initial_state, budget=2.5), TypeError,
+     "budget must be an integer, not float"),
+    (lambda g: g.mask(g.initial_state, budget=10.0 ** 9), TypeError, "budget must be an integer"),
+    (lambda g: g.mask_within(g.initial_state, 3.0), TypeError, "budget must be an integer"),
+    (lambda g: g.allowed_within(g.initial_state, True), TypeError,
+     "budget must be an integer, not bool"),
+    (lambda g: g.apply(np.zeros(g.vocab_size, np.float32), g.initial_state, budget=2.5), TypeError,
      "budget must be an integer"),
-    (lambda g: g.bitmask(1, budget=2.5), TypeError, "budget must be an integer"),
-    (lambda g: g.fill_bitmask([1], _words(g, rows=(1,)), budget=[2.5]), TypeError,
+    (lambda g: g.bitmask(g.initial_state, budget=2.5), TypeError, "budget must be an integer"),
+    (lambda g: g.fill_bitmask([g.initial_state], _words(g, rows=(1,)), budget=[2.5]), TypeError,
      "budgets must be integers"),
     (lambda g: g.sample_tokens(5.5, np.random.default_rng(0)), TypeError,
      "max_tokens must be an integer"),
     (lambda g: g.matches(5), TypeError, "text must be str or bytes, not int"),
     (lambda g: g.walk_bytes("2024"), TypeError, "data must be bytes, not str"),
-    (lambda g: g.walk_bytes(b"2", 1.0), TypeError, "a state must be an integer"),
-    (lambda g: g.fill_bitmask([1], _words(g, np.int64, (1,))), ValueError,
+    (lambda g: g.walk_bytes(b"2", 1.0), TypeError, STATE),
+    (lambda g: g.fill_bitmask([g.initial_state], _words(g, np.int64, (1,))), ValueError,
      r"out must be an int32 array of shape \(1, W\), not int64"),
-    (lambda g: g.fill_bitmask([1], _words(g)), ValueError,
+    (lambda g: g.fill_bitmask([g.initial_state], _words(g)), ValueError,
      r"out must be an int32 array of shape \(1, W\)"),
-    (lambda g: g.fill_bitmask([1], [[0] * 2000]), TypeError, "out must be a numpy array"),
+    (lambda g: g.fill_bitmask([g.initial_state], [[0] * 2000]), TypeError,
+     "out must be a numpy array"),
     (lambda g: Matcher(g, max_tokens=5.0), TypeError, "max_tokens must be an integer"),
     (lambda g: Matcher(g).rollback(0.0), TypeError, "count must be an integer"),
     (lambda g: Matcher(g).accept(1.0), TypeError, "tokens must be integers"),
@@ -74,7 +84,7 @@ BAD_ARGUMENTS = [
      r"out must be an int32 array of shape \(W\)"),
     (lambda g: Matcher(g).fill_bitmask(np.zeros(3, np.int32)), ValueError,
      "a bitmask of 3 words holds 96 tokens"),
-    (lambda g: g.fill_bitmask([1], np.zeros((1, 3), np.int32)), ValueError,
+    (lambda g: g.fill_bitmask([g.initial_state], np.zeros((1, 3), np.int32)), ValueError,
      "a bitmask of 3 words holds 96 tokens"),
 ]
 
@@ -100,16 +110,17 @@ def test_numpy_integers_are_integers_everywhere(grammars, name):
             break
         token = rng.choice(allowed)
         for kind in (np.int16, np.uint32, np.int64):
-            assert grammar.next_state(kind(state), kind(token)) == \
-                grammar.next_state(state, token)
-            assert np.array_equal(grammar.mask(kind(state), budget=kind(9)),
+            given = kind(state) if name == "flat" else state
+            assert grammar.next_state(given, kind(token)) == grammar.next_state(state, token)
+            assert np.array_equal(grammar.mask(given, budget=kind(9)),
                                   grammar.mask(state, budget=9))
         state = grammar.next_state(state, token)
     matcher = Matcher(grammar, max_tokens=np.int32(30))
-    assert matcher.accept(np.int64(grammar.allowed_within(1, 30)[0]))
+    assert matcher.accept(np.int64(grammar.allowed_within(grammar.initial_state, 30)[0]))
     matcher.rollback(np.uint8(1))
     row = _words(grammar)
-    assert np.array_equal(matcher.fill_bitmask(row), grammar.bitmask(1, budget=30))
+    assert np.array_equal(matcher.fill_bitmask(row),
+                          grammar.bitmask(grammar.initial_state, budget=30))
 
 
 def test_both_fill_bitmask_take_a_torch_row_alike(grammars):
@@ -118,7 +129,7 @@ def test_both_fill_bitmask_take_a_torch_row_alike(grammars):
     width = bitmask_width(grammar.vocab_size)
     row, rows = torch.zeros(width, dtype=torch.int32), torch.zeros((1, width), dtype=torch.int32)
     Matcher(grammar).fill_bitmask(row)
-    grammar.fill_bitmask([1], rows)
+    grammar.fill_bitmask([grammar.initial_state], rows)
     assert torch.equal(row, rows[0]) and row.any()
     with pytest.raises(ValueError, match="int32 array"):
         Matcher(grammar).fill_bitmask(torch.zeros(width, dtype=torch.int64))
@@ -127,19 +138,21 @@ def test_both_fill_bitmask_take_a_torch_row_alike(grammars):
 # ------------------------------------------------------------------ check --tokens (4)
 def test_check_tokens_counts_the_tokens_of_the_real_mask(grammars, tmp_path):
     """On a call grammar the count was looked up with a configuration id as a table state:
-    a wrong count, then an IndexError once the id passed the number of table states."""
+    a wrong count, then an IndexError once the id passed the number of table states. (Walked
+    until 3 x the table's states configurations were met, as when states were ids.)"""
     grammar = grammars["calls"]
     grammar.save(tmp_path / "tree.safetensors")
     fresh = grammarc.load(tmp_path / "tree.safetensors")
     rng, eos = random.Random(7), set(fresh.eos_token_ids)
-    ids, state = [], fresh.initial_state
-    while state < 3 * fresh.num_states:  # a configuration id well past the table states
+    ids, state, met = [], fresh.initial_state, {fresh.initial_state}
+    while len(met) < 3 * fresh.num_states:  # well past the table states
         allowed = [t for t in fresh.allowed(state).tolist() if t not in eos]
         if not allowed:  # the text is complete: start another walk
             ids, state = [], fresh.initial_state
             continue
         ids.append(rng.choice(allowed))
         state = fresh.next_state(state, ids[-1])
+        met.add(state)
     forbidden = int(np.flatnonzero(~fresh.mask(state))[0])
     result = run_cli("check", "tree.safetensors", "--tokens",
                      ",".join(map(str, ids + [forbidden])), "--json", cwd=tmp_path, seconds=120,

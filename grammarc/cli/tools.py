@@ -91,7 +91,7 @@ def inspect_command(artifact: Path, as_json: bool) -> None:
     grammar = Grammar.from_artifact(data)
     meta = data.metadata
     counts = grammar.allowed_counts()[1:]
-    shortest = int(grammar.min_tokens_to_accept[grammar.initial_state])
+    shortest = grammar.tokens_to_accept(grammar.initial_state)
     source = grammar.source
     info = {
         "artifact": str(artifact),
@@ -271,7 +271,7 @@ def _check_tokens(grammar: Grammar, ids: list[int], tokenizer) -> dict[str, Any]
 
 
 def _expected_after(grammar: Grammar, prefix: bytes,
-                    state: int | None = None) -> dict[str, Any]:
+                    state=None) -> dict[str, Any]:
     """Where a walk stopped (the last character boundary of the live `prefix`) and the
     characters the language allows there; `state`: the state after `prefix`, when known."""
     boundary = len(prefix)
@@ -347,7 +347,7 @@ def sample_command(artifact: Path, count: int, seed: int | None, max_tokens: int
     --max-tokens; strings that are not printable are shown as Python string literals.
     """
     grammar = load(artifact)
-    shortest = int(grammar.min_tokens_to_accept[grammar.initial_state])
+    shortest = grammar.tokens_to_accept(grammar.initial_state)
     if shortest < 0:
         raise GrammarcError(f"{artifact}: no token sequence reaches an accepting state")
     if shortest + 1 > max_tokens:

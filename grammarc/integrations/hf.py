@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import GrammarcError
-from ..runtime import Grammar, check_tokenizer
+from ..runtime import CallState, Grammar, check_tokenizer
 from ..tokenizers import SMOLLM2_ALIAS, Tokenizer, load_tokenizer, smollm2_path
 
 INSTALL_HINT = "the hf extra: pip install -e '.[hf]' in a clone (transformers, accelerate)"
@@ -42,11 +42,12 @@ class Model:
 @dataclass(frozen=True)
 class Generation:
     """One generated text: its token ids (the final EOS included), the grammar state it ended
-    in (None without a grammar), and the time generation took."""
+    in (an int, a `CallState` for a grammar with calls, None without a grammar), and the time
+    generation took."""
 
     text: str
     token_ids: list[int]
-    state: int | None
+    state: int | CallState | None
     accepting: bool | None
     seconds: float
 
@@ -152,7 +153,8 @@ def generate(model: Model, prompt: str, grammar: Grammar | None = None, *,
     text = vocabulary.decode_bytes(ids).decode("utf-8", errors="replace")
     if grammar is None:
         return Generation(text, ids, None, None, seconds)
-    state = int(processors[0].update(output)[0])
+    state = processors[0].update(output)[0]
+    state = state if isinstance(state, CallState) else int(state)
     return Generation(text, ids, state, grammar.is_accepting(state), seconds)
 
 

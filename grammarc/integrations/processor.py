@@ -6,13 +6,14 @@ imported it). The transformers integration and `grammarc generate` build on this
 
 from __future__ import annotations
 
+import operator
 import sys
 from typing import Any
 
 import numpy as np
 
 from ..errors import BudgetError
-from ..runtime import Grammar
+from ..runtime import CallState, Grammar
 from ..runtime.arrays import is_torch
 
 
@@ -22,9 +23,10 @@ class GrammarProcessor:
     Call `process_logits(input_ids, logits)` (or the processor itself) at every step with all
     token ids so far, `(B, L)` and `(B, V)`, or `(L,)` and `(V,)` for one sequence. The first
     call fixes the prompt length (left-pad prompts of different lengths); a row's state is the
-    state after the tokens it generated since. A row that extends a row of the previous call by
-    one token is advanced by that token, whichever row it was (beam search reorders beams);
-    any other row is walked again from its generated tokens. After an EOS token a row is
+    state after the tokens it generated since (an int on the logits' device, or for a grammar
+    with calls a `CallState` in an object array on the host). A row that extends a row of the
+    previous call by one token is advanced by that token, whichever row it was (beam search
+    reorders beams); any other row is walked again from its generated tokens. After an EOS token a row is
     finished: later tokens (padding) are ignored and its logits keep only the EOS tokens.
 
     With `max_new_tokens`, a step after `n` generated tokens keeps only the tokens after which
@@ -40,6 +42,8 @@ class GrammarProcessor:
             check_budget(grammar, max_new_tokens)
         self.grammar = grammar
         self.max_new_tokens = max_new_tokens
+        # a grammar with calls: states are `CallState` values in an object array, on the host
+        self._on_host = isinstance(grammar.initial_state, CallState)
         self._eos: dict[Any, Any] = {}
         self.reset()
 
@@ -53,6 +57,8 @@ class GrammarProcessor:
         `(B,)`, or an int state for one sequence. Call it with the final ids after generation
         for the states the outputs ended in."""
         ids = input_ids if input_ids.ndim == 2 else input_ids[None]
+        if self._on_host and is_torch(ids):  # states with stacks live on the host
+            ids = ids.detach().cpu().numpy()
         if self.prompt_length is None:
             self.prompt_length = int(ids.shape[1])
         elif ids.shape[1] < self.prompt_length:
@@ -61,7 +67,9 @@ class GrammarProcessor:
         generated = ids[:, self.prompt_length:]
         self._states, self._finished = self._follow(generated)
         self._generated = generated
-        return self._states if input_ids.ndim == 2 else int(self._states[0])
+        if input_ids.ndim == 2:
+            return self._states
+        return self._states[0] if self._on_host else int(self._states[0])
 
     def process_logits(self, input_ids, logits):
         """The logits with every token the grammar forbids (or the budget excludes) at -inf;
@@ -74,9 +82,13 @@ class GrammarProcessor:
             max(self.max_new_tokens - int(self._generated.shape[1]), 0)
         out = self.grammar.apply(scores, self._states, budget=budget)
         # finished rows, and rows a caller led off the grammar, may only end
-        ended = (self._finished | (self._states == 0))[:, None]
+        dead = np.fromiter(map(operator.not_, self._states), np.bool_, len(self._states)) \
+            if self._on_host else self._states == 0
+        ended = (self._finished | dead)[:, None]
         eos = self._eos_ids(scores)
         if is_torch(out):
+            if not is_torch(ended):
+                ended = sys.modules["torch"].as_tensor(ended, device=out.device)
             out.masked_fill_(ended, float("-inf"))
         else:
             np.copyto(out, -np.inf, where=ended)
@@ -97,7 +109,7 @@ class GrammarProcessor:
                 source = (same * 1).argmax(1)  # a previous row each row extends
                 return self._step(self._states[source], self._finished[source], generated[:, -1])
         states = self._start_states(generated)
-        finished = states == 0
+        finished = np.zeros(len(states), np.bool_) if self._on_host else states == 0
         for j in range(generated.shape[1]):
             states, finished = self._step(states, finished, generated[:, j])
         return states, finished
@@ -110,6 +122,10 @@ class GrammarProcessor:
 
     def _start_states(self, generated):
         """The start state for every row, shaped and placed like `generated`'s rows."""
+        if self._on_host:
+            states = np.empty(len(generated), object)
+            states[:] = [self.grammar.initial_state] * len(generated)
+            return states
         if is_torch(generated):
             return sys.modules["torch"].ones(len(generated), dtype=sys.modules["torch"].long,
                                              device=generated.device)
@@ -129,7 +145,7 @@ class GrammarProcessor:
 def check_budget(grammar: Grammar, max_new_tokens: int) -> None:
     """Raise `BudgetError` unless some accepted text ends (EOS included) within
     `max_new_tokens` tokens."""
-    need = int(grammar.min_tokens_to_accept[grammar.initial_state])
+    need = grammar.tokens_to_accept(grammar.initial_state)
     if need < 0:
         raise BudgetError("the grammar accepts no token sequence")
     if need + 1 > max_new_tokens:

@@ -157,8 +157,7 @@ def masked_by_numpy(grammar, logits: torch.Tensor, states, budget: int | None,
     rows, batched = grammar.states_for(logits.dim(), tuple(logits.shape), states)
     allowed = np.zeros((len(rows), logits.shape[-1]), np.bool_)
     for i, state in enumerate(rows):
-        allowed[i, :grammar.vocab_size] = grammar.mask(int(state)) if budget is None else \
-            grammar.mask_within(int(state), budget)
+        allowed[i, :grammar.vocab_size] = grammar.mask(state, budget=budget)
     keep = torch.as_tensor(allowed if batched else allowed[0], device=logits.device)
     out = logits if inplace else logits.clone()
     return out.masked_fill_(~keep, float("-inf"))

@@ -1,21 +1,27 @@
-"""The runtime of grammars whose machines call each other (artifact format version 2).
+"""The runtime of grammars whose machines call each other (artifact format versions 2, 3).
 
-A runtime state is a *configuration*: a table state, a stack of return states and, inside
-the loop of a counted machine, the count of repetitions started in its frame. Callers
-keep handing ints around: each configuration met gets an id the first time (0 dead, 1 the
-start with an empty stack), interned in the grammar object, and stacks are interned as a
-tree (a stack is its top return state and the stack below), so a step costs a dictionary
-lookup. Ids are handles into this object: valid in the process that made them.
+A runtime state is a *configuration* held by the sequence, not by the grammar: a `CallState`
+value of a table state, a stack of return states and, inside the loop of a counted machine,
+the count of repetitions started in its frame. Stacks are persistent (`_Frame`: a return
+state over the frames below, shared by every state that extends it), so a step makes at most
+a few frames, a fork or a rollback is keeping another reference, and memory follows the
+states alive. States are immutable: one grammar object serves any number of sequences and
+threads. `Grammar.state_to_ints` / `state_from_ints` carry a state to another process.
 
 Masks: the ordinary table gives the tokens that stay in the state's machine frame without a
-call; each *stack token* of the state either ends in a state with return states pushed, or
-returns past the frame with a suffix that is resolved against the stack (docs/FORMAT.md).
-Inside a counted loop, a token is allowed only if the repetitions it starts keep the count
-within the machine's bounds. Numpy only.
+call; each *stack token* of the state either ends in a state with return states pushed
+(whatever the stack), or returns past the frame with a suffix read from the return state on
+top of the stack (docs/FORMAT.md). Per table state and top return state the returning tokens
+are resolved once (`_Top`): alive or dead there, or returning again with a rest that the
+frames further down decide (a few distinct rests, resolved per step). A mask, budgeted or
+not, is therefore a function of a short key (table state, top return state, the fates of the
+rests, acceptance, the count's distance to its bounds and, with a budget, how many distinct
+token costs fit), and is cached by it. Numpy only.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -23,18 +29,124 @@ import numpy as np
 from ..artifact import suffix_count
 from ..table import TokenTable
 from .arrays import check_logits, integer, integer_array, is_torch, read_only
+from .bitmask import write_bitmask
 from .grammar import Grammar
 from .masks import MaskCache
 
-_DEAD = -2  # resolve(): the text dies
+
+class _Frame:
+    """One frame of a persistent stack: return state `top` over the frames `below`, with
+    what the runtime asks of the whole stack kept at hand (depth, whether every return state
+    is final, the tokens that finish every frame, a hash)."""
+
+    __slots__ = ("top", "below", "depth", "ends", "cost", "hash")
+
+    def __init__(self, top: int, below: "_Frame | None", ends: bool, cost: int) -> None:
+        self.top, self.below, self.ends, self.cost = top, below, ends, cost
+        self.depth = below.depth + 1 if below is not None else 0
+        self.hash = hash((top, below.hash)) if below is not None else 0
+
+    def returns(self) -> list[int]:
+        """The return states, the bottom of the stack first."""
+        out, frame = [], self
+        while frame.depth:
+            out.append(frame.top)
+            frame = frame.below
+        return out[::-1]
+
+
+_EMPTY = _Frame(0, None, True, 0)  # the empty stack
+
+
+def _same_stack(a: _Frame, b: _Frame) -> bool:
+    """Whether two stacks hold the same return states (shared tails compare at once)."""
+    while a is not b:
+        if a.hash != b.hash or a.depth != b.depth or a.top != b.top:
+            return False
+        a, b = a.below, b.below
+    return True
+
+
+class CallState:
+    """The state of one sequence in a grammar with calls: a table state, a stack of return
+    states (`stack`, bottom first) and a count (0 outside counted loops). An immutable value:
+    equal states compare and hash equal, and `bool(state)` is False for the dead state only.
+    `Grammar.state_to_ints` writes it as a short list of ints."""
+
+    __slots__ = ("table_state", "frames", "count")
+
+    def __init__(self, table_state: int, frames: _Frame = _EMPTY, count: int = 0) -> None:
+        self.table_state, self.frames, self.count = table_state, frames, count
+
+    @property
+    def stack(self) -> tuple[int, ...]:
+        return tuple(self.frames.returns())
+
+    @property
+    def depth(self) -> int:
+        """Return states on the stack."""
+        return self.frames.depth
+
+    def __bool__(self) -> bool:
+        return self.table_state != 0
+
+    def __eq__(self, other: object) -> bool:
+        return self is other or isinstance(other, CallState) and \
+            self.table_state == other.table_state and self.count == other.count and \
+            _same_stack(self.frames, other.frames)
+
+    def __hash__(self) -> int:
+        return hash((self.table_state, self.count, self.frames.hash))
+
+    def __repr__(self) -> str:
+        returns = self.frames.returns() if self.frames.depth <= 8 else \
+            ["...", *self.frames.returns()[-8:]]
+        count = f", count={self.count}" if self.count else ""
+        return f"CallState({self.table_state}, stack=[{', '.join(map(str, returns))}]{count})"
+
+
+DEAD = CallState(0)
+_NONE = np.zeros(0, np.int64)
+
+
+@dataclass(frozen=True)
+class _Info:
+    """What a table state's masks need whatever the stack: its stack tokens that push
+    (`push_*`) or return (`ret_*`), and the distinct token costs of its ordinary and pushing
+    tokens (`levels`), excluding the frames below."""
+
+    row_classes: np.ndarray   # the classes of its ordinary tokens
+    row_need: np.ndarray      # tokens to finish the frame after each of them (-1: never)
+    push_tokens: np.ndarray
+    push_need: np.ndarray     # the same after a pushing token, the pushed frames included
+    ret_tokens: np.ndarray
+    ret_suffix: np.ndarray
+    levels: np.ndarray        # sorted distinct needs >= 0 of the ordinary and pushing tokens
+
+
+@dataclass(frozen=True)
+class _Top:
+    """The returning tokens of a table state resolved against one top return state: those
+    that stop in it (`stop_*`, alive whatever lies below; the need excludes the frames below
+    the top) and those that return again (`deep_tokens`, with the index of their rest in
+    `deep_suffixes`, decided by the frames further down). Returning tokens not listed die."""
+
+    stop_tokens: np.ndarray
+    stop_need: np.ndarray
+    levels: np.ndarray        # sorted distinct stop_need >= 0
+    deep_tokens: np.ndarray
+    deep_group: np.ndarray
+    deep_suffixes: tuple[int, ...]
 
 
 class CallGrammar(Grammar):
-    """A compiled grammar with machines linked by calls; the API of `Grammar`, where a state
-    id stands for a configuration (table state and stack of return states)."""
+    """A compiled grammar with machines linked by calls: the API of `Grammar`, where a state
+    is a `CallState` value (table state, stack of return states, count) instead of an int."""
 
     def __init__(self, metadata: dict[str, Any], table: TokenTable) -> None:
         super().__init__(metadata, table)
+        self.initial_state = CallState(1)
+        self.dead_state = DEAD
         calls = table.calls
         self._machine_start = calls["machine_start"]
         self._call_ptr = calls["call_ptr"]
@@ -45,212 +157,305 @@ class CallGrammar(Grammar):
         self._stack_token = calls["stack_token"]
         self._stack_next = calls["stack_next"]
         self._stack_arg = calls["stack_arg"]
-        self._suffix_state = calls["suffix_state"]
-        self._suffix_id = calls["suffix_id"]
         self._suffix_next = calls["suffix_next"]
         self._suffix_arg = calls["suffix_arg"]
         self._push_ptr = calls["push_ptr"]
         self._push_states = calls["push_states"]
-        self._num_suffixes = suffix_count(self._suffix_id, self._stack_next, self._stack_arg,
-                                          self._suffix_next, self._suffix_arg)
-        self._suffix_key = self._suffix_state * max(self._num_suffixes, 1) + self._suffix_id
+        self._num_suffixes = max(suffix_count(calls["suffix_id"], self._stack_next,
+                                              self._stack_arg, self._suffix_next,
+                                              self._suffix_arg), 1)
+        self._suffix_key = calls["suffix_state"] * self._num_suffixes + calls["suffix_id"]
         self._eos = np.asarray(self.eos_token_ids, np.int64)
+        self._eos_set = frozenset(self.eos_token_ids)
         self._counts = _Counts(calls, self.table.min_tokens_to_accept)
-        # stacks: node 0 is the empty stack; node n is (below, return state)
-        self._node_below: list[int] = [0]
-        self._node_top: list[int] = [0]
-        self._node_ends: list[bool] = [True]   # every return state on the stack is final
-        self._node_cost: list[int] = [0]       # tokens to finish the frames on the stack
-        self._node_ids: dict[tuple[int, int], int] = {}
-        # configurations: id 0 dead, id 1 the start
-        self._config_state: list[int] = [0, 1]
-        self._config_node: list[int] = [0, 0]
-        self._config_count: list[int] = [0, 0]
-        self._config_ids: dict[tuple[int, int, int], int] = {(0, 0, 0): 0, (1, 0, 0): 1}
-        # masks by configuration, where counts far from the bounds share one (`_Counts.key`)
-        self._config_masks = MaskCache(self.vocab_size)
+        self._accepting = self.table.accepting.tolist()
+        self._min_tokens = self.table.min_tokens_to_accept.tolist()
+        # tokens to finish the frames a push sequence pushes (-1: never)
+        lengths = np.diff(self._push_ptr)
+        owner = np.repeat(np.arange(len(lengths)), lengths)
+        cost = self.table.min_tokens_to_accept[self._push_states]
+        self._push_cost = np.where(np.bincount(owner, cost < 0, len(lengths)) > 0, -1,
+                                   np.bincount(owner, cost, len(lengths))).astype(np.int64)
+        self._is_return = np.zeros(self.num_states, np.bool_)
+        self._is_return[self._call_return] = self._is_return[self._push_states] = True
+        # caches shared by every sequence: bounded by the table, not by the stacks met
+        self._infos: dict[int, _Info] = {}
+        self._tops: dict[tuple[int, int], _Top] = {}
+        self._state_masks = MaskCache(self.vocab_size)
 
     # ------------------------------------------------------------ configurations
     @property
     def machine_names(self) -> tuple[str, ...]:
         return tuple(self.metadata.get("machines", ()))
 
-    def stack(self, state: int) -> tuple[int, tuple[int, ...]]:
-        """The table state of a state id and its stack of return states (bottom first)."""
-        config = self._check_state(state)
-        node, returns = self._config_node[config], []
-        while node:
-            returns.append(self._node_top[node])
-            node = self._node_below[node]
-        return self._config_state[config], tuple(reversed(returns))
+    def stack(self, state: CallState) -> tuple[int, tuple[int, ...]]:
+        """The table state of a state and its stack of return states (bottom first)."""
+        state = self._check_state(state)
+        return state.table_state, state.stack
 
-    def count(self, state: int) -> int:
-        """The repetitions started in the counted loop a state id is in (0 outside loops)."""
-        return self._config_count[self._check_state(state)]
+    def count(self, state: CallState) -> int:
+        """The repetitions started in the counted loop a state is in (0 outside loops)."""
+        return self._check_state(state).count
 
-    def _config(self, table_state: int, node: int, count: int = 0) -> int:
-        if table_state == 0:
-            return 0
-        key = (table_state, node, count)
-        found = self._config_ids.get(key)
-        if found is None:
-            found = self._config_ids[key] = len(self._config_state)
-            self._config_state.append(table_state)
-            self._config_node.append(node)
-            self._config_count.append(count)
-        return found
+    def state_to_ints(self, state: CallState) -> list[int]:
+        """`[table state, count, return states bottom first...]` (docs/FORMAT.md)."""
+        state = self._check_state(state)
+        return [state.table_state, state.count, *state.frames.returns()]
 
-    def _push(self, node: int, sequence: int) -> int:
-        for ret in self._push_states[self._push_ptr[sequence]:self._push_ptr[sequence + 1]]:
-            node = self._push_return(node, int(ret))
-        return node
+    def state_from_ints(self, values) -> CallState:
+        """The state `state_to_ints` wrote, checked against this grammar's tables (a
+        `ValueError` for a list no state of it writes)."""
+        ints = integer_array(values, "a state").reshape(-1).tolist()
+        if len(ints) < 2:
+            raise ValueError("a state of a grammar with calls is [table state, count, "
+                             f"return states...], not {ints}")
+        q, count, returns = ints[0], ints[1], ints[2:]
+        if not 0 <= q < self.num_states:
+            raise ValueError(f"table state {q} out of range 0..{self.num_states - 1}")
+        if q == 0:
+            if count or returns:
+                raise ValueError("the dead state has no count and no stack")
+            return DEAD
+        high = int(self._counts.high[q])
+        if count < 0 or count and (self._counts.row[q] < 0 or 0 <= high < count):
+            raise ValueError(f"count {count} is not one table state {q} can hold")
+        frames = _EMPTY
+        for ret in returns:
+            if not (0 < ret < self.num_states and self._is_return[ret]):
+                raise ValueError(f"{ret} is not a return state of this grammar")
+            frames = self._frame(frames, ret)
+        return CallState(q, frames, count)
 
-    def _push_return(self, node: int, ret: int) -> int:
-        found = self._node_ids.get((node, ret))
-        if found is None:
-            found = self._node_ids[(node, ret)] = len(self._node_below)
-            cost, below = int(self.table.min_tokens_to_accept[ret]), self._node_cost[node]
-            self._node_below.append(node)
-            self._node_top.append(ret)
-            self._node_ends.append(self._node_ends[node] and bool(self.table.accepting[ret]))
-            self._node_cost.append(-1 if cost < 0 or below < 0 else cost + below)
-        return found
+    def _frame(self, below: _Frame, ret: int) -> _Frame:
+        cost, rest = self._min_tokens[ret], below.cost
+        return _Frame(ret, below, below.ends and self._accepting[ret],
+                      -1 if cost < 0 or rest < 0 else cost + rest)
 
-    def _resolve(self, suffix: int, node: int) -> tuple[int, int, int]:
-        """(table state, stack, count) after returning to the top of `node` and reading the
-        suffix; table state _DEAD when the text dies."""
-        while node:
-            below, ret = self._node_below[node], self._node_top[node]
-            key = ret * max(self._num_suffixes, 1) + suffix
-            j = int(np.searchsorted(self._suffix_key, key))
-            if j == len(self._suffix_key) or self._suffix_key[j] != key:
-                return _DEAD, 0, 0
+    def _push(self, frames: _Frame, sequence: int) -> _Frame:
+        lo, hi = self._push_ptr[sequence], self._push_ptr[sequence + 1]
+        if lo != hi:
+            for ret in self._push_states[lo:hi].tolist():
+                frames = self._frame(frames, ret)
+        return frames
+
+    def _suffix_entry(self, ret: int, suffix: int) -> int:
+        """The suffix entry of `suffix` read from return state `ret`, -1 if none."""
+        key = ret * self._num_suffixes + suffix
+        j = int(np.searchsorted(self._suffix_key, key))
+        return j if j < len(self._suffix_key) and self._suffix_key[j] == key else -1
+
+    def _resolve(self, suffix: int, frames: _Frame) -> CallState:
+        """The state after returning to the top of `frames` and reading the suffix (DEAD
+        when the text dies)."""
+        while frames.depth:
+            j = self._suffix_entry(frames.top, suffix)
+            if j < 0:
+                return DEAD
             nxt, arg = int(self._suffix_next[j]), int(self._suffix_arg[j])
             if nxt >= 0:
-                return nxt, self._push(below, arg), self._counts.reps_after_suffix(j, nxt)
-            suffix, node = arg, below
-        return _DEAD, 0, 0
+                return CallState(nxt, self._push(frames.below, arg),
+                                 self._counts.reps_after_suffix(j, nxt))
+            suffix, frames = arg, frames.below
+        return DEAD
 
     def _stack_entry(self, table_state: int, token: int) -> int:
         lo, hi = self._stack_ptr[table_state], self._stack_ptr[table_state + 1]
         j = lo + int(np.searchsorted(self._stack_token[lo:hi], token))
         return j if j < hi and self._stack_token[j] == token else -1
 
+    # ------------------------------------------------------------ per table state
+    def _info(self, q: int) -> _Info:
+        info = self._infos.get(q)
+        if info is None:
+            info = self._infos[q] = self._build_info(q)
+        return info
+
+    def _build_info(self, q: int) -> _Info:
+        table, counts = self.table, self._counts
+        lo, hi = table.row_ptr[table.state_row[q]], table.row_ptr[table.state_row[q] + 1]
+        row_need = table.min_tokens_to_accept[q + table.row_delta[lo:hi]]
+        s_lo, s_hi = self._stack_ptr[q], self._stack_ptr[q + 1]
+        nxt, arg = self._stack_next[s_lo:s_hi], self._stack_arg[s_lo:s_hi]
+        pushing = np.flatnonzero(nxt >= 0)
+        after = nxt[pushing]
+        reps = np.where(counts.row[after] >= 0, counts.stack_reps[s_lo + pushing], 0) \
+            if counts.stack_reps is not None else np.zeros(len(after), np.int64)
+        own = counts.costs(after, reps)
+        pushed = self._push_cost[arg[pushing]]
+        push_need = np.where((own < 0) | (pushed < 0), -1, own + pushed)
+        returning = np.flatnonzero(nxt < 0)
+        needs = np.concatenate([row_need, push_need])
+        return _Info(table.row_class[lo:hi], row_need, self._stack_token[s_lo + pushing],
+                     push_need, self._stack_token[s_lo + returning], arg[returning],
+                     np.unique(needs[needs >= 0]))
+
+    def _top(self, q: int, ret: int) -> _Top:
+        top = self._tops.get((q, ret))
+        if top is None:
+            top = self._tops[(q, ret)] = self._build_top(self._info(q), ret)
+        return top
+
+    def _build_top(self, info: _Info, ret: int) -> _Top:
+        if ret == 0 or not len(info.ret_tokens):  # nothing to return to
+            return _Top(_NONE, _NONE, _NONE, _NONE, _NONE, ())
+        keys = ret * self._num_suffixes + info.ret_suffix
+        j = np.minimum(np.searchsorted(self._suffix_key, keys), len(self._suffix_key) - 1)
+        found = self._suffix_key[j] == keys if len(self._suffix_key) else \
+            np.zeros(len(keys), np.bool_)
+        nxt, arg = self._suffix_next[j], self._suffix_arg[j]
+        stops = found & (nxt >= 0)
+        after, entries = nxt[stops], j[stops]
+        counts = self._counts
+        reps = np.where(counts.row[after] >= 0, counts.suffix_reps[entries], 0) \
+            if counts.suffix_reps is not None else np.zeros(len(after), np.int64)
+        own, pushed = counts.costs(after, reps), self._push_cost[arg[stops]]
+        stop_need = np.where((own < 0) | (pushed < 0), -1, own + pushed)
+        deep = found & (nxt < 0)
+        suffixes, group = np.unique(arg[deep], return_inverse=True)
+        return _Top(info.ret_tokens[stops], stop_need, np.unique(stop_need[stop_need >= 0]),
+                    info.ret_tokens[deep], group.reshape(-1), tuple(suffixes.tolist()))
+
     # ------------------------------------------------------------ the Grammar API
-    def _state_limit(self) -> int:
-        return len(self._config_state)  # the configurations interned so far
+    def _check_state(self, state) -> CallState:
+        if type(state) is not CallState:
+            raise TypeError("a state of a grammar with calls is a CallState (its "
+                            "initial_state, or what next_state returns), not "
+                            f"{type(state).__name__}")
+        if not 0 <= state.table_state < self.num_states:
+            raise ValueError(f"table state {state.table_state} out of range "
+                             f"0..{self.num_states - 1}")
+        return state
 
-    def is_accepting(self, state: int) -> bool:
-        config = self._check_state(state)
-        return bool(self.table.accepting[self._config_state[config]]) and \
-            self._node_ends[self._config_node[config]]
+    def _state_list(self, states) -> list[CallState]:
+        """States given one, as a list or tuple, or as an object array: a checked list."""
+        if isinstance(states, CallState):
+            return [states]
+        items = states.reshape(-1).tolist() if isinstance(states, np.ndarray) else list(states)
+        return [self._check_state(s) for s in items]
 
-    def state_name(self, state: int) -> str | None:
+    def is_accepting(self, state: CallState) -> bool:
+        state = self._check_state(state)
+        return self._accepting[state.table_state] and state.frames.ends
+
+    def state_name(self, state: CallState) -> str | None:
         self._check_state(state)
         return None
 
-    def tokens_to_accept(self, state: int) -> int:
+    def tokens_to_accept(self, state: CallState) -> int:
         """Tokens that reach an accepting state from `state` (an upper bound of the fewest;
         -1: none), the final EOS not counted."""
-        config = self._check_state(state)
-        return self._cost(self._config_state[config], self._config_node[config],
-                          self._config_count[config])
+        return self._cost(self._check_state(state))
 
-    def _cost(self, table_state: int, node: int, count: int = 0) -> int:
-        """`tokens_to_accept` of a configuration, without giving it an id."""
-        if table_state == _DEAD:
+    def _cost(self, state: CallState) -> int:
+        if not state.table_state:
             return -1
-        cost, below = self._counts.cost(table_state, count), self._node_cost[node]
+        cost, below = self._counts.cost(state.table_state, state.count), state.frames.cost
         return -1 if cost < 0 or below < 0 else cost + below
 
-    def mask(self, state: int, *, budget: int | None = None) -> np.ndarray:
-        if budget is not None:
-            return read_only(self.mask_within(state, budget))
-        config = self._check_state(state)
-        q, node = self._config_state[config], self._config_node[config]
-        key = (q, node, *self._counts.key(q, self._config_count[config]))
-        return self._config_masks.get(key, lambda: self._build_mask(config))
+    def mask(self, state: CallState, *, budget: int | None = None) -> np.ndarray:
+        """Read-only booleans over the vocabulary (with `budget`: `mask_within`'s tokens),
+        cached by what decides them (module docstring)."""
+        state = self._check_state(state)
+        budget = None if budget is None else integer(budget, "budget")
+        q, frames, count = state.table_state, state.frames, state.count
+        info = self._info(q)
+        top = self._top(q, frames.top)
+        ends = self._accepting[q] and frames.ends
+        below = frames.below
+        if budget is None:
+            fates = [bool(self._resolve(s, below)) for s in top.deep_suffixes]
+            key = (q, frames.top, ends, *self._counts.key(q, count), *fates)
+            return self._state_masks.get(key, lambda: self._build_mask(
+                state, info, top, None, None, fates, ends))
+        fates = [self._fits(self._resolve(s, below), budget) for s in top.deep_suffixes]
+        eos = ends and budget >= 1
+        if self._counts.row[q] >= 0:  # the need of ordinary tokens follows the count
+            return read_only(self._build_mask(state, info, top, budget, None, fates, eos))
+        room = _room(budget, frames.cost)
+        room_below = _room(budget, below.cost) if frames.depth else -1
+        levels = int(np.searchsorted(info.levels, room, "right"))
+        stop_levels = int(np.searchsorted(top.levels, room_below, "right"))
+        key = (q, frames.top, eos, levels, stop_levels, "within", *fates)
+        return self._state_masks.get(key, lambda: self._build_mask(
+            state, info, top, info.levels[levels - 1] if levels else -1,
+            top.levels[stop_levels - 1] if stop_levels else -1, fates, eos))
 
-    def _build_mask(self, config: int) -> np.ndarray:
-        q, node = self._config_state[config], self._config_node[config]
-        mask = self._cached_mask(int(self.table.state_row[q]), allowed=True).copy()
-        lo, hi = self._stack_ptr[q], self._stack_ptr[q + 1]
-        nxt, arg = self._stack_next[lo:hi], self._stack_arg[lo:hi]
-        tokens = self._stack_token[lo:hi]
-        mask[tokens[nxt >= 0]] = True
-        returning = np.flatnonzero(nxt < 0)
-        alive = {s: self._resolve(s, node)[0] != _DEAD for s in set(arg[returning].tolist())}
-        mask[tokens[returning[[alive[s] for s in arg[returning].tolist()]]]] = True
-        if self._counts.row[q] >= 0:
-            mask &= self._counts.allowed(q, self._config_count[config])
-        mask[self._eos] = self.is_accepting(config)
+    def _fits(self, state: CallState, budget: int) -> bool:
+        need = self._cost(state)
+        return 0 <= need and need + 2 <= budget
+
+    def _build_mask(self, state: CallState, info: _Info, top: _Top, within: int | None,
+                    stop_within: int | None, fates: list[bool], eos: bool) -> np.ndarray:
+        """The mask of `state`: unbudgeted (`within` None), or keeping the tokens whose need
+        is at most `within` (ordinary, pushing) or `stop_within` (returning to the top
+        frame), or, inside a counted loop, the budget `within` itself (`stop_within` None)."""
+        q, count = state.table_state, state.count
+        counted = self._counts.row[q] >= 0
+        if within is None:
+            mask = self._cached_mask(int(self.table.state_row[q]), allowed=True).copy()
+            mask[info.push_tokens] = True
+            mask[top.stop_tokens] = True
+        elif counted and stop_within is None:
+            budget, below = within, state.frames.cost
+            mask = self._counts.row_within(self.table, q, count, budget - below) if below >= 0 \
+                else np.zeros(self.vocab_size, np.bool_)
+            room = _room(budget, below)
+            mask[info.push_tokens[(info.push_need >= 0) & (info.push_need <= room)]] = True
+            room_below = _room(budget, state.frames.below.cost) if state.frames.depth else -1
+            mask[top.stop_tokens[(top.stop_need >= 0) & (top.stop_need <= room_below)]] = True
+        else:
+            mask = self.table.classes_mask(
+                info.row_classes[(info.row_need >= 0) & (info.row_need <= within)])
+            mask[info.push_tokens[(info.push_need >= 0) & (info.push_need <= within)]] = True
+            mask[top.stop_tokens[(top.stop_need >= 0) & (top.stop_need <= stop_within)]] = True
+        if top.deep_suffixes:
+            mask[top.deep_tokens[np.asarray(fates, np.bool_)[top.deep_group]]] = True
+        if counted:
+            mask &= self._counts.allowed(q, count)
+        mask[self._eos] = eos
         return mask
 
-    def next_state(self, state: int, token_id: int) -> int:
-        config = self._check_state(state)
-        token_id = integer(token_id, "a token id")
-        if not 0 <= token_id < self.vocab_size:
-            return 0
-        if token_id in self.eos_token_ids:
-            return config if self.is_accepting(config) else 0
-        q, node = self._config_state[config], self._config_node[config]
-        count = self._counts.after(q, self._config_count[config], token_id)
-        if count is None:
-            return 0
-        plain = self._table_next(q, token_id)
-        if plain:
-            return self._config(plain, node, count if self._counts.row[plain] >= 0 else 0)
-        j = self._stack_entry(q, token_id)
-        if j < 0:
-            return 0
-        nxt, arg = int(self._stack_next[j]), int(self._stack_arg[j])
-        if nxt >= 0:
-            return self._config(nxt, self._push(node, arg), self._counts.reps_after_stack(j, nxt))
-        table_state, node, count = self._resolve(arg, node)
-        return 0 if table_state == _DEAD else self._config(table_state, node, count)
-
-    def advance(self, states, tokens):
-        if is_torch(states) or is_torch(tokens):
-            from ._torch import on_numpy
-
-            return on_numpy(self.advance, states, tokens)
-        states = integer_array(states, "states")
-        tokens = integer_array(tokens, "tokens")
-        if states.shape != tokens.shape:
-            raise ValueError(f"states {states.shape} and tokens {tokens.shape} differ in shape")
-        self._check_states(states)
-        out = np.fromiter((self.next_state(s, t) for s, t in zip(states.flat, tokens.flat)),
-                          np.int64, states.size)
-        return out.reshape(states.shape)
-
-    def mask_within(self, state: int, budget: int) -> np.ndarray:
+    def mask_within(self, state: CallState, budget: int) -> np.ndarray:
         """`mask(state)` restricted to tokens after which the text can still end within
         `budget` more tokens, the final EOS included, counting by `tokens_to_accept` (an
-        upper bound here: a token may be refused that a shorter ending would allow)."""
-        config, budget = self._check_state(state), integer(budget, "budget")
-        q, node, count = (self._config_state[config], self._config_node[config],
-                          self._config_count[config])
-        below = self._node_cost[node]  # the frames below finish after the ordinary tokens
-        if below < 0:
-            mask = np.zeros(self.vocab_size, np.bool_)
-        elif self._counts.row[q] >= 0:
-            mask = self._counts.row_within(self.table, q, count, budget - below)
-        else:
-            mask = self._row_within(q, budget - below)
-        lo, hi = self._stack_ptr[q], self._stack_ptr[q + 1]
-        for j, token, nxt, arg in zip(range(lo, hi), self._stack_token[lo:hi].tolist(),
-                                      self._stack_next[lo:hi].tolist(),
-                                      self._stack_arg[lo:hi].tolist()):
-            if self._counts.after(q, count, token) is None:
-                need = -1
-            elif nxt >= 0:
-                need = self._cost(nxt, self._push(node, arg),
-                                  self._counts.reps_after_stack(j, nxt))
-            else:
-                need = self._cost(*self._resolve(arg, node))
-            mask[token] = 0 <= need and need + 2 <= budget
-        mask[self._eos] = self.is_accepting(config) and budget >= 1
-        return mask
+        upper bound here: a token may be refused that a shorter ending would allow). A fresh
+        array."""
+        return self.mask(state, budget=budget).copy()
+
+    def next_state(self, state: CallState, token_id: int) -> CallState:
+        state = self._check_state(state)
+        token_id = integer(token_id, "a token id")
+        if not 0 <= token_id < self.vocab_size or not state.table_state:
+            return DEAD
+        if token_id in self._eos_set:
+            return state if self.is_accepting(state) else DEAD
+        q, frames = state.table_state, state.frames
+        count = self._counts.after(q, state.count, token_id)
+        if count is None:
+            return DEAD
+        plain = self._table_next(q, token_id)
+        if plain:
+            return CallState(plain, frames, count if self._counts.row[plain] >= 0 else 0)
+        j = self._stack_entry(q, token_id)
+        if j < 0:
+            return DEAD
+        nxt, arg = int(self._stack_next[j]), int(self._stack_arg[j])
+        if nxt >= 0:
+            return CallState(nxt, self._push(frames, arg), self._counts.reps_after_stack(j, nxt))
+        return self._resolve(arg, frames)
+
+    def advance(self, states, tokens):
+        """Batched `next_state`: states (a sequence or object array of `CallState`) and
+        tokens (numpy, torch or a list) of as many; an object array of states back."""
+        if is_torch(tokens):
+            tokens = tokens.detach().cpu().numpy()
+        tokens = integer_array(tokens, "tokens").reshape(-1)
+        states = self._state_list(states)
+        if len(states) != len(tokens):
+            raise ValueError(f"{len(states)} states but {len(tokens)} tokens")
+        out = np.empty(len(states), object)
+        out[:] = [self.next_state(s, t) for s, t in zip(states, tokens.tolist())]
+        return out
 
     def apply(self, logits, states, *, budget: int | None = None, inplace: bool = False):
         check_logits(logits)
@@ -262,67 +467,92 @@ class CallGrammar(Grammar):
         out = logits if inplace else logits.copy()
         view = out if batched else out[None, :]
         for i, state in enumerate(states):
-            allowed = self.mask(int(state)) if budget is None else \
-                self.mask_within(int(state), budget)
-            np.copyto(view[i, :self.vocab_size], -np.inf, where=~allowed)
+            np.copyto(view[i, :self.vocab_size], -np.inf,
+                      where=~self.mask(state, budget=budget))
         view[:, self.vocab_size:] = -np.inf
         return out
+
+    def states_for(self, ndim: int, shape: tuple, states) -> tuple[list[CallState], bool]:
+        if ndim not in (1, 2):
+            raise ValueError(f"logits must have shape (V,) or (B, V), not {shape}")
+        states = self._state_list(states)
+        if ndim == 1 and len(states) != 1:
+            raise ValueError(f"logits of shape (V,) take one state, not {len(states)}")
+        if ndim == 2 and len(states) != shape[0]:
+            raise ValueError(f"{shape[0]} rows of logits but {len(states)} states")
+        if shape[-1] < self.vocab_size:
+            raise ValueError(f"logits have {shape[-1]} columns but the vocabulary has "
+                             f"{self.vocab_size} tokens")
+        return states, ndim == 2
+
+    def fill_bitmask(self, states, out, *, budget=None):
+        states = self._state_list(states)
+        budgets = [budget] * len(states) if budget is None or np.ndim(budget) == 0 else \
+            integer_array(budget, "budgets").reshape(-1).tolist()
+        if len(budgets) != len(states):
+            raise ValueError(f"{len(states)} states but {len(budgets)} budgets")
+        masks = (self.mask(state, budget=limit) for state, limit in zip(states, budgets))
+        return write_bitmask(out, (len(states),), self.vocab_size, masks)
 
     def allowed_counts(self) -> np.ndarray:
         """Tokens each table state may allow: its ordinary tokens and all its stack tokens
         (whether a returning one is allowed depends on the stack)."""
         return super().allowed_counts() + np.diff(self._stack_ptr)
 
-    def _next_bytes(self, state: int) -> np.ndarray:
+    def _next_bytes(self, state: CallState) -> np.ndarray:
         """Bytes that may come next: the frame's transitions, the first bytes of the machines
         it may call, and where it may return, those of the frames below."""
         table = self._byte_dfa()
-        q, node = self._config_state[state], self._config_node[state]
+        q, frames = state.table_state, state.frames
         following = np.zeros(256, np.bool_)
         while q:
             following |= table[q] != 0
             for k in range(self._call_ptr[q], self._call_ptr[q + 1]):
                 following |= self._machine_first[self._call_machine[k]]
-            if not (self.table.accepting[q] and node):
+            if not (self._accepting[q] and frames.depth):
                 break
-            q, node = self._node_top[node], self._node_below[node]
+            q, frames = frames.top, frames.below
         return following
 
-    def _byte_edges(self, state: int) -> list[tuple[int, int, int]]:
+    def _byte_edges(self, state: CallState) -> list[tuple[int, int, CallState]]:
         """The live byte edges of a configuration, one per byte (`_byte_move` is the rule)."""
         following = np.flatnonzero(self._next_bytes(state)).tolist()
         return [(b, b, nxt) for b in following if (nxt := self._byte_step(state, b))]
 
-    def _position(self, state: int) -> tuple[int, int, int]:
-        return self._config_state[state], self._config_node[state], self._config_count[state]
+    def _position(self, state: CallState) -> CallState:
+        return state
 
-    def _state_at(self, position: tuple[int, int, int]) -> int:
-        return self._config(*position)
+    def _state_at(self, position: CallState) -> CallState:
+        return position
 
-    def _byte_move(self, position: tuple[int, int, int],
-                   byte: int) -> tuple[int, int, int] | None:
+    def _byte_move(self, position: CallState, byte: int) -> CallState | None:
         """One byte by the machines' rules: a transition (within the count's bounds), else a
         call its first byte opens, else a return when the state is final (docs/FORMAT.md);
-        None when the text dies. Configurations get no id here: a long text walked is not
-        kept (`walk_prefix`)."""
+        None when the text dies."""
         table = self._byte_dfa()
-        q, node, count = position
+        q, frames, count = position.table_state, position.frames, position.count
         while q:
             nxt = int(table[q, byte])
             if nxt:
                 nxt, count = self._counts.byte_step(q, nxt, count)
-                return (nxt, node, count) if nxt else None
+                return CallState(nxt, frames, count) if nxt else None
             callee = next((k for k in range(self._call_ptr[q], self._call_ptr[q + 1])
                            if self._machine_first[self._call_machine[k], byte]), None)
             if callee is not None:
-                node = self._push_return(node, int(self._call_return[callee]))
+                frames = self._frame(frames, int(self._call_return[callee]))
                 q, count = int(self._machine_start[self._call_machine[callee]]), 0
                 continue
-            if self.table.accepting[q] and node:
-                q, node, count = self._node_top[node], self._node_below[node], 0
+            if self._accepting[q] and frames.depth:
+                q, frames, count = frames.top, frames.below, 0
                 continue
             return None
         return None
+
+
+def _room(budget: int, below: int) -> int:
+    """The largest need of a token that fits `budget` over frames needing `below` more
+    tokens (-1: none fits)."""
+    return budget - 2 - below if below >= 0 else -1
 
 
 class _Counts:
@@ -407,6 +637,18 @@ class _Counts:
             return -1
         return parts[0] + parts[1] * (int(self.low[q]) - count) + parts[2]
 
+    def costs(self, states: np.ndarray, counts: np.ndarray) -> np.ndarray:
+        """`cost` of each state with its count, vectorised."""
+        need = self.min_tokens[states].copy()
+        short = (self.row[states] >= 0) & (counts < self.low[states])
+        if short.any():
+            at = states[short]
+            parts = np.stack([self.complete_cost[at], self.item_cost[at],
+                              self.min_tokens[self.loop[at]]])
+            more = parts[0] + parts[1] * (self.low[at] - counts[short]) + parts[2]
+            need[short] = np.where((parts < 0).any(axis=0), -1, more)
+        return need
+
     def row_within(self, table, q: int, count: int, budget: int) -> np.ndarray:
         """The ordinary tokens of loop state q allowed with `count` after which its machine
         can finish within `budget` tokens (`_row_within` with counts)."""
@@ -417,14 +659,6 @@ class _Counts:
         listed[table.row_class[lo:hi]] = True
         nxt = q + delta[table.token_class]
         values = self.table[self.row[q]].astype(np.int64)
-        total = count + (values >> 1)
-        need = self.min_tokens[nxt].copy()
-        short = (self.row[nxt] >= 0) & (total < self.low[nxt])
-        if short.any():
-            at = nxt[short]
-            parts = np.stack([self.complete_cost[at], self.item_cost[at],
-                              self.min_tokens[self.loop[at]]])
-            more = parts[0] + parts[1] * (self.low[at] - total[short]) + parts[2]
-            need[short] = np.where((parts < 0).any(axis=0), -1, more)
+        need = self.costs(nxt, count + (values >> 1))
         return listed[table.token_class] & self.allowed(q, count) & (need >= 0) & \
             (need + 2 <= budget)

@@ -306,18 +306,19 @@ class Grammar:
         return self._byte_dfa()[state] != 0
 
     # ------------------------------------------------------------- text level
-    def walk_bytes(self, data: bytes, state: int = 1) -> int:
+    def walk_bytes(self, data: bytes, state=None) -> int:
         """The byte-DFA state after `data` (bytes, bytearray or memoryview; 0 once the text
-        leaves the language's prefixes)."""
+        leaves the language's prefixes) from `state` (default: the start)."""
         data = byte_string(data)
         matched, end = self.walk_prefix(data, state)
-        return end if matched == len(data) else 0
+        return end if matched == len(data) else self.dead_state
 
-    def walk_prefix(self, data: bytes, state: int = 1) -> tuple[int, int]:
+    def walk_prefix(self, data: bytes, state=None) -> tuple[int, int]:
         """The longest prefix of `data` (bytes) the language allows after `state`: its length
         and the state after it. One walk in memory independent of the text's length: a
         grammar with calls gives an id to the last configuration only."""
         data = byte_string(data)
+        state = self.initial_state if state is None else state
         at = self._position(self._check_state(state))
         for index, byte in enumerate(data):
             following = self._byte_move(at, byte)
@@ -329,7 +330,7 @@ class Grammar:
     def _byte_step(self, state: int, byte: int) -> int:
         """The state after one byte (0: dead)."""
         following = self._byte_move(self._position(state), byte)
-        return self._state_at(following) if following else 0
+        return self._state_at(following) if following else self.dead_state
 
     # a walk's position: the state itself here; a configuration without an id with calls
     def _position(self, state: int):
@@ -387,20 +388,30 @@ class Grammar:
             return CallGrammar(meta, table)
         return cls(meta, table)
 
-    # -------------------------------------------------------------- internals
-    def _state_limit(self) -> int:
-        """One past the largest valid state."""
-        return self.num_states
+    # ---------------------------------------------------------------- carrying states
+    def state_to_ints(self, state: int) -> list[int]:
+        """`state` as a short list of ints another process (or language) reads back with
+        `state_from_ints`: `[state]` here; a grammar with calls writes its stack too
+        (docs/FORMAT.md, "States outside the process")."""
+        return [self._check_state(state)]
 
+    def state_from_ints(self, values) -> int:
+        """The state `state_to_ints` wrote (a `ValueError` for a list no state writes)."""
+        ints = integer_array(values, "a state").reshape(-1).tolist()
+        if len(ints) != 1:
+            raise ValueError(f"a state of a grammar without calls is one int, not {ints}")
+        return self._check_state(ints[0])
+
+    # -------------------------------------------------------------- internals
     def _check_state(self, state) -> int:
         state = integer(state, "a state")
-        if not 0 <= state < self._state_limit():
-            raise ValueError(f"state {state} out of range 0..{self._state_limit() - 1}")
+        if not 0 <= state < self.num_states:
+            raise ValueError(f"state {state} out of range 0..{self.num_states - 1}")
         return state
 
     def _check_states(self, states: np.ndarray) -> None:
-        if states.size and (states.min() < 0 or states.max() >= self._state_limit()):
-            raise ValueError(f"states out of range 0..{self._state_limit() - 1}")
+        if states.size and (states.min() < 0 or states.max() >= self.num_states):
+            raise ValueError(f"states out of range 0..{self.num_states - 1}")
 
     def states_for(self, ndim: int, shape: tuple, states) -> tuple[np.ndarray, bool]:
         """The checked states of each row of `shape` logits, and whether they are batched."""

@@ -7,11 +7,13 @@ Two levels, each bounded in bytes and least recently used first out:
 
 One level of boolean arrays alone thrashes as soon as a walk cycles through more masks than
 it holds (a 64 MB cache holds 1,365 masks of a 49k vocabulary; a large schema's instances meet
-3,000 states or more), and then every mask is computed again. Numpy only.
+3,000 states or more), and then every mask is computed again. Safe to share between
+threads. Numpy only.
 """
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
 
@@ -31,25 +33,30 @@ class MaskCache:
         self._packed: OrderedDict[Hashable, np.ndarray] = OrderedDict()
         self._max_recent = max(1, recent_bytes // max(vocab_size, 1))
         self._max_packed = max(1, packed_bytes // max((vocab_size + 7) // 8, 1))
+        self._lock = threading.Lock()  # one grammar is shared by threads
 
     def get(self, key: Hashable, build: Callable[[], np.ndarray]) -> np.ndarray:
         """The mask of `key`, read-only; `build()` makes it (a fresh boolean array) if it is
         held by neither level."""
-        mask = self._recent.get(key)
-        if mask is not None:
-            self._recent.move_to_end(key)
-            return mask
-        packed = self._packed.get(key)
+        with self._lock:
+            mask = self._recent.get(key)
+            if mask is not None:
+                self._recent.move_to_end(key)
+                return mask
+            packed = self._packed.get(key)
+            if packed is not None:
+                self._packed.move_to_end(key)
         if packed is None:
-            mask = build()
-            self._packed[key] = np.packbits(mask)
-            if len(self._packed) > self._max_packed:
-                self._packed.popitem(last=False)
+            mask = build()  # outside the lock: two threads may build one mask twice
+            packed = np.packbits(mask)
         else:
-            self._packed.move_to_end(key)
             mask = np.unpackbits(packed, count=self._vocab_size).view(np.bool_)
         mask.flags.writeable = False
-        self._recent[key] = mask
-        if len(self._recent) > self._max_recent:
-            self._recent.popitem(last=False)
+        with self._lock:
+            self._packed[key] = packed
+            if len(self._packed) > self._max_packed:
+                self._packed.popitem(last=False)
+            self._recent[key] = mask
+            if len(self._recent) > self._max_recent:
+                self._recent.popitem(last=False)
         return mask

@@ -4,6 +4,7 @@ the packed bitmask or the forced continuation of where the sequence stands. Nump
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterable
 
 import numpy as np
@@ -23,10 +24,15 @@ class Matcher:
     any other token fails.
     """
 
-    def __init__(self, grammar: Grammar, *, max_tokens: int | None = None) -> None:
+    def __init__(self, grammar: Grammar, *, max_tokens: int | None = None,
+                 state=None) -> None:
+        """`state`: where the sequence starts (a state `grammar.state_from_ints` restored,
+        say) instead of the grammar's start; `max_tokens` counts from there."""
         if max_tokens is not None and integer(max_tokens, "max_tokens") < 0:
             raise ValueError(f"max_tokens must be >= 0, not {max_tokens}")
         self.grammar = grammar
+        self._start = grammar.initial_state if state is None else grammar.state_from_ints(
+            grammar.state_to_ints(state))  # checked against this grammar
         self.max_tokens = None if max_tokens is None else integer(max_tokens, "max_tokens")
         self._eos = frozenset(grammar.eos_token_ids)
         self._eos_mask = np.zeros(grammar.vocab_size, np.bool_)
@@ -37,12 +43,21 @@ class Matcher:
 
     def reset(self) -> None:
         """Back to the start: no token accepted."""
-        self._states = [self.grammar.initial_state]  # the state after each accepted token
-        self._ended_at: int | None = None              # tokens accepted when an EOS came
+        self._states = [self._start]          # the state after each accepted token
+        self._ended_at: int | None = None      # tokens accepted when an EOS came
 
+    def fork(self) -> "Matcher":
+        """An independent copy at the same point (beam search, speculative drafts): the
+        states are immutable values shared by both, so this copies references only."""
+        twin = copy.copy(self)
+        twin._states = self._states[:]
+        return twin
+
+    
     @property
-    def state(self) -> int:
-        """The grammar state after the tokens accepted so far."""
+    def state(self):
+        """The grammar state after the tokens accepted so far (an int, or a `CallState` for
+        a grammar with calls)."""
         return self._states[-1]
 
     @property
@@ -126,6 +141,6 @@ class Matcher:
         then accepts a token at the same state and budget (a budget-aware mask is built, not
         cached by the grammar)."""
         last = self._last
-        if last is None or last[0] != state or last[1] != budget:
+        if last is None or last[0] is not state and last[0] != state or last[1] != budget:
             last = self._last = (state, budget, self.grammar.mask(state, budget=budget))
         return last[2]
