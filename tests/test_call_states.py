@@ -228,3 +228,31 @@ def test_memory_stays_flat_after_deep_walks(grammars):
     finally:
         tracemalloc.stop()
     assert after - before < 3_000_000, after - before  # interning kept ~400 kB a deep walk
+
+
+def test_the_processor_follows_torch_rows_of_a_call_grammar(grammars, smollm2):
+    """Torch ids and logits, rows reordered and duplicated as beam search hands them back:
+    each row's logits keep exactly the budget mask of the state its own tokens reach."""
+    torch = pytest.importorskip("torch")
+    from grammarc.integrations import GrammarProcessor
+
+    grammar = grammars["tree"]
+    processor = GrammarProcessor(grammar, max_new_tokens=30)
+    rng = np.random.default_rng(2)
+    ids = torch.zeros((3, 2), dtype=torch.long)
+    for step in range(12):
+        scores = processor.process_logits(ids, torch.zeros(3, grammar.vocab_size))
+        for row in range(3):
+            state, eos = grammar.initial_state, list(grammar.eos_token_ids)
+            for token in ids[row, 2:].tolist():
+                state = grammar.next_state(state, token)
+            expected = np.array(grammar.mask(state, budget=30 - step))
+            if set(ids[row, 2:].tolist()) & set(eos):  # finished: EOS again, nothing else
+                expected[:] = False
+                expected[eos] = True
+            assert torch.equal(torch.isfinite(scores[row]), torch.from_numpy(expected))
+        allowed = torch.isfinite(scores).numpy()
+        picks = [int(rng.choice(np.flatnonzero(r))) for r in allowed]
+        order = torch.tensor([2, 0, 0]) if step % 3 == 1 else torch.arange(3)
+        ids = torch.cat([ids, torch.tensor(picks)[:, None]], 1)[order]
+    assert all(isinstance(s, CallState) for s in processor.update(ids))
