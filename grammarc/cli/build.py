@@ -20,8 +20,9 @@ from typing import Any, Callable
 import click
 
 from ..artifact import LAYOUTS, SUFFIXES, read_artifact
-from ..errors import ArtifactError, GrammarcError
-from ..frontends import KINDS, FrontendOptions, grammar_stem
+from ..errors import ArtifactError, GrammarcError, line_column
+from ..frontends import (KINDS, TOO_MANY_DIGITS, FrontendOptions, grammar_stem, long_number_offset,
+                         too_many_digits)
 from . import EXIT_CODES_HELP, main
 from .common import describe_difference, echo_json, flat_differences
 
@@ -79,11 +80,17 @@ class Target:
 def read_manifest(path: Path) -> list[Target]:
     """The targets a manifest lists, every path resolved against the manifest's folder."""
     try:
-        document = tomllib.loads(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
+        document = tomllib.loads(text)
     except OSError as exc:
         raise GrammarcError(f"{path}: cannot read manifest: {exc.strerror or exc}") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise GrammarcError(f"{path}: invalid TOML: {exc}") from None
+    except ValueError as exc:  # tomllib converts integers without a limit of its own
+        if not too_many_digits(exc):
+            raise
+        line, column = line_column(text, long_number_offset(text) or 0)
+        raise GrammarcError(f"{path}:{line}:{column}: invalid TOML: {TOO_MANY_DIGITS}") from None
     _known_keys(document, ("tokenizers", "defaults", "artifact"), f"{path}")
     names = document.get("tokenizers", {})
     if not isinstance(names, dict) or not all(map(_is_str, names.values())):

@@ -31,7 +31,8 @@ import yaml
 
 from ..automaton.expr import Expr, Graph, literal, nullable
 from ..errors import GrammarError
-from . import FrontendOptions
+from . import MAX_DIGITS, TOO_MANY_DIGITS, FrontendOptions
+from .json_text import TooLongNumber, bare_word_offset, json_integer
 from .regex import parse_regex
 
 _TOP_KEYS = {"start", "accept", "states", "description"}
@@ -65,7 +66,7 @@ class _Spec:
     # ------------------------------------------------------------------ loading
     def load_json(self) -> Any:
         """JSON (Python's parser), recording where each object and array starts."""
-        decoder = json.JSONDecoder()
+        decoder = json.JSONDecoder(parse_int=json_integer)
 
         def parse_object(s_and_end, strict, scan_once, object_hook, object_pairs_hook,
                          memo=None):
@@ -92,6 +93,9 @@ class _Spec:
             return decoder.decode(self.text)
         except json.JSONDecodeError as exc:
             raise self.error(f"invalid JSON: {exc.msg}", offset=exc.pos) from None
+        except TooLongNumber as exc:
+            raise self.error(f"invalid JSON: {exc}",
+                             offset=bare_word_offset(self.text, exc.args[0])) from None
 
     def load_yaml(self) -> Any:
         """YAML (PyYAML's safe loader), recording where each mapping and sequence starts."""
@@ -224,6 +228,13 @@ class _YamlLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignor
                     None, None, f"key {key!r} appears twice in one mapping", key_node.start_mark)
             seen.add(key)
 
+    def construct_checked_int(self, node: yaml.ScalarNode) -> int:
+        """An integer of at most MAX_DIGITS digits (Python converts no longer one)."""
+        if len(node.value) > MAX_DIGITS:
+            raise yaml.constructor.ConstructorError(None, None, TOO_MANY_DIGITS,
+                                                    node.start_mark)
+        return self.construct_yaml_int(node)
+
     def construct_located_seq(self, node: yaml.SequenceNode):
         data: list[Any] = []
         self.positions[id(data)] = node.start_mark.index
@@ -233,6 +244,7 @@ class _YamlLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignor
 
 _YamlLoader.add_constructor("tag:yaml.org,2002:map", _YamlLoader.construct_located_map)
 _YamlLoader.add_constructor("tag:yaml.org,2002:seq", _YamlLoader.construct_located_seq)
+_YamlLoader.add_constructor("tag:yaml.org,2002:int", _YamlLoader.construct_checked_int)
 
 
 def _closure(seeds: list[int], arcs: list[tuple[int, int]]) -> set[int]:
