@@ -5,8 +5,17 @@ runs it: the command line in a subprocess."""
 
 from __future__ import annotations
 
+import json
+import shutil
+from pathlib import Path
+
 import pytest
 from helpers import assert_clean_error, compile_file, run_cli
+
+from grammarc.artifact import read_artifact
+from grammarc.frontends.json_schema.strings import COUNTED_LENGTH
+
+ROOT = Path(__file__).resolve().parent.parent
 
 HUGE = "9" * 5000  # past Python's 4,300-digit limit on int <-> str conversions
 TOO_LONG = "a number of more than 4,300 digits (grammarc's limit)"
@@ -55,3 +64,86 @@ def test_a_number_past_the_digit_limit_in_a_manifest_is_a_one_line_error(tmp_pat
         result = run_cli("build", *flags, cwd=tmp_path, seconds=60)
         assert_clean_error(result, f"grammarc.toml:5:13: invalid TOML: {TOO_LONG}")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.regex", "grammarc.toml"]
+
+
+def write_manifest(folder: Path, *entries: tuple[str, str]) -> None:
+    """A grammarc.toml of `[[artifact]]` entries `(source, output)`, all for SmolLM2."""
+    (folder / "grammarc.toml").write_text("".join(
+        f'[[artifact]]\nsource = "{source}"\noutput = "{output}"\ntokenizer = "smollm2"\n'
+        for source, output in entries))
+
+
+@pytest.mark.parametrize("template", [
+    "{stem.foo}", "{stem[x]}", "{stem:>5000}", "{stem.__class__}", "{stem!r}", "{}", "{0}",
+    "{name}", "{tokenizer.__doc__}"])
+def test_output_templates_take_plain_placeholders_only(tmp_path, template):
+    """`str.format` once ran them: tracebacks, an OSError, a file named after a class."""
+    (tmp_path / "a.regex").write_text("a")
+    write_manifest(tmp_path, ("a.regex", f"out/{template}.safetensors"))
+    for flags in ([], ["--check"]):
+        result = run_cli("build", *flags, cwd=tmp_path, seconds=60)
+        assert_clean_error(result, f"grammarc.toml: [[artifact]] 1: bad 'output' template "
+                                   f"'out/{template}.safetensors': {template} is not a "
+                                   "placeholder; placeholders are plain {stem} and {tokenizer}")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.regex", "grammarc.toml"]
+
+
+def test_output_templates_keep_escaped_braces(tmp_path):
+    (tmp_path / "a.regex").write_text("a")
+    write_manifest(tmp_path, ("a.regex", "out/{{x}}-{stem}-{tokenizer}.safetensors"))
+    result = run_cli("build", cwd=tmp_path, seconds=60)
+    assert result.returncode == 0, result.stderr
+    assert [p.name for p in (tmp_path / "out").iterdir()] == ["{x}-a-smollm2.safetensors"]
+
+
+@pytest.mark.parametrize("entries,message", [
+    ([("a.regex", "x/../o.safetensors"), ("b.regex", "o.safetensors")],
+     "[[artifact]] 2: output o.safetensors is the output of [[artifact]] 1 too"),
+    ([("a.regex", "o.safetensors"), ("b.regex", "./sub/../o.safetensors")],
+     "[[artifact]] 2: output o.safetensors is the output of [[artifact]] 1 too"),
+])
+def test_two_artifacts_with_one_output_are_refused_after_normalising(tmp_path, entries, message):
+    """Once built into one file, one of them stale forever."""
+    for name in ("a", "b"):
+        (tmp_path / f"{name}.regex").write_text(name)
+    write_manifest(tmp_path, *entries)
+    result = run_cli("build", cwd=tmp_path, seconds=60)
+    assert_clean_error(result, f"grammarc.toml: {message}")
+    assert not (tmp_path / "o.safetensors").exists()
+
+
+def test_a_glob_into_one_output_is_refused(tmp_path):
+    for name in ("a", "b"):
+        (tmp_path / f"{name}.regex").write_text(name)
+    (tmp_path / "grammarc.toml").write_text(
+        '[[artifact]]\nsources = "*.regex"\noutput = "o.safetensors"\ntokenizer = "smollm2"\n')
+    result = run_cli("build", cwd=tmp_path, seconds=60)
+    assert_clean_error(result, "grammarc.toml: [[artifact]] 1: output o.safetensors would be "
+                               "written twice (tell them apart with {stem} or {tokenizer})")
+
+
+def test_build_then_check_passes_for_call_grammars_and_fails_after_an_edit(tmp_path):
+    """Artifacts of format versions 2 and 3 were stale right after `grammarc build`
+    ("format_version: artifact 2, manifest 1") and rebuilt every time."""
+    for name in ("tree.schema.json", "json-value.gbnf"):
+        shutil.copy(ROOT / "grammars" / name, tmp_path / name)
+    counted = {"type": "object", "properties": {"note": {
+        "type": "string", "minLength": COUNTED_LENGTH + 2}}, "required": ["note"]}
+    (tmp_path / "note.schema.json").write_text(json.dumps(counted))
+    write_manifest(tmp_path, *[(name, "out/{stem}.safetensors") for name in
+                               ("tree.schema.json", "json-value.gbnf", "note.schema.json")])
+    result = run_cli("build", cwd=tmp_path, seconds=120)
+    assert result.returncode == 0 and result.stdout.endswith("3 built\n"), result.stdout
+    versions = {p.name: read_artifact(p).metadata["format_version"]
+                for p in (tmp_path / "out").iterdir()}
+    assert versions == {"tree.safetensors": 2, "json-value.safetensors": 2,
+                        "note.safetensors": 3}
+    for flags in (["--check"], []):  # fresh: checked clean, and not rebuilt
+        result = run_cli("build", *flags, cwd=tmp_path, seconds=120)
+        assert result.returncode == 0 and result.stdout.endswith("3 up to date\n"), result.stdout
+    with open(tmp_path / "json-value.gbnf", "a") as handle:
+        handle.write("# edited\n")
+    result = run_cli("build", "--check", cwd=tmp_path, seconds=120)
+    assert result.returncode == 1
+    assert "stale       out/json-value.safetensors: source_sha256: artifact" in result.stdout
+    assert result.stdout.endswith("2 up to date, 1 stale; run grammarc build\n"), result.stdout
