@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from helpers import assert_clean_error, compile_file, run_cli
 
+import grammarc
 from grammarc.artifact import read_artifact
 from grammarc.frontends.json_schema.strings import COUNTED_LENGTH
 
@@ -147,3 +148,63 @@ def test_build_then_check_passes_for_call_grammars_and_fails_after_an_edit(tmp_p
     assert result.returncode == 1
     assert "stale       out/json-value.safetensors: source_sha256: artifact" in result.stdout
     assert result.stdout.endswith("2 up to date, 1 stale; run grammarc build\n"), result.stdout
+
+
+PERSON = ROOT / "grammars" / "person.schema.json"
+
+
+@pytest.mark.parametrize("style,message", [
+    ("compcat", "--whitespace 'compcat': not a style (default, compact, flexible) (did you mean "
+                "'compact'?), and a regex of whitespace must match JSON whitespace only (space, "
+                "tab, \\n, \\r); this one matches 'a'"),
+    ("flexibel", "(did you mean 'flexible'?)"),
+    ("x*", "--whitespace 'x*': not a style (default, compact, flexible), and a regex of "
+           "whitespace must match"),
+    (r"\s*", "this one matches '\\x0b'"),  # vertical tab: not JSON whitespace
+    (" |é", "this one matches a non-ASCII character"),
+])
+def test_a_whitespace_style_that_is_not_one_and_not_whitespace_is_refused(tmp_path, style,
+                                                                          message):
+    """`compcat` was taken as a regex: exit 0, every sample `{compcat"name"compcat:...`."""
+    result = run_cli("compile", str(PERSON), "--tokenizer", "smollm2", "-o", "o.safetensors",
+                     "--whitespace", style, cwd=tmp_path, seconds=60)
+    assert_clean_error(result, message)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_whitespace_regex_of_json_whitespace_is_used(tmp_path):
+    result = run_cli("compile", str(PERSON), "--tokenizer", "smollm2", "-o", "o.safetensors",
+                     "-q", "--whitespace", "[ \t]{0,2}", cwd=tmp_path, seconds=60)
+    assert result.returncode == 0, result.stderr
+    grammar = grammarc.load(tmp_path / "o.safetensors")
+    assert grammar.matches('{ "name":"Ada",\t"age" :36}')
+    assert not grammar.matches('{"name":   "Ada", "age": 36}')
+
+
+def test_near_misses_of_schema_keywords_get_a_notice_with_their_pointer(tmp_path):
+    """`requird`, `maximun` vanished without a word; `propertes` with additionalProperties
+    false said only that the schema accepts no value at all."""
+    schema = {"type": "object", "propertes": {"a": {"type": "integer"}},
+              "properties": {"b": {"type": "integer", "maximun": 3, "Type": "string",
+                                   "itmes": {}, "x-maximum": 1, "tsType": "number",
+                                   "example": 2, "markdownDescription": "b"}},
+              "requird": ["b"]}
+    def compile_noisily(name: str, schema: dict):  # compile_file's -q silences notices
+        (tmp_path / name).write_text(json.dumps(schema))
+        return run_cli("compile", name, "--tokenizer", "smollm2", "-o", "o.safetensors",
+                       cwd=tmp_path, seconds=60)
+
+    result = compile_noisily("s.schema.json", schema)
+    assert result.returncode == 0, result.stderr
+    assert sorted(line for line in result.stderr.splitlines() if "notice" in line) == [
+        f"notice: unknown keyword {key!r} at {pointer} is ignored; did you mean {known!r}?"
+        for key, pointer, known in sorted([
+            ("Type", "#/properties/b/Type", "type"),
+            ("itmes", "#/properties/b/itmes", "items"),
+            ("maximun", "#/properties/b/maximun", "maximum"),
+            ("propertes", "#/propertes", "properties"),
+            ("requird", "#/requird", "required")])]
+    closed = {"propertes": {"a": {}}, "additionalProperties": False, "required": ["a"]}
+    result = compile_noisily("closed.schema.json", closed)
+    assert "notice: unknown keyword 'propertes' at #/propertes is ignored; did you mean " \
+           "'properties'?" in result.stderr
