@@ -6,8 +6,10 @@ runs it: the command line in a subprocess."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 from helpers import assert_clean_error, compile_file, run_cli
@@ -208,3 +210,74 @@ def test_near_misses_of_schema_keywords_get_a_notice_with_their_pointer(tmp_path
     result = compile_noisily("closed.schema.json", closed)
     assert "notice: unknown keyword 'propertes' at #/propertes is ignored; did you mean " \
            "'properties'?" in result.stderr
+
+
+# ------------------------------------------------------------------ the serving surface
+# grammarc.integrations.served is what the vLLM processor does with the paths and stop ids a
+# client sends; it runs without vLLM (tests/test_vllm.py drives it in a real engine).
+def served_project(tmp_path: Path, smollm2) -> tuple[Path, Path, Any]:
+    """A served folder with an artifact, a link to one outside and a README; a folder beside
+    it with another artifact; and an empty cache."""
+    from grammarc.integrations.served import ArtifactCache
+
+    served, private = tmp_path / "served", tmp_path / "private"
+    for folder in (served, private):
+        folder.mkdir()
+        grammarc.compile("[0-9]+", smollm2, "regex").save(folder / "digits.safetensors")
+    (served / "README.md").write_text("not an artifact")
+    (served / "link.safetensors").symlink_to(private / "digits.safetensors")
+    return served, private, ArtifactCache()
+
+
+def test_only_artifacts_in_the_served_directories_are_loaded(tmp_path, smollm2, monkeypatch):
+    from grammarc.integrations.served import ARTIFACT_DIRS_ENV, served_dirs
+
+    served, private, cache = served_project(tmp_path, smollm2)
+    dirs = served_dirs([str(served)])
+    for path in ("digits.safetensors", str(served / "digits.safetensors"),
+                 "sub/../digits.safetensors"):
+        assert cache.get(path, None, dirs).matches("123")
+    refused = ["../private/digits.safetensors", str(private / "digits.safetensors"),
+               "link.safetensors", "missing.safetensors", "README.md", "/etc/passwd", ".",
+               "/dev/zero", str(served)]
+    for path in refused:  # one message, whether the file exists or not
+        with pytest.raises(ValueError) as refusal:
+            cache.get(path, None, dirs)
+        assert str(refusal.value) == f"grammarc: artifact {path!r} is not served here (the " \
+                                     "server's GRAMMARC_ARTIFACT_DIRS lists the directories it serves)"
+    # the setting, else the environment variable, else the working directory
+    monkeypatch.setenv(ARTIFACT_DIRS_ENV, f"{private}{os.pathsep}{tmp_path / 'none'}")
+    assert served_dirs() == (str(private.resolve()), str((tmp_path / "none").resolve()))
+    assert cache.get("digits.safetensors").matches("1")
+    assert served_dirs([str(served)]) == (str(served.resolve()),)
+    monkeypatch.delenv(ARTIFACT_DIRS_ENV)
+    monkeypatch.chdir(served)
+    assert served_dirs() == (str(served.resolve()),)
+    with pytest.raises(ValueError, match="not served here"):
+        cache.get(str(private / "digits.safetensors"))
+
+
+def test_stop_ids_outside_the_vocabulary_are_refused_and_never_index_the_bitmask(smollm2):
+    """A request whose matcher is gone may pick its stop ids only; the client's ids went into
+    the bitmask unchecked (70,000: an IndexError that stopped the engine; -1: a wrong bit)."""
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from grammarc.integrations.served import ServedRequest, check_stop_ids
+    from grammarc.runtime import bitmask_width
+
+    grammar = grammarc.compile("[0-9]+", smollm2, "regex")
+    vocab = grammar.vocab_size
+    for bad in (70_000, -1, vocab):
+        with pytest.raises(ValueError, match=f"stop token id {bad} is outside the vocabulary "
+                                             f"\\(0 to {vocab - 1}\\)"):
+            check_stop_ids(SimpleNamespace(stop_token_ids=[2, bad]), grammar)
+    check_stop_ids(SimpleNamespace(stop_token_ids=[0, 2, vocab - 1]), grammar)
+    width = bitmask_width(vocab)
+    for stops, allowed in [((-1, 2, 70_000), [2]), ((-1, 70_000), list(range(32 * width))),
+                           ((5, vocab - 1), [5, vocab - 1])]:
+        words = np.full(width, 7, np.int32)
+        ServedRequest(None, [], (), stops).fill(words, vocab)
+        bits = np.unpackbits(words.view(np.uint8), bitorder="little")
+        assert np.flatnonzero(bits).tolist() == allowed

