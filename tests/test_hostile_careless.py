@@ -244,7 +244,7 @@ def test_only_artifacts_in_the_served_directories_are_loaded(tmp_path, smollm2, 
         with pytest.raises(ValueError) as refusal:
             cache.get(path, None, dirs)
         assert str(refusal.value) == f"grammarc: artifact {path!r} is not served here (the " \
-                                     "server's GRAMMARC_ARTIFACT_DIRS lists the directories it serves)"
+            "server's GRAMMARC_ARTIFACT_DIRS lists the directories it serves)"
     # the setting, else the environment variable, else the working directory
     monkeypatch.setenv(ARTIFACT_DIRS_ENV, f"{private}{os.pathsep}{tmp_path / 'none'}")
     assert served_dirs() == (str(private.resolve()), str((tmp_path / "none").resolve()))
@@ -281,3 +281,32 @@ def test_stop_ids_outside_the_vocabulary_are_refused_and_never_index_the_bitmask
         ServedRequest(None, [], (), stops).fill(words, vocab)
         bits = np.unpackbits(words.view(np.uint8), bitorder="little")
         assert np.flatnonzero(bits).tolist() == allowed
+
+
+# ------------------------------------------------------------------ newcomer potholes
+def test_an_ambiguous_state_machine_error_has_a_line_and_column(tmp_path):
+    spec = ('start: a\naccept: [c]\nstates:\n  a:\n    - {to: b, text: "x"}\n'
+            '    - {to: c, regex: "x[0-9]"}\n  b:\n    - {to: c, regex: "[0-9]+;"}\n  c: []\n')
+    result = compile_file(tmp_path, "f.fsm.yaml", spec)
+    assert_clean_error(result, "f.fsm.yaml:5:5: ambiguous state machine: after 'x' the state "
+                               "could be 'a' or 'b'")
+
+
+def test_an_output_in_a_missing_directory_says_it_does_not_exist(tmp_path):
+    (tmp_path / "a.regex").write_text("a")
+    (tmp_path / "file").write_text("")
+    for output, what in [("missing/dir/x.safetensors", "does not exist (create it first, e.g. "
+                                                       "mkdir -p)"),
+                         ("file/x.safetensors", "is not a directory")]:
+        result = run_cli("compile", "a.regex", "--tokenizer", "smollm2", "-o", output,
+                         cwd=tmp_path, seconds=60)
+        assert_clean_error(result, f"cannot write {output}: the directory "
+                                   f"{output.rsplit('/', 1)[0]} {what}")
+
+
+def test_check_reads_stdin_byte_for_byte_as_its_help_says(tmp_path):
+    assert compile_file(tmp_path, "d.regex", r"\d{4}").returncode == 0
+    assert run_cli("check", "out.safetensors", "-", input="2024", cwd=tmp_path).returncode == 0
+    result = run_cli("check", "out.safetensors", "-", input="2024\n", cwd=tmp_path)
+    assert result.returncode == 1 and result.stdout.startswith("no: unexpected '\\n'")
+    assert "stdin is taken byte for byte" in run_cli("check", "--help").stdout

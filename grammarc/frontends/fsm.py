@@ -44,10 +44,17 @@ def parse_fsm(text: str, source_name: str | None = None,
     """The `Graph` of a state-machine spec in YAML or JSON (JSON when the file name ends in
     `.json`, or when no name is given and the text starts with `{`). No front-end option
     applies to specs."""
-    is_json = source_name.lower().endswith(".json") if source_name else text.lstrip()[:1] == "{"
     spec = _Spec(text, source_name)
-    data = spec.load_json() if is_json else spec.load_yaml()
-    return spec.graph(data)
+    return spec.graph(spec.load(source_name))
+
+
+def state_offset(text: str, source_name: str | None, names: tuple[str, ...]) -> int | None:
+    """Where the transitions of the first declared state among `names` start in a spec that
+    `parse_fsm` read (to locate errors found later, such as an ambiguity)."""
+    spec = _Spec(text, source_name)
+    states = spec.load(source_name)["states"]
+    return next((spec.positions.get(id(transitions)) for name, transitions in states.items()
+                 if name in names), None)
 
 
 class _Spec:
@@ -64,6 +71,13 @@ class _Spec:
         return GrammarError(message, source_name=self.source_name, text=self.text, offset=offset)
 
     # ------------------------------------------------------------------ loading
+    def load(self, source_name: str | None) -> Any:
+        """JSON when the file name ends in `.json`, or when no name is given and the text
+        starts with `{`; YAML otherwise."""
+        is_json = source_name.lower().endswith(".json") if source_name else \
+            self.text.lstrip()[:1] == "{"
+        return self.load_json() if is_json else self.load_yaml()
+
     def load_json(self) -> Any:
         """JSON (Python's parser), recording where each object and array starts."""
         decoder = json.JSONDecoder(parse_int=json_integer)
