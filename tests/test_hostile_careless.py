@@ -310,3 +310,15 @@ def test_check_reads_stdin_byte_for_byte_as_its_help_says(tmp_path):
     result = run_cli("check", "out.safetensors", "-", input="2024\n", cwd=tmp_path)
     assert result.returncode == 1 and result.stdout.startswith("no: unexpected '\\n'")
     assert "stdin is taken byte for byte" in run_cli("check", "--help").stdout
+
+
+def test_generate_checks_the_artifact_against_the_model_before_loading_it(tmp_path,
+                                                                          bpe_tokenizer_json):
+    """The vocabulary check came after the model load (20 s), which was silent."""
+    pytest.importorskip("transformers", reason="grammarc generate needs the hf extra")
+    artifact = tmp_path / "other.safetensors"
+    grammarc.compile("[a-z]+", grammarc.load_tokenizer(bpe_tokenizer_json.parent),
+                     "regex").save(artifact)
+    result = run_cli("generate", str(artifact), "--prompt", "x", seconds=15)
+    assert_clean_error(result, f"{artifact}: compiled for")
+    assert "loading model" not in result.stderr
