@@ -322,3 +322,20 @@ def test_generate_checks_the_artifact_against_the_model_before_loading_it(tmp_pa
     result = run_cli("generate", str(artifact), "--prompt", "x", seconds=15)
     assert_clean_error(result, f"{artifact}: compiled for")
     assert "loading model" not in result.stderr
+
+
+def test_the_command_of_a_runtime_only_install_says_what_to_install():
+    """`pip install --no-deps grammarc-*.whl numpy safetensors` gives a `grammarc` command
+    that died with `ModuleNotFoundError: click`. Run as the command's entry point runs it
+    (pyproject's [project.scripts]), with click absent."""
+    import subprocess
+    import sys
+    import tomllib
+
+    script = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+    module, function = script["grammarc"].split(":")
+    code = (f"import sys; sys.modules['click'] = None; sys.argv = ['grammarc', 'inspect', 'x']; "
+            f"from {module} import {function}; {function}()")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            cwd=ROOT, timeout=60)
+    assert_clean_error(result, "the grammarc command needs click, which is not installed")
