@@ -28,7 +28,7 @@ from .artifact import (
 from .automaton import ByteDFA
 from .automaton.machines import PushdownDFA, language_automaton
 from .deepcall import call_with_deep_stack
-from .errors import GrammarcError, GrammarError, TooManyStatesError
+from .errors import AmbiguityError, GrammarcError, GrammarError, TooManyStatesError
 from .frontends import FrontendOptions, kind_for_path, parser_for, source_text
 from .runtime import Grammar
 from .runtime.calls import CallGrammar
@@ -145,6 +145,11 @@ def build_automaton(kind: str, text: str, name: str | None, options: FrontendOpt
             except GrammarError as exc:
                 if exc.line is not None:
                     raise
+                if isinstance(exc, AmbiguityError) and kind == "fsm":
+                    from .frontends.fsm import state_offset
+
+                    raise GrammarError(exc.message, source_name=name, text=text,
+                                       offset=state_offset(text, name, exc.states)) from None
                 message = "; ".join([exc.message, *notices]) \
                     if isinstance(exc, TooManyStatesError) else exc.message
                 raise type(exc)(message, source_name=name) from None

@@ -43,6 +43,13 @@ class TooManyStatesError(GrammarError):
     """The automaton grew past the --max-states limit."""
 
 
+class AmbiguityError(GrammarError):
+    """Transitions of a state machine after which the reached state is not decided; `states`
+    are the two candidates (a front end locates them in its source)."""
+
+    states: tuple[str, ...] = ()
+
+
 class UnresolvedCallError(GrammarError):
     """A `Call` reached a construction that needs one flat automaton (a product)."""
 

@@ -153,8 +153,10 @@ def model_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def openai_server(model_folder: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """vLLM's OpenAI server on `model_folder` with grammarc's processor and the hermes
-    tool-call parser (tests/vllm_server.py): its base URL, one server for the session."""
+    tool-call parser (tests/vllm_server.py): its base URL, one server for the session,
+    serving the artifacts of the session's temporary folders."""
     from vllm_server import openai_server as start
 
-    with start(model_folder, tmp_path_factory.mktemp("server")) as base:
+    with start(model_folder, tmp_path_factory.mktemp("server"),
+               tmp_path_factory.getbasetemp()) as base:
         yield base

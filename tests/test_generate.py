@@ -141,6 +141,7 @@ def test_generate_command_streams_and_reports_the_final_state(tmp_path):
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() and "e" not in result.stdout.lower()
     assert "accepting" in result.stderr and "not accepting" not in result.stderr
+    assert result.stderr.startswith("loading model smollm2 ...\n")  # not silent while loading
 
 
 def test_generate_command_rejects_a_budget_no_text_fits(tmp_path):

@@ -1,4 +1,4 @@
-"""Hostile inputs, issue 15, "smaller": a temporary file left by SIGTERM, errors located at
+"""Hostile inputs, issue 15, "smaller": a temporary file left by SIGTERM (and SIGHUP), errors located at
 `?` or quoting a value wrongly, a directory given as a source, a non-zip `.npz` described as
 pickled data. Each runs as a real command under a time and memory cap."""
 
@@ -18,8 +18,11 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
-def test_sigterm_while_writing_leaves_no_temporary_file(tmp_path):
-    """SIGTERM during the write of a large artifact once left `.NAME.XXXX.tmp` behind."""
+@pytest.mark.parametrize("signum", [signal.SIGTERM, getattr(signal, "SIGHUP", None)],
+                         ids=["SIGTERM", "SIGHUP"])
+def test_a_signal_while_writing_leaves_no_temporary_file(tmp_path, signum):
+    """SIGTERM (issue 15) and SIGHUP (issue 43: the terminal closed) during the write of a
+    large artifact once left `.NAME.XXXX.tmp` behind."""
     process = subprocess.Popen(
         [sys.executable, "-m", "grammarc", "compile", str(ROOT / "grammars" / "event.schema.json"),
          "--tokenizer", "smollm2", "-q", "--layout", "dense", "-o", "big.safetensors"],
@@ -29,9 +32,9 @@ def test_sigterm_while_writing_leaves_no_temporary_file(tmp_path):
         assert process.poll() is None, "finished before its temporary file was seen"
         assert time.monotonic() < deadline
         time.sleep(0.005)
-    process.send_signal(signal.SIGTERM)
+    process.send_signal(signum)
     _, stderr = process.communicate(timeout=60)
-    assert process.returncode == 128 + signal.SIGTERM, stderr
+    assert process.returncode == 128 + signum, stderr
     assert "Traceback" not in stderr
     assert list(tmp_path.iterdir()) == []
 

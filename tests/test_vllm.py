@@ -9,6 +9,7 @@ own torch and transformers): `python -m pytest -m vllm`. Skipped with the reason
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -65,12 +66,19 @@ def artifacts(tmp_path_factory, smollm2, bpe_tokenizer_json) -> dict[str, Path]:
     return out
 
 
-def _drive(model: Path, processor: bool, batch: list[dict], each: list[dict] = ()) -> dict:
+def _served(artifacts: dict[str, Path]) -> dict[str, str]:
+    """The environment of an engine serving the test artifacts' folders (and no other)."""
+    folders = sorted({str(path.parent) for path in artifacts.values()})
+    return dict(os.environ, GRAMMARC_ARTIFACT_DIRS=os.pathsep.join(folders))
+
+
+def _drive(model: Path, processor: bool, batch: list[dict], each: list[dict] = (),
+           env: dict[str, str] | None = None) -> dict:
     job = model.parent / f"job-{processor}.json"
     job.write_text(json.dumps({"model": str(model), "processor": processor, "batch": batch,
                                "each": list(each)}))
     run = subprocess.run([sys.executable, str(DRIVER), str(job)], capture_output=True,
-                         text=True, timeout=400)
+                         text=True, timeout=400, env=env)
     lines = [line for line in run.stdout.splitlines() if line.startswith("RESULTS ")]
     assert run.returncode == 0 and lines, run.stdout[-3000:] + run.stderr[-3000:]
     return json.loads(lines[-1][len("RESULTS "):])
@@ -95,8 +103,10 @@ def constrained_run(model_folder, artifacts):
     each = [{"prompt": "x", "max_tokens": 5, "artifact": str(model_folder / "missing.safetensors")},
             {"prompt": "x", "max_tokens": 5, "artifact": str(ROOT / "README.md")},
             {"prompt": "x", "max_tokens": 5, "artifact": str(artifacts["other-vocabulary"])},
-            {"prompt": "x", "max_tokens": 5, "artifact": ""}]
-    return batch, _drive(model_folder, True, batch, each)
+            {"prompt": "x", "max_tokens": 5, "artifact": ""},
+            {"prompt": "x", "max_tokens": 5, "artifact": str(artifacts["date"]),
+             "stop_token_ids": [70_000]}]
+    return batch, _drive(model_folder, True, batch, each, _served(artifacts))
 
 
 def _valid(request: dict, text: str, artifacts: dict[str, Path]) -> bool:
@@ -134,13 +144,15 @@ def test_unconstrained_requests_are_untouched(constrained_run, model_folder):
 def test_bad_artifacts_are_refused_at_admission(constrained_run):
     _, results = constrained_run
     errors = [r.get("error", "") for r in results["each"]]
-    assert "VLLMValidationError" in errors[0] and "missing.safetensors not found" in errors[0]
-    assert "unknown artifact type '.md'" in errors[1]
+    # a missing file and a file that is no artifact, outside the served folders: one message
+    for error, path in zip(errors, ["missing.safetensors", "README.md"]):
+        assert "VLLMValidationError" in error and f"{path}' is not served here" in error, error
     assert "compiled for a vocabulary of" in errors[2] or "compiled for tokenizer" in errors[2]
     assert 'extra_args["grammarc"] must be an artifact path' in errors[3]
+    assert "70000" in errors[4]  # grammarc's refusal, or vLLM's own where it checks first
 
 
-def test_processor_follows_batch_changes(artifacts, smollm2):
+def test_processor_follows_batch_changes(artifacts, smollm2, monkeypatch):
     """Added, removed, moved and swapped rows, as vLLM reports them, keep each request's
     grammar and tokens; unconstrained rows stay untouched (the processor on its own)."""
     from types import SimpleNamespace
@@ -152,6 +164,7 @@ def test_processor_follows_batch_changes(artifacts, smollm2):
 
     from grammarc.integrations.vllm import GrammarLogitsProcessor
 
+    monkeypatch.setenv("GRAMMARC_ARTIFACT_DIRS", _served(artifacts)["GRAMMARC_ARTIFACT_DIRS"])
     config = SimpleNamespace(model_config=SimpleNamespace(tokenizer=None))
     processor = GrammarLogitsProcessor(config, torch.device("cpu"), False)
     date = grammarc.load(artifacts["date"])
@@ -209,7 +222,7 @@ def test_openai_server_over_http(openai_server, model_folder, artifacts):
     assert re.fullmatch(DATE, answer["choices"][0]["text"]), answer
     status, answer = post(f"{base}/v1/completions",
                           dict(body, vllm_xargs={"grammarc": "missing.safetensors"}))
-    assert status == 400 and "missing.safetensors not found" in json.dumps(answer)
+    assert status == 400 and "missing.safetensors' is not served here" in json.dumps(answer)
     status, answer = post(f"{base}/v1/completions",
                           dict(body, vllm_xargs={"grammarc": str(artifacts["other-vocabulary"])}))
     assert status == 400 and "compiled for" in json.dumps(answer)

@@ -4,7 +4,8 @@ in processes of its own, which wants a script with a `__main__` guard).
     python tests/vllm_driver.py JOB.json      # prints one JSON line: the results
 
 JOB: {"model": folder, "processor": true|false, "batch": [request, ...], "each": [request, ...]}
-with request = {"prompt": str, "max_tokens": int, "artifact": path (optional), "chat": bool}.
+with request = {"prompt": str, "max_tokens": int, "artifact": path (optional), "chat": bool,
+"stop_token_ids": [int] (optional)}.
 "batch" is generated in one call (greedy); each request of "each" alone, its error caught.
 Result: {"batch": [{"text", "token_ids", "finish_reason"}], "each": [{"error": str} | ...]}.
 """
@@ -35,7 +36,8 @@ def main(job_path: str) -> None:
         extra = {"grammarc": {"artifact": request["artifact"]}} if "artifact" in request \
             else None
         return prompt, SamplingParams(max_tokens=request["max_tokens"], temperature=0.0,
-                                      extra_args=extra)
+                                      extra_args=extra,
+                                      stop_token_ids=request.get("stop_token_ids"))
 
     def result(output):
         out = output.outputs[0]

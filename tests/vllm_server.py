@@ -38,10 +38,11 @@ def post(url: str, body: dict) -> tuple[int, dict]:
 
 
 @contextmanager
-def openai_server(model: Path, folder: Path) -> Iterator[str]:
-    """The server's base URL while it runs (working directory and log in `folder`)."""
+def openai_server(model: Path, folder: Path, artifact_dirs: Path) -> Iterator[str]:
+    """The server's base URL while it runs (working directory and log in `folder`), serving
+    artifacts from `artifact_dirs`."""
     port = free_port()
-    env = dict(os.environ, VLLM_CPU_KVCACHE_SPACE="1")
+    env = dict(os.environ, VLLM_CPU_KVCACHE_SPACE="1", GRAMMARC_ARTIFACT_DIRS=str(artifact_dirs))
     log_path = folder / "server.log"
     # `vllm serve` itself; the `vllm` command of vllm-cpu 0.32 fails on its own package
     # metadata (it asks for the distribution "vllm"), so the server module is started directly

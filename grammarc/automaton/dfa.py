@@ -21,7 +21,7 @@ import os
 import numpy as np
 
 from .. import _core
-from ..errors import GrammarError, TooManyStatesError
+from ..errors import AmbiguityError, GrammarError, TooManyStatesError
 from . import DEFAULT_MAX_STATES
 from .bytedfa import ByteDFA
 from .expr import Expr
@@ -95,10 +95,12 @@ def determinize(frag: Fragment, max_states: int = _NO_LIMIT,
         state, cls, first, second = (int(v) for v in conflict)
         text = _witness(trans, byte_class, state, cls).decode("utf-8", "backslashreplace")
         first_name, second_name = sorted((label_names[first], label_names[second]))
-        raise GrammarError(f"ambiguous state machine: after {text!r} the state could be "
-                           f"{first_name!r} or {second_name!r}; no text of a transition may "
-                           "be read, or begin a longer text, by another path out of the same "
-                           "state (end free text with a delimiter)")
+        error = AmbiguityError(f"ambiguous state machine: after {text!r} the state could be "
+                               f"{first_name!r} or {second_name!r}; no text of a transition "
+                               "may be read, or begin a longer text, by another path out of "
+                               "the same state (end free text with a delimiter)")
+        error.states = (first_name, second_name)
+        raise error
     dfa = minimize(trans, byte_class, accepting, labels if len(frag.labels) else None,
                    label_names)
     if dfa.num_states > max_states:

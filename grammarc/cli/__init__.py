@@ -19,14 +19,21 @@ from ..errors import GrammarcError
 EXIT_CODES_HELP = "Exit codes: 0 success, 1 bad input or failed check, 2 usage error."
 
 
+# signals that end the process; they unwind like Ctrl-C (SIGINT), so cleanups run and a
+# half-written artifact's temporary file goes (SIGHUP: the terminal closed)
+_ENDING_SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP")
+                        if hasattr(signal, name))
+
+
 class _ErrorsAsExitCodes(click.Group):
-    """Turn `GrammarcError` into one line on stderr and exit code 1, and SIGTERM into an
-    exit that runs cleanups."""
+    """Turn `GrammarcError` into one line on stderr and exit code 1, and SIGTERM and SIGHUP
+    into an exit that runs cleanups."""
 
     def invoke(self, ctx: click.Context):
         if threading.current_thread() is threading.main_thread():
-            # SIGTERM unwinds like Ctrl-C, so a half-written artifact's temporary file goes
-            signal.signal(signal.SIGTERM, _exit_on_signal)
+            for signum in _ENDING_SIGNALS:
+                if signal.getsignal(signum) is not signal.SIG_IGN:  # as `nohup` leaves it
+                    signal.signal(signum, _exit_on_signal)
         try:
             return super().invoke(ctx)
         except GrammarcError as exc:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import os
+import string
 import time
 import tomllib
 from dataclasses import dataclass
@@ -20,8 +21,9 @@ from typing import Any, Callable
 import click
 
 from ..artifact import LAYOUTS, SUFFIXES, read_artifact
-from ..errors import ArtifactError, GrammarcError
-from ..frontends import KINDS, FrontendOptions, grammar_stem
+from ..errors import ArtifactError, GrammarcError, line_column
+from ..frontends import (KINDS, TOO_MANY_DIGITS, FrontendOptions, grammar_stem, long_number_offset,
+                         too_many_digits)
 from . import EXIT_CODES_HELP, main
 from .common import describe_difference, echo_json, flat_differences
 
@@ -57,6 +59,10 @@ _SETTINGS: dict[str, tuple[Callable[[Any], bool], str]] = {
     **{key: _frontend_setting(key) for key in _FRONTEND_KEYS},
 }
 _ENTRY_KEYS = ("source", "sources", "output")
+# metadata a compile records that is not an input: the source text (its sha256 is compared) and
+# the format version, which follows from the tables the inputs make (2 for a call grammar, 3
+# with counted repetitions)
+_OUTCOMES = ("source", "format_version")
 _LABELS = {"built": "built", "fresh": "up to date", "stale": "stale", "missing": "missing",
            "invalid": "invalid"}
 
@@ -79,11 +85,17 @@ class Target:
 def read_manifest(path: Path) -> list[Target]:
     """The targets a manifest lists, every path resolved against the manifest's folder."""
     try:
-        document = tomllib.loads(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
+        document = tomllib.loads(text)
     except OSError as exc:
         raise GrammarcError(f"{path}: cannot read manifest: {exc.strerror or exc}") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise GrammarcError(f"{path}: invalid TOML: {exc}") from None
+    except ValueError as exc:  # tomllib converts integers without a limit of its own
+        if not too_many_digits(exc):
+            raise
+        line, column = line_column(text, long_number_offset(text) or 0)
+        raise GrammarcError(f"{path}:{line}:{column}: invalid TOML: {TOO_MANY_DIGITS}") from None
     _known_keys(document, ("tokenizers", "defaults", "artifact"), f"{path}")
     names = document.get("tokenizers", {})
     if not isinstance(names, dict) or not all(map(_is_str, names.values())):
@@ -97,6 +109,7 @@ def read_manifest(path: Path) -> list[Target]:
         raise GrammarcError(f"{path}: no [[artifact]] entries")
     base = path.parent
     targets: list[Target] = []
+    written: dict[Path, int] = {}  # each output, resolved, -> the entry that writes it
     for number, entry in enumerate(entries, 1):
         where = f"{path}: [[artifact]] {number}"
         _known_keys(entry, (*_ENTRY_KEYS, *_SETTINGS), where)
@@ -109,18 +122,20 @@ def read_manifest(path: Path) -> list[Target]:
         tokenizers = settings.pop("tokenizer")
         for source in _sources(entry, base, where):
             for name in [tokenizers] if _is_str(tokenizers) else tokenizers:
-                output = base / _expand(entry["output"], source, name, where)
+                output = Path(os.path.normpath(base / _expand(entry["output"], source, name,
+                                                              where)))
                 if output.suffix.lower() not in SUFFIXES:
                     raise GrammarcError(f"{where}: output {output} must end in "
                                         f"{' or '.join(SUFFIXES)}")
+                first = written.get(output.resolve())
+                if first is not None:
+                    raise GrammarcError(f"{where}: output {output} " + (
+                        "would be written twice (tell them apart with {stem} or {tokenizer})"
+                        if first == number else f"is the output of [[artifact]] {first} too"))
+                written[output.resolve()] = number
                 spec = names.get(name, name)
                 resolved = str(base / spec) if (base / spec).exists() else spec
                 targets.append(Target(source, output, name, resolved, settings))
-    seen: set[Path] = set()
-    for target in targets:
-        if target.output in seen:
-            raise GrammarcError(f"{path}: two artifacts would be written to {target.output}")
-        seen.add(target.output)
     return targets
 
 
@@ -158,15 +173,33 @@ def _sources(entry: dict[str, Any], base: Path, where: str) -> list[Path]:
     return found
 
 
+_PLACEHOLDERS = ("stem", "tokenizer")
+
+
 def _expand(template: str, source: Path, tokenizer: str, where: str) -> str:
-    if "{tokenizer}" in template and ("/" in tokenizer or "\\" in tokenizer):
-        raise GrammarcError(f"{where}: {{tokenizer}} in 'output' needs a tokenizer name without "
-                            f"slashes; name {tokenizer!r} in [tokenizers]")
+    """`template` with its placeholders, plain `{stem}` and `{tokenizer}` only (no attribute,
+    index, format spec or conversion: `str.format` would run them), filled in; `{{` and `}}`
+    are braces."""
     try:
-        return template.format(stem=grammar_stem(source), tokenizer=tokenizer)
-    except (KeyError, IndexError, ValueError) as exc:
+        parts = list(string.Formatter().parse(template))
+    except ValueError as exc:
         raise GrammarcError(f"{where}: bad 'output' template {template!r} ({exc}); "
-                            "placeholders are {stem} and {tokenizer}") from None
+                            "placeholders are plain {stem} and {tokenizer}") from None
+    out = []
+    for literal, field, spec, conversion in parts:
+        out.append(literal)
+        if field is None:
+            continue
+        if field not in _PLACEHOLDERS or spec or conversion:
+            whole = "{" + field + (f"!{conversion}" if conversion else "") + \
+                (f":{spec}" if spec else "") + "}"
+            raise GrammarcError(f"{where}: bad 'output' template {template!r}: {whole} is not a "
+                                "placeholder; placeholders are plain {stem} and {tokenizer}")
+        if field == "tokenizer" and ("/" in tokenizer or "\\" in tokenizer):
+            raise GrammarcError(f"{where}: {{tokenizer}} in 'output' needs a tokenizer name "
+                                f"without slashes; name {tokenizer!r} in [tokenizers]")
+        out.append(grammar_stem(source) if field == "stem" else tokenizer)
+    return "".join(out)
 
 
 @main.command("build", epilog=EXIT_CODES_HELP,
@@ -197,7 +230,7 @@ def build_command(manifest: Path, check: bool, force: bool, as_json: bool) -> No
         layout = target.settings.get("layout", "factored")
         kind, text, name = read_source(target.source, target.settings.get("kind"))
         wanted = {k: v for k, v in grammar_metadata(kind, text, name, tokenizer,
-                                                    options).items() if k != "source"}
+                                                    options).items() if k not in _OUTCOMES}
         status, reasons = _freshness(target.output, {**wanted, "layout": layout})
         if not check and (force or status != "fresh"):
             started = time.perf_counter()

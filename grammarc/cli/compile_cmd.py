@@ -49,7 +49,9 @@ def _check_output(output: Path) -> None:
     artifact_suffix(output)
     parent = output.parent
     if not parent.is_dir():
-        raise GrammarcError(f"cannot write {output}: {parent} is not a directory")
+        what = "is not a directory" if parent.exists() else \
+            "does not exist (create it first, e.g. mkdir -p)"
+        raise GrammarcError(f"cannot write {output}: the directory {parent} {what}")
 
 
 def frontend_options(command):

@@ -33,14 +33,15 @@ def generate_command(artifact: Path, model_spec: str, prompt: str, max_new_token
     ARTIFACT must have been compiled for the model's tokenizer. Runs offline on the CPU;
     needs the hf extra: pip install -e '.[hf]' in a clone (transformers, accelerate).
     """
-    from ..integrations.hf import generate, load_model
+    from ..integrations.hf import generate, load_model, model_vocabulary
     from ..integrations.processor import check_budget
     from ..runtime import check_tokenizer, load
 
     grammar = load(artifact)
-    check_budget(grammar, max_new_tokens)  # before the slow model load
+    check_budget(grammar, max_new_tokens)  # these checks before the slow model load
+    check_tokenizer(grammar, model_vocabulary(model_spec), str(artifact))  # naming the file
+    click.echo(f"loading model {model_spec} ...", err=True)
     model = load_model(model_spec)
-    check_tokenizer(grammar, model.vocabulary, str(artifact))  # an error naming the file
     result = generate(model, prompt, grammar, max_new_tokens=max_new_tokens,
                       temperature=temperature, seed=seed, chat=chat,
                       on_text=lambda text: click.echo(text, nl=False))

@@ -177,6 +177,8 @@ def check_command(artifact: Path, text: str | None, token_ids: str | None,
 
     A text is walked through the byte DFA stored in the artifact (no tokenizer needed). On
     failure, print where it failed and which characters could come there instead; exit 1.
+    With -, stdin is taken byte for byte: a trailing newline (as `echo` adds) is part of the
+    text (use `printf` or `echo -n` for a text without one).
     """
     if (text is None) == (token_ids is None):
         raise click.UsageError("give either TEXT (- for stdin) or --tokens IDS")

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import importlib
+import re
 import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -92,6 +93,30 @@ def source_text(kind: str, text: str) -> str:
     if kind == "regex":
         return text[:-2] if text.endswith("\r\n") else text[:-1] if text.endswith("\n") else text
     return text
+
+
+# Python refuses to convert integers of more digits between text and int (a guard against
+# quadratic time); grammarc takes no number longer than that in any source or manifest.
+MAX_DIGITS = 4300
+TOO_MANY_DIGITS = f"a number of more than {MAX_DIGITS:,} digits (grammarc's limit)"
+
+
+def too_many_digits(exc: BaseException | None) -> bool:
+    """Whether `exc`, or an exception it was raised from or while handling, is Python's refusal
+    of an int <-> str conversion past its digit limit."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, ValueError) and str(exc).startswith("Exceeds the limit"):
+            return True
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
+def long_number_offset(text: str, start: int = 0) -> int | None:
+    """Where the first run of more than MAX_DIGITS digits starts in `text`, if any."""
+    found = re.compile(rf"\d{{{MAX_DIGITS + 1},}}").search(text, start)
+    return found.start() if found else None
 
 
 _PARSERS = {  # kind -> (module, function), imported on first use

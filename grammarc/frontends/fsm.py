@@ -31,7 +31,8 @@ import yaml
 
 from ..automaton.expr import Expr, Graph, literal, nullable
 from ..errors import GrammarError
-from . import FrontendOptions
+from . import MAX_DIGITS, TOO_MANY_DIGITS, FrontendOptions
+from .json_text import TooLongNumber, bare_word_offset, json_integer
 from .regex import parse_regex
 
 _TOP_KEYS = {"start", "accept", "states", "description"}
@@ -43,10 +44,17 @@ def parse_fsm(text: str, source_name: str | None = None,
     """The `Graph` of a state-machine spec in YAML or JSON (JSON when the file name ends in
     `.json`, or when no name is given and the text starts with `{`). No front-end option
     applies to specs."""
-    is_json = source_name.lower().endswith(".json") if source_name else text.lstrip()[:1] == "{"
     spec = _Spec(text, source_name)
-    data = spec.load_json() if is_json else spec.load_yaml()
-    return spec.graph(data)
+    return spec.graph(spec.load(source_name))
+
+
+def state_offset(text: str, source_name: str | None, names: tuple[str, ...]) -> int | None:
+    """Where the transitions of the first declared state among `names` start in a spec that
+    `parse_fsm` read (to locate errors found later, such as an ambiguity)."""
+    spec = _Spec(text, source_name)
+    states = spec.load(source_name)["states"]
+    return next((spec.positions.get(id(transitions)) for name, transitions in states.items()
+                 if name in names), None)
 
 
 class _Spec:
@@ -63,9 +71,16 @@ class _Spec:
         return GrammarError(message, source_name=self.source_name, text=self.text, offset=offset)
 
     # ------------------------------------------------------------------ loading
+    def load(self, source_name: str | None) -> Any:
+        """JSON when the file name ends in `.json`, or when no name is given and the text
+        starts with `{`; YAML otherwise."""
+        is_json = source_name.lower().endswith(".json") if source_name else \
+            self.text.lstrip()[:1] == "{"
+        return self.load_json() if is_json else self.load_yaml()
+
     def load_json(self) -> Any:
         """JSON (Python's parser), recording where each object and array starts."""
-        decoder = json.JSONDecoder()
+        decoder = json.JSONDecoder(parse_int=json_integer)
 
         def parse_object(s_and_end, strict, scan_once, object_hook, object_pairs_hook,
                          memo=None):
@@ -92,6 +107,9 @@ class _Spec:
             return decoder.decode(self.text)
         except json.JSONDecodeError as exc:
             raise self.error(f"invalid JSON: {exc.msg}", offset=exc.pos) from None
+        except TooLongNumber as exc:
+            raise self.error(f"invalid JSON: {exc}",
+                             offset=bare_word_offset(self.text, exc.args[0])) from None
 
     def load_yaml(self) -> Any:
         """YAML (PyYAML's safe loader), recording where each mapping and sequence starts."""
@@ -224,6 +242,13 @@ class _YamlLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignor
                     None, None, f"key {key!r} appears twice in one mapping", key_node.start_mark)
             seen.add(key)
 
+    def construct_checked_int(self, node: yaml.ScalarNode) -> int:
+        """An integer of at most MAX_DIGITS digits (Python converts no longer one)."""
+        if len(node.value) > MAX_DIGITS:
+            raise yaml.constructor.ConstructorError(None, None, TOO_MANY_DIGITS,
+                                                    node.start_mark)
+        return self.construct_yaml_int(node)
+
     def construct_located_seq(self, node: yaml.SequenceNode):
         data: list[Any] = []
         self.positions[id(data)] = node.start_mark.index
@@ -233,6 +258,7 @@ class _YamlLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignor
 
 _YamlLoader.add_constructor("tag:yaml.org,2002:map", _YamlLoader.construct_located_map)
 _YamlLoader.add_constructor("tag:yaml.org,2002:seq", _YamlLoader.construct_located_seq)
+_YamlLoader.add_constructor("tag:yaml.org,2002:int", _YamlLoader.construct_checked_int)
 
 
 def _closure(seeds: list[int], arcs: list[tuple[int, int]]) -> set[int]:

@@ -25,7 +25,7 @@ from ..automaton.expr import (
     normalize_ranges, repeat,
 )
 from ..errors import GrammarError
-from . import FrontendOptions
+from . import MAX_DIGITS, TOO_MANY_DIGITS, FrontendOptions
 from .rules import Ref, expand_rules
 
 _SYNTAX = r"""
@@ -164,6 +164,8 @@ class _Builder:
         if op == "?":
             return repeat(atom, 0, 1)
         lo_text, _, hi_text = op[1:-1].partition(",")
+        if max(len(lo_text.strip()), len(hi_text.strip())) > MAX_DIGITS:
+            raise self.error(f"repetition count: {TOO_MANY_DIGITS}", op.start_pos)
         lo = int(lo_text)
         hi = lo if "," not in op else int(hi_text) if hi_text.strip() else None
         if hi is not None and hi < lo:

@@ -27,7 +27,7 @@ from lark.exceptions import LarkError, UnexpectedInput
 
 from ..automaton.expr import Expr, MachineSet, alt, concat, repeat
 from ..errors import GrammarError
-from . import FrontendOptions
+from . import TOO_MANY_DIGITS, FrontendOptions, long_number_offset, too_many_digits
 from .regex import huge_repeat_offset, parse_regex
 from .rules import Ref, expand_rules
 
@@ -153,6 +153,10 @@ def _load(lark_text: str, text: str, source_name: str | None, start: str) -> lar
         raise GrammarError(f"invalid Lark grammar: unexpected {what}", source_name=source_name,
                            text=text, offset=exc.pos_in_stream) from None
     except LarkError as exc:
+        if too_many_digits(exc):  # a count in `~ N` or in a terminal's regex
+            raise GrammarError(f"invalid Lark grammar: {TOO_MANY_DIGITS}",
+                               source_name=source_name, text=text,
+                               offset=long_number_offset(text)) from None
         message = exc.args[0] if exc.args and isinstance(exc.args[0], str) else str(exc)
         if len(exc.args) > 1 and hasattr(exc.args[1], "name"):
             message += f" (terminal {exc.args[1].name})"

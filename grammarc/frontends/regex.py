@@ -29,7 +29,7 @@ from ..automaton.expr import (
     repeat,
 )
 from ..errors import GrammarError, UnsupportedError
-from . import FrontendOptions
+from . import FrontendOptions, too_many_digits
 
 _ANY = ((0, 0x10FFFF),)
 _ANY_BUT_NEWLINE = ((0, 9), (11, 0x10FFFF))
@@ -79,10 +79,14 @@ def parse_regex(pattern: str, source_name: str | None = None,
     except re.error as exc:
         raise GrammarError(f"invalid regex: {exc.msg}", source_name=source_name,
                            text=pattern, offset=exc.pos) from None
-    except ValueError:  # `(?u)`: re's "ASCII and UNICODE flags are incompatible"
-        raise unicode_flag_error(pattern, source_name) from None
-    except OverflowError as exc:  # a repetition count past C's int
-        raise GrammarError(f"invalid regex: {exc}", source_name=source_name, text=pattern,
+    except (OverflowError, ValueError) as exc:
+        if isinstance(exc, ValueError) and "flags are incompatible" in str(exc):  # `(?u)`
+            raise unicode_flag_error(pattern, source_name) from None
+        if isinstance(exc, ValueError) and not too_many_digits(exc):
+            raise
+        # a repetition count past C's int, or past Python's digits for an int
+        raise GrammarError("invalid regex: the repetition number is too large",
+                           source_name=source_name, text=pattern,
                            offset=huge_repeat_offset(pattern)) from None
     max_states = options.max_states if options is not None else DEFAULT_MAX_STATES
     converter = _Converter(pattern, source_name, spell, max_states)

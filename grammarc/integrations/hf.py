@@ -56,19 +56,30 @@ class Generation:
         return len(self.token_ids) / self.seconds if self.seconds > 0 else 0.0
 
 
+def _model_files(spec: str) -> tuple[Path, Path, dict[str, str]]:
+    """The model's path, the folder transformers reads and its loading options."""
+    path = smollm2_path() if spec == SMOLLM2_ALIAS else Path(spec).expanduser()
+    if path.is_file() and path.suffix.lower() == ".gguf":
+        return path, path.parent, {"gguf_file": path.name}
+    if path.is_dir():
+        return path, path, {}
+    raise GrammarcError(f"model {spec!r} not found: expected smollm2, a .gguf file or a "
+                        "local transformers model folder")
+
+
+def model_vocabulary(spec: str) -> Tokenizer:
+    """The exact token bytes of a model `load_model` takes, without loading the model (so an
+    artifact is checked against it in a second, not after the load)."""
+    path, _folder, _options = _model_files(spec)
+    return load_tokenizer(SMOLLM2_ALIAS if spec == SMOLLM2_ALIAS else str(path))
+
+
 @functools.lru_cache(maxsize=2)
 def load_model(spec: str) -> Model:
     """`smollm2`, a `.gguf` file or a transformers model folder, loaded on the CPU in float32
     (loaded once per process)."""
     torch, transformers = _require()
-    path = smollm2_path() if spec == SMOLLM2_ALIAS else Path(spec).expanduser()
-    if path.is_file() and path.suffix.lower() == ".gguf":
-        folder, options = path.parent, {"gguf_file": path.name}
-    elif path.is_dir():
-        folder, options = path, {}
-    else:
-        raise GrammarcError(f"model {spec!r} not found: expected smollm2, a .gguf file or a "
-                            "local transformers model folder")
+    _path, folder, options = _model_files(spec)
     transformers.utils.logging.set_verbosity_error()
     transformers.utils.logging.disable_progress_bar()
     try:  # the GGUF loader's progress bar writes to stderr whatever the settings
@@ -80,8 +91,7 @@ def load_model(spec: str) -> Model:
     except (OSError, ValueError) as exc:
         raise GrammarcError(f"cannot load model {spec}: {_first_line(exc)}") from None
     model.eval()
-    vocabulary = load_tokenizer(SMOLLM2_ALIAS if spec == SMOLLM2_ALIAS else str(path))
-    return Model(spec, model, tokenizer, vocabulary)
+    return Model(spec, model, tokenizer, model_vocabulary(spec))
 
 
 def export_model(spec: str, folder: str | os.PathLike) -> Path:

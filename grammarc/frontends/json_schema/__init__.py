@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import json
 import re
-from decimal import Decimal
 from typing import Any
 
 from ...automaton import Expr
 from ...automaton.expr import MachineSet
 from ...errors import GrammarError
 from .. import FrontendOptions
+from ..json_text import TooLongNumber, bare_word_offset, json_decimal, json_integer
 from .schema import canonical_dumps, compile_schema
 
 
@@ -29,16 +29,21 @@ def parse_json_schema(text: str, source_name: str | None = None,
 
 def read_json(text: str, source_name: str | None = None) -> Any:
     """A JSON document as the JSON front ends read it (numbers with a fraction or exponent as
-    `Decimal`), its errors one-line `GrammarError`s with their position."""
+    `Decimal`, none longer than `MAX_DIGITS`), its errors one-line `GrammarError`s with their
+    position."""
     try:
-        return json.loads(text, parse_float=Decimal, parse_constant=_not_json)
+        return json.loads(text, parse_int=json_integer, parse_float=json_decimal,
+                          parse_constant=_not_json)
     except json.JSONDecodeError as exc:
         raise GrammarError(f"invalid JSON: {exc.msg}", source_name=source_name, text=text,
                            offset=exc.pos) from None
     except _NotJSON as exc:
         raise GrammarError(f"invalid JSON: {exc.args[0]} is not a JSON value",
                            source_name=source_name, text=text,
-                           offset=_bare_word(text, exc.args[0])) from None
+                           offset=bare_word_offset(text, exc.args[0])) from None
+    except TooLongNumber as exc:
+        raise GrammarError(f"invalid JSON: {exc}", source_name=source_name, text=text,
+                           offset=bare_word_offset(text, exc.args[0])) from None
     except RecursionError:
         depth, offset = _deepest_bracket(text)
         raise GrammarError(f"invalid JSON: nested too deeply to read ({depth:,} levels)",
@@ -51,14 +56,6 @@ class _NotJSON(ValueError):
 
 def _not_json(word: str) -> Any:
     raise _NotJSON(word)
-
-
-def _bare_word(text: str, word: str) -> int | None:
-    """The offset of the first `word` outside JSON strings."""
-    for match in re.finditer(r'"(?:[^"\\]|\\.)*"|(-?Infinity|NaN)', text):
-        if match.group(1) == word:
-            return match.start()
-    return None
 
 
 def _deepest_bracket(text: str) -> tuple[int, int]:

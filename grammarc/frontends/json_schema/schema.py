@@ -19,6 +19,7 @@ Boolean keywords (`allOf`, `not`, `oneOf`, `if`/`then`/`else`, `dependentSchemas
 
 from __future__ import annotations
 
+import difflib
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -36,6 +37,7 @@ import numpy as np
 from ...automaton import (
     EMPTY, NOTHING, Automaton, ByteDFA, Expr, Ops, alt, charset, concat, literal, repeat,
 )
+from ...automaton.dfa import build_dfa
 from ...automaton.expr import Call, MachineSet, exact_to
 from ...automaton.machines import (
     called_names, counter_form, flat_language, reachable_machines,
@@ -115,13 +117,34 @@ class Layout:
             indent = repeat(charset([(9, 9), (32, 32)]), 0, 20)
             ws = alt(indent, concat(repeat(literal("\r"), 0, 1), literal("\n"), indent))
         else:
-            try:
-                ws = parse_regex(style, after=None)
-            except GrammarError as exc:
-                raise GrammarError(f"--whitespace {style!r}: {exc}") from None
+            ws = _whitespace_regex(style)
         return cls(concat(literal("{"), ws), concat(ws, literal("}")), concat(literal("["), ws),
                    concat(ws, literal("]")), concat(ws, literal(":"), ws),
                    concat(ws, literal(","), ws))
+
+
+WHITESPACE_STYLES = ("default", "compact", "flexible")
+_JSON_WHITESPACE = frozenset(b"\t\n\r ")
+
+
+def _whitespace_regex(style: str) -> Expr:
+    """The language of a custom `--whitespace` regex, which must match JSON whitespace only
+    (space, tab, line feed, carriage return): anything else would make the output invalid
+    JSON, and a misspelt style (`compcat`) is refused instead of being matched literally."""
+    try:
+        ws = parse_regex(style, after=None)
+    except GrammarError as exc:
+        raise GrammarError(f"--whitespace {style!r}: {exc}") from None
+    used = (build_dfa(ws).byte_table()[1:] != 0).any(axis=0)
+    foreign = [b for b in np.flatnonzero(used) if b not in _JSON_WHITESPACE]
+    if foreign:
+        shown = repr(chr(foreign[0])) if foreign[0] < 0x80 else "a non-ASCII character"
+        close = difflib.get_close_matches(style, WHITESPACE_STYLES, n=1, cutoff=0.6)
+        raise GrammarError(
+            f"--whitespace {style!r}: not a style ({', '.join(WHITESPACE_STYLES)})" +
+            (f" (did you mean {close[0]!r}?)" if close else "") + ", and a regex of whitespace "
+            f"must match JSON whitespace only (space, tab, \\n, \\r); this one matches {shown}")
+    return ws
 
 
 @dataclass(frozen=True, eq=False)
@@ -435,6 +458,7 @@ class Compiler:
         self._conjunctions: dict[tuple, dict] = {}
         self._canonical: dict[int, tuple[Expr, Expr]] = {}  # by the identity of the texts
         self._check_supported()
+        self._check_spelling()
 
     # ------------------------------------------------------------------ entry points
     def document(self) -> Expr | MachineSet:
@@ -698,6 +722,24 @@ class Compiler:
             if not self.options.lenient:
                 raise UnsupportedError(message + " (--lenient ignores them, over-approximating)")
             self.options.notice(message + "; ignored (--lenient)")
+
+    def _check_spelling(self) -> None:
+        """A notice for each key that is not a keyword but a near miss of one (`requird`,
+        `maximun`, `itmes`, `Type`: two adjacent letters swapped, or a difflib ratio of 0.85
+        or more, ignoring case): ignored like any unknown key, as the specification says, but
+        most likely a typo. Keys not that close to a keyword (custom annotations, `x-...`,
+        `tsType`) pass in silence."""
+        for pointer, node in self._all_schemas():
+            for key in node:
+                if key in _KNOWN_KEYS or key.startswith(("x-", "X-")):
+                    continue  # a keyword, or an extension by convention
+                lower = key.lower()
+                close = [swapped for i in range(len(lower) - 1) if (swapped := lower[:i] +
+                         lower[i + 1] + lower[i] + lower[i + 2:]) in _KNOWN_BY_CASE] or \
+                    difflib.get_close_matches(lower, _KNOWN_BY_CASE, n=1, cutoff=0.85)
+                if close:
+                    self.options.notice(f"unknown keyword {key!r} at {pointer}/{_escape(key)} "
+                                        f"is ignored; did you mean {_KNOWN_BY_CASE[close[0]]!r}?")
 
     def _all_schemas(self):
         stack = [self.root]
@@ -2164,6 +2206,14 @@ _TYPE_SPECIFIC = {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", 
 _KEYWORDS = frozenset({*_TYPE_SPECIFIC, "type", "enum", "const", *_APPLICATORS})  # not annotations
 _ANNOTATIONS = frozenset({"title", "description", "$comment", "examples", "default",
                           "deprecated", "readOnly", "writeOnly"})  # no effect on validation
+# every key the drafts (4 to 2020-12) define, and annotations common in the wild (OpenAPI):
+# what `_check_spelling` compares unknown keys with
+_KNOWN_KEYS = frozenset(_KEYWORDS | _ANNOTATIONS | {
+    *_SCHEMA_KEYWORDS, *_LIST_KEYWORDS, *_MAP_KEYWORDS, "$schema", "$id", "id", "$anchor",
+    "$dynamicAnchor", "$recursiveAnchor", "$vocabulary", "$defs", "definitions", "minContains",
+    "maxContains", "contentEncoding", "contentMediaType", "contentSchema",
+    "example", "nullable", "discriminator", "externalDocs", "xml"})
+_KNOWN_BY_CASE = {key.lower(): key for key in sorted(_KNOWN_KEYS)}
 # the keywords of schemas whose `allOf` is merged into one schema (`_merged_objects`)
 _OBJECT_MERGE_KEYWORDS = frozenset({"type", "properties", "required", "additionalProperties",
                                     "minProperties", "maxProperties", "allOf", "$ref"})
