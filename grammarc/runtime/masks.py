@@ -33,16 +33,19 @@ class MaskCache:
         self._packed: OrderedDict[Hashable, np.ndarray] = OrderedDict()
         self._max_recent = max(1, recent_bytes // max(vocab_size, 1))
         self._max_packed = max(1, packed_bytes // max((vocab_size + 7) // 8, 1))
-        self._lock = threading.Lock()  # one grammar is shared by threads
+        self._lock = threading.Lock()  # one grammar is shared by threads: misses and evictions
 
     def get(self, key: Hashable, build: Callable[[], np.ndarray]) -> np.ndarray:
         """The mask of `key`, read-only; `build()` makes it (a fresh boolean array) if it is
         held by neither level."""
-        with self._lock:
-            mask = self._recent.get(key)
-            if mask is not None:
+        mask = self._recent.get(key)  # the hit, without the lock: each call is atomic
+        if mask is not None:
+            try:
                 self._recent.move_to_end(key)
-                return mask
+            except KeyError:  # another thread evicted it meanwhile
+                pass
+            return mask
+        with self._lock:
             packed = self._packed.get(key)
             if packed is not None:
                 self._packed.move_to_end(key)
