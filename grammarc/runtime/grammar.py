@@ -3,7 +3,8 @@
 Imports numpy only (torch is used when the caller hands in torch tensors, and is then already
 imported by the caller). State convention everywhere: 0 is dead, 1 is the start; a token is
 allowed in a state exactly when its transition is non-zero; EOS tokens are allowed exactly in
-accepting states, where they lead back to the same state.
+accepting states, where they lead back to the same state. (A grammar with calls takes the same
+calls with `CallState` values as states: `calls.py`.)
 
 Internally the table is factored (`token_class`, per-state rows of `(class, next - state)`);
 per-row token masks are computed on first use and cached (`MaskCache`), so one state's mask
