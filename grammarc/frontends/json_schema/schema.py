@@ -1959,7 +1959,12 @@ def check_against_meta_schema(root: Any) -> None:
         given = json.dumps(root["$schema"], default=str)[:40]
         raise GrammarError(f"#/$schema: invalid schema: {given} is not a meta-schema URI "
                            "(a string)")
-    cls = validators.validator_for(root, default=Draft202012Validator)
+    try:
+        cls = validators.validator_for(root, default=Draft202012Validator)
+    except ValueError:  # a URI urllib cannot split ("http://[x", a broken IPv6 host)
+        given = json.dumps(root["$schema"])[:40]
+        raise GrammarError(f"#/$schema: invalid schema: {given} is not a meta-schema URI") \
+            from None
     error = exceptions.best_match(_meta_validator(cls).iter_errors(root))
     if error is None:
         return
