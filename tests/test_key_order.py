@@ -203,3 +203,18 @@ def test_key_order_on_the_command_line_and_in_manifests(tmp_path):
             assert grammar.metadata["options"]["key_order"] == "any"
         else:
             assert "key_order" in result.stderr and "one of schema, any" in result.stderr
+
+
+def test_enum_and_const_objects_in_any_order_also_under_not():
+    """An object value listed by `enum`/`const` is every order of its keys (nested ones too),
+    so that `not` of it refuses each of them."""
+    value = {"a": 1, "b": {"x": 1, "y": 2}, "c": "z"}
+    rng = random.Random(3)
+    for schema in ({"const": value}, {"enum": [value, 2]}, {"not": {"const": value}},
+                   {"type": "object", "properties": {"a": True, "b": True},
+                    "not": {"enum": [value]}}):
+        validator = jsonschema.Draft202012Validator(schema)
+        automaton, _ = dfa_of(schema, key_order="any")
+        for instance in (value, {"a": 1, "b": {"y": 2, "x": 1}, "c": "z"}, {"a": 1}):
+            for text in _orders(instance, rng):
+                assert accepts(automaton, text) == validator.is_valid(instance), (schema, text)

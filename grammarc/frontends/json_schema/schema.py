@@ -72,6 +72,7 @@ _MAX_PATTERN_REGIONS = 8   # patternProperties per object (2^n key regions)
 _MAX_INLINE_REPEAT = 16    # more counted array items than this: the item is a machine
 _MAX_UNIQUE_VALUES = 10    # values an array with uniqueItems may draw from
 _MAX_COPIED_VALUE = 8     # states of a value copied into each set of keys in any order
+_MAX_LITERAL_ORDERS = 12   # keys of an enum/const object in any key order (2^n sets)
 _MAX_KEY_SETS = 1 << 12    # sets of ranked keys an object in any key order may have read
 _MAX_COUNT = 2**31 - 1     # the largest bound a count register holds (docs/FORMAT.md)
 _TYPES = ("null", "boolean", "object", "array", "number", "integer", "string")
@@ -1354,9 +1355,32 @@ class Compiler:
         if isinstance(value, dict):
             ranking = position.ranking
             keys = sorted(value, key=lambda k: (0, ranking.index(k)) if k in ranking else (1, k))
-            members = [concat(strings.string_literal(k), layout.colon,
-                              self.literal_value(value[k], position.child(k))) for k in keys]
-            body = concat(*[concat(layout.comma, m) if i else m for i, m in enumerate(members)])
+            members = {k: concat(strings.string_literal(k), layout.colon,
+                                 self.literal_value(value[k], position.child(k))) for k in keys}
+            # in any key order, the keys objects here take in any order (all, or those
+            # outside the ranking) come in every order
+            free = [] if self.options.key_order != "any" else \
+                keys if position.any_order else [k for k in keys if k not in ranking]
+            if len(free) > _MAX_LITERAL_ORDERS:
+                raise UnsupportedError(
+                    f"an enum or const object with {len(free)} keys in any key order (more "
+                    f"than {_MAX_LITERAL_ORDERS}); use --key-order schema")
+            memo: dict[frozenset[str], Expr] = {}
+
+            def rest(left: frozenset[str], first: bool) -> Expr:
+                """The free keys `left` in every order."""
+                if not left:
+                    return EMPTY
+                if left not in memo:
+                    memo[left] = alt(*(concat(layout.comma, members[k], rest(left - {k}, False))
+                                       for k in sorted(left)))
+                found = memo[left]
+                return found if not first else alt(*(
+                    concat(members[k], rest(left - {k}, False)) for k in sorted(left)))
+
+            fixed = [m for k, m in members.items() if k not in free]
+            body = concat(*[concat(layout.comma, m) if i else m for i, m in enumerate(fixed)],
+                          rest(frozenset(free), not fixed))
             return concat(layout.open_object, body, layout.close_object)
         raise GrammarError(f"not a JSON value: {value!r}")
 
