@@ -30,6 +30,7 @@ from functools import cached_property, lru_cache
 from graphlib import CycleError, TopologicalSorter
 from heapq import heapify, heappop, heappush
 from itertools import combinations
+from math import comb
 from typing import Any, Callable, NamedTuple
 from urllib.parse import unquote, urldefrag, urljoin
 
@@ -70,7 +71,9 @@ _APPLICATORS = ("$ref", "allOf", "anyOf", "oneOf", "not", "if", "then", "else",
 _UNSUPPORTED = ("unevaluatedProperties", "unevaluatedItems", "$dynamicRef", "$recursiveRef")
 _MAX_PATTERN_REGIONS = 8   # patternProperties per object (2^n key regions)
 _MAX_INLINE_REPEAT = 16    # more counted array items than this: the item is a machine
-_MAX_UNIQUE_VALUES = 10    # values an array with uniqueItems may draw from
+_MAX_UNIQUE_SETS = 1 << 12  # sets of values an array with uniqueItems may have used
+_MAX_UNIQUE_RANGE = 64      # integers a range an array with uniqueItems draws from may hold
+_INTEGER_BOUNDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
 _MAX_COPIED_VALUE = 8     # states of a value copied into each set of keys in any order
 _MAX_LITERAL_ORDERS = 12   # keys of an enum/const object in any key order (2^n sets)
 _MAX_KEY_SETS = 1 << 12    # sets of ranked keys an object in any key order may have read
@@ -1892,31 +1895,36 @@ class Compiler:
         pointer = self.registry.pointer(node)
         schemas = list(prefix) + [rest]
         choices = [self._finite_values(s, ref.base) for s in schemas]
+        universe: list[Any] = []
+        keys: list[Any] = []
+        for values in choices:
+            for v in values or []:
+                if value_key(v) not in keys:
+                    keys.append(value_key(v))
+                    universe.append(v)
+        longest = len(universe) if max_items is None else min(max_items, len(universe))
+        # the sets of values an array may have used, one state each
+        sets = sum(comb(len(universe), k) for k in range(longest + 1))
+        message = None
         if contains is not None or any(c is None for c in choices):
             message = (f"{pointer}: uniqueItems is supported only for items limited to a few "
-                       "values (enum, const, boolean or null), without contains")
+                       "values (enum, const, boolean, null, an integer range), without contains")
+        elif sets > _MAX_UNIQUE_SETS:
+            message = (f"{pointer}: uniqueItems over {len(universe)} possible values needs "
+                       f"{sets:,} sets of them (grammarc supports up to {_MAX_UNIQUE_SETS:,}; "
+                       "a lower maxItems needs fewer)")
+        if message is not None:
             if not self.options.lenient:
                 raise UnsupportedError(message)
             self.options.notice(message + "; ignored (--lenient)")
             return self._array_language(
                 [self.value(Ref(s, ref.base), item_pos) for s in prefix],
                 self.value(Ref(rest, ref.base), item_pos), min_items, max_items, contains, node)
-        universe: list[Any] = []
-        keys: list[Any] = []
-        for values in choices:
-            for v in values:
-                if value_key(v) not in keys:
-                    keys.append(value_key(v))
-                    universe.append(v)
-        if len(universe) > _MAX_UNIQUE_VALUES:
-            raise UnsupportedError(f"{pointer}: uniqueItems over {len(universe)} possible values "
-                               f"(grammarc supports up to {_MAX_UNIQUE_VALUES})")
         literals = [self.literal_value(v, item_pos) for v in universe]
         allowed = [{keys.index(value_key(v)) for v in values} for values in choices]
         # each value as its schema writes it (`1`, not `1.0`, for an integer)
         spelled = [{v: self.ops.intersect(literals[v], self.value(Ref(s, ref.base), item_pos))
                     for v in values} for s, values in zip(schemas, allowed)]
-        longest = len(universe) if max_items is None else min(max_items, len(universe))
         layout = self.layout
         memo: dict[tuple[int, int], Expr] = {}
 
@@ -1947,7 +1955,8 @@ class Compiler:
         if base is not None:
             parts = [p.node for p in self._conjuncts(self.registry.at(schema, base), set())]
             if not all(p is False or isinstance(p, dict) and not set(p) & _KEYWORDS -
-                       {"enum", "const", "type", "$ref", "allOf"} for p in parts):
+                       {"enum", "const", "type", "$ref", "allOf", *_INTEGER_BOUNDS}
+                       for p in parts):
                 return None
             sets = [self._finite_values(p if p is False else
                                         {k: v for k, v in p.items() if k != "$ref"})
@@ -1958,7 +1967,8 @@ class Compiler:
                                              for other in sets[1:])]
         if schema is False:
             return []
-        if not isinstance(schema, dict) or "$ref" in schema:
+        if not isinstance(schema, dict) or "$ref" in schema or \
+                any(isinstance(schema.get(k), bool) for k in _INTEGER_BOUNDS):  # draft 4's
             return None
         if "const" in schema:  # and, with an enum, one of its values
             values = [schema["const"]]
@@ -1969,13 +1979,19 @@ class Compiler:
             values = list(schema["enum"])
         else:
             types = self._types(schema)
-            if types - {"boolean", "null"}:
+            if types - {"boolean", "null", "integer"}:
                 return None
             values = ([True, False] if "boolean" in types else []) + \
                 ([None] if "null" in types else [])
+            if "integer" in types:
+                span = _integer_span(schema)
+                if span is None:
+                    return None
+                values += list(range(*span))
         types = self._types(schema)
-        return [v for v in values if _json_type(v) in types or
-                (_json_type(v) == "integer" and "number" in types)]
+        return [v for v in values if (_json_type(v) in types or
+                (_json_type(v) == "integer" and "number" in types)) and
+                _within_bounds(v, schema)]
 
 
 class _KeyValues:
@@ -2286,6 +2302,45 @@ def _exact_numbers(value: Any) -> Any:
     if isinstance(value, list):
         return [_exact_numbers(v) for v in value]
     return value
+
+
+def _integer_span(schema: dict) -> tuple[int, int] | None:
+    """(lo, hi + 1) of the integers within a schema's numeric bounds when both sides are
+    bounded (by numbers: draft 4's boolean exclusives are not read) and the range is small."""
+    lo = hi = None
+    for key, low in (("minimum", True), ("exclusiveMinimum", True), ("maximum", False),
+                     ("exclusiveMaximum", False)):
+        bound = schema.get(key)
+        if bound is None:
+            continue
+        if isinstance(bound, bool) or not isinstance(bound, (int, float, Decimal)):
+            return None
+        bound = Decimal(str(bound)) if isinstance(bound, float) else Decimal(bound)
+        exclusive = key.startswith("exclusive")
+        if low:
+            first = int(bound.to_integral_value(rounding="ROUND_FLOOR")) + 1 if exclusive \
+                else int(bound.to_integral_value(rounding="ROUND_CEILING"))
+            lo = first if lo is None else max(lo, first)
+        else:
+            last = int(bound.to_integral_value(rounding="ROUND_CEILING")) - 1 if exclusive \
+                else int(bound.to_integral_value(rounding="ROUND_FLOOR"))
+            hi = last if hi is None else min(hi, last)
+    if lo is None or hi is None or hi - lo + 1 > _MAX_UNIQUE_RANGE:
+        return None
+    return lo, max(lo, hi + 1)
+
+
+def _within_bounds(value: Any, schema: dict) -> bool:
+    """Whether a value of an enum or const is within the schema's numeric bounds (any value
+    that is not a number is)."""
+    if _json_type(value) not in ("integer", "number"):
+        return True
+    number = Decimal(str(value)) if isinstance(value, float) else Decimal(value)
+    tests = {"minimum": number.__ge__, "exclusiveMinimum": number.__gt__,
+             "maximum": number.__le__, "exclusiveMaximum": number.__lt__}
+    return all(test(Decimal(str(schema[key])) if isinstance(schema[key], float)
+                    else Decimal(schema[key]))
+               for key, test in tests.items() if key in schema)
 
 
 def _json_type(value: Any) -> str:
