@@ -1360,14 +1360,16 @@ class Compiler:
             keys = sorted(value, key=lambda k: (0, ranking.index(k)) if k in ranking else (1, k))
             members = {k: concat(strings.string_literal(k), layout.colon,
                                  self.literal_value(value[k], position.child(k))) for k in keys}
-            # in any key order, the keys objects here take in any order (all, or those
-            # outside the ranking) come in every order
-            free = [] if self.options.key_order != "any" else \
-                keys if position.any_order else [k for k in keys if k not in ranking]
+            # the keys objects here take in any order (those outside the ranking; in any
+            # key order all of them) come in every order, so that a difference that
+            # subtracts this value removes each of its spellings
+            free = keys if position.any_order else [k for k in keys if k not in ranking]
             if len(free) > _MAX_LITERAL_ORDERS:
+                hint = "use --key-order schema" if position.any_order else \
+                    "declare its keys in the schema's properties"
                 raise UnsupportedError(
-                    f"an enum or const object with {len(free)} keys in any key order (more "
-                    f"than {_MAX_LITERAL_ORDERS}); use --key-order schema")
+                    f"an enum or const object with {len(free)} keys that may come in any "
+                    f"order (more than {_MAX_LITERAL_ORDERS}); {hint}")
             memo: dict[frozenset[str], Expr] = {}
 
             def rest(left: frozenset[str], first: bool) -> Expr:
