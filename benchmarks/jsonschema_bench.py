@@ -28,6 +28,7 @@ import argparse
 import itertools
 import json
 import multiprocessing as mp
+import os
 import re
 import resource
 import signal
@@ -160,7 +161,8 @@ class GrammarcMatcher:
 
 
 class GrammarcEngine:
-    """`grammarc.compile_json_schema` with default options; the runtime's `mask(state)`."""
+    """`grammarc.compile_json_schema` with default options but `--key-order` (passed to the
+    workers in GRAMMARC_BENCH_KEY_ORDER); the runtime's `mask(state)`."""
 
     name = "grammarc"
 
@@ -169,12 +171,14 @@ class GrammarcEngine:
 
         self._grammarc = grammarc
         self._tokenizer = grammarc.load_tokenizer(TOKENIZER)
+        self._options = grammarc.FrontendOptions(
+            key_order=os.environ.get("GRAMMARC_BENCH_KEY_ORDER", "schema"))
 
     def version(self) -> str:
         return f"grammarc {self._grammarc.__version__} ({Path(self._grammarc.__file__).parent})"
 
     def compile(self, schema: Any) -> Any:
-        return self._grammarc.compile_json_schema(schema, self._tokenizer)
+        return self._grammarc.compile_json_schema(schema, self._tokenizer, options=self._options)
 
     def matcher(self, compiled: Any) -> Matcher:
         return GrammarcMatcher(compiled)
@@ -638,6 +642,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="address-space limit of each worker (default 8)")
     parser.add_argument("--jobs", type=int, default=2, help="schemas run at once (default 2)")
     parser.add_argument("--json", type=Path, help="write per-schema records here")
+    parser.add_argument("--key-order", choices=("schema", "any"), default="schema",
+                        help="grammarc's --key-order (default schema)")
     parser.add_argument("--peers", action="store_true",
                         help="also run llguidance and xgrammar on the same token ids")
     return parser.parse_args(argv)
@@ -645,6 +651,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
+    os.environ["GRAMMARC_BENCH_KEY_ORDER"] = args.key_order  # read by the workers' engine
     files = select_files(args.corpus, args.only, args.stride, args.limit)
     if not files:
         sys.exit(f"no corpus files selected in {args.corpus}")

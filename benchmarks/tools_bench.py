@@ -283,7 +283,8 @@ def run_case(tok, xgr: XGrammar | None, tools: list[dict], choice: str, args,
     best = float("inf")
     for _ in range(args.repeat):
         start = time.perf_counter()
-        grammar = grammarc.compile_tools(tools, tok, format="hermes", tool_choice=choice)
+        grammar = grammarc.compile_tools(tools, tok, format="hermes", tool_choice=choice,
+                                         options=args.options)
         best = min(best, time.perf_counter() - start)
     path = out_dir / f"tools-{tok.name}-{len(tools)}-{choice}.safetensors"
     grammar.save(path)
@@ -385,9 +386,15 @@ def main() -> int:
     parser.add_argument("--xgrammar-threads", type=int, default=1)
     parser.add_argument("--no-peer", action="store_true", help="skip xgrammar")
     parser.add_argument("--json", help="also write the results here")
+    parser.add_argument("--no-additional-properties", action="store_true",
+                        help="grammarc forbids properties a schema does not declare, as "
+                             "xgrammar's structural tags do: both compile the same calls")
     args = parser.parse_args()
 
     import grammarc
+
+    args.options = grammarc.FrontendOptions(
+        additional_properties=not args.no_additional_properties)
 
     tools = all_tools(args.corpus)
     sizes = [int(n) for n in args.tools.split(",")]

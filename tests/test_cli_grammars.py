@@ -57,7 +57,7 @@ def test_compile_each_kind(tmp_path):
     ("unreachable.fsm.yaml", SPEC + "  d:\n    - {to: c, text: x}\n",
      "unreachable.fsm.yaml:10:5: state 'd' is unreachable"),
     ("ambiguous.fsm.yaml", SPEC.replace('"[0-9]+;"', '"[0-9]+"'),
-     "ambiguous.fsm.yaml: ambiguous state machine: after 'go 0' the state could be 'b' or 'c'"),
+     "ambiguous.fsm.yaml:7:5: ambiguous state machine: after 'go 0' the state could be 'b' or 'c'"),
     ("lookahead.lark", 'start: "a" NAME\nNAME: /[a-z]+(?!x)/\n',
      "lookahead.lark:2:14: terminal NAME: unsupported regex construct: lookahead"),
     ("paren.lark", "start: A\nA: /(/\n", "paren.lark:2:4: invalid Lark grammar: invalid regex"),

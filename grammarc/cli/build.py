@@ -41,6 +41,9 @@ def _is_count(minimum: int) -> Callable[[Any], bool]:
 def _frontend_setting(key: str) -> tuple[Callable[[Any], bool], str]:
     """How to check a front-end option: by the type of its default in FrontendOptions."""
     default = getattr(FrontendOptions(), key)
+    choices = FrontendOptions.CHOICES.get(key)
+    if choices is not None:
+        return (lambda v: v in choices), f"one of {', '.join(choices)}"
     if isinstance(default, bool):
         return (lambda v: isinstance(v, bool)), "true or false"
     if isinstance(default, int):

@@ -78,6 +78,10 @@ def frontend_options(command):
         click.option("--integer-fractions", is_flag=True,
                      help="JSON Schema: also allow integers written with a zero fraction "
                           "(34.0; valid from draft 6 on)."),
+        click.option("--key-order", type=click.Choice(FrontendOptions.CHOICES["key_order"]),
+                     default="schema", show_default=True,
+                     help="JSON Schema: object keys in the schema's order, or in any order "
+                          "(each at most once)."),
     ]):
         command = option(command)
     return command
@@ -85,12 +89,12 @@ def frontend_options(command):
 
 def make_frontend_options(max_states: int, max_depth: int, start: str | None, whitespace: str,
                           strict_objects: bool, lenient: bool, integer_fractions: bool,
-                          quiet: bool) -> FrontendOptions:
+                          key_order: str, quiet: bool) -> FrontendOptions:
     """`FrontendOptions` from the command-line options; notices go to stderr unless quiet."""
     return FrontendOptions(
         max_states=max_states, max_depth=max_depth, start=start, whitespace=whitespace,
         additional_properties=not strict_objects, lenient=lenient,
-        integer_fractions=integer_fractions,
+        integer_fractions=integer_fractions, key_order=key_order,
         notice=(lambda message: None) if quiet else
         (lambda message: click.echo(f"notice: {message}", err=True)))
 
@@ -127,7 +131,7 @@ def compile_command(source: Path | None, pattern: str | None, kind: str | None,
                     reasoning: bool, reasoning_open: bool,
                     max_states: int, max_depth: int, start: str | None, whitespace: str,
                     strict_objects: bool, lenient: bool, integer_fractions: bool,
-                    quiet: bool) -> None:
+                    key_order: str, quiet: bool) -> None:
     """Compile SOURCE (or --regex PATTERN) into a token-table artifact; with --tools, SOURCE
     is an OpenAI tools list and the artifact constrains the model's tool calls."""
     from ..compiler import compile as compile_grammar
@@ -151,7 +155,7 @@ def compile_command(source: Path | None, pattern: str | None, kind: str | None,
     started = time.perf_counter()
     tokenizer = load_tokenizer(tokenizer_spec, eos_token_ids=eos)
     options = make_frontend_options(max_states, max_depth, start, whitespace, strict_objects,
-                                    lenient, integer_fractions, quiet)
+                                    lenient, integer_fractions, key_order, quiet)
     progress = _AlignmentProgress(quiet)
     try:
         if tool_format is not None:

@@ -21,7 +21,8 @@ from .compile_cmd import frontend_options, make_frontend_options
 @click.option("-q", "--quiet", is_flag=True, help="Print no notices.")
 def dot_command(source: Path, output: Path | None, kind: str | None, max_states: int,
                 max_depth: int, start: str | None, whitespace: str, strict_objects: bool,
-                lenient: bool, integer_fractions: bool, quiet: bool) -> None:
+                lenient: bool, integer_fractions: bool, key_order: str,
+                quiet: bool) -> None:
     """Print the automaton of SOURCE (a grammar file, or a .safetensors / .npz artifact) in
     Graphviz DOT: edges labelled with character ranges, accepting states as double circles,
     the states of a state-machine spec grouped by name. Render it with `dot -Tsvg`."""
@@ -44,7 +45,8 @@ def dot_command(source: Path, output: Path | None, kind: str | None, max_states:
 
         kind, grammar, name = read_source(source, kind)
         options = make_frontend_options(max_states, max_depth, start, whitespace,
-                                        strict_objects, lenient, integer_fractions, quiet)
+                                        strict_objects, lenient, integer_fractions, key_order,
+                                        quiet)
         automaton = build_automaton(kind, grammar, name, options)
         if isinstance(automaton, PushdownDFA):
             owner = np.repeat(np.arange(len(automaton.call_ptr) - 1),

@@ -40,6 +40,7 @@ class FrontendOptions:
     additional_properties: bool = True  # JSON Schema: False forbids undeclared properties
     lenient: bool = False              # JSON Schema: ignore unsupported keywords, with a notice
     integer_fractions: bool = False    # JSON Schema: "type": "integer" also as 34.0 (draft 6+)
+    key_order: str = "schema"          # JSON Schema: object keys in the schema's order, or any
     max_states: int = DEFAULT_MAX_STATES  # bound of every automaton built, intermediate ones too
     notice: Callable[[str], None] = field(default=_warn, compare=False)  # where notices go
     # the bytes of a token a grammar names (`tokenizers.special`); set by the compiler
@@ -47,16 +48,25 @@ class FrontendOptions:
 
     # the smallest value of each integer option (command line, manifest and Python alike)
     MINIMUMS: ClassVar[dict[str, int]] = {"max_depth": 0, "max_states": 2}
+    # the values of each option that takes one of a few words
+    CHOICES: ClassVar[dict[str, tuple[str, ...]]] = {"key_order": ("schema", "any")}
 
     def __post_init__(self) -> None:
         for name, minimum in self.MINIMUMS.items():
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
                 raise GrammarcError(f"{name} must be an integer >= {minimum}, not {value!r}")
+        for name, choices in self.CHOICES.items():
+            if getattr(self, name) not in choices:
+                raise GrammarcError(f"{name} must be one of {', '.join(choices)}, "
+                                    f"not {getattr(self, name)!r}")
 
     def to_metadata(self) -> dict[str, Any]:
-        """The options as recorded in an artifact."""
-        return {k: v for k, v in asdict(self).items() if k not in ("notice", "tokens")}
+        """The options as recorded in an artifact. `key_order` only where it is not the
+        default, so that artifacts compiled before it existed stay byte for byte the same
+        (and fresh for `grammarc build`)."""
+        return {k: v for k, v in asdict(self).items() if k not in ("notice", "tokens")
+                and not (k == "key_order" and v == "schema")}
 
     def token(self, spec: int | str) -> Expr:
         """The language of the one token `spec` names (an id, `<[id]>` or the token's text):

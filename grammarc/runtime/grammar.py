@@ -436,7 +436,9 @@ class Grammar:
         return states, batched
 
     def _cached_mask(self, row: int, allowed: bool) -> np.ndarray:
-        """The tokens row `row` allows (or, `allowed=False`, forbids), read-only."""
+        """The tokens row `row` allows (or, `allowed=False`, forbids), read-only; cached by
+        the set of classes allowed (`TokenTable.mask_row`)."""
+        row = self.table.mask_row(row)
         if allowed:
             return self._allowed_masks.get(row, lambda: self.table.row_mask(row))
         return self._forbidden_masks.get(row, lambda: ~self._cached_mask(row, allowed=True))

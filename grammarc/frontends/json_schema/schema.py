@@ -6,8 +6,9 @@ Serialisation rules (documented in docs/json-schema.md):
 * at each position of the document, object keys follow one *ranking*: the property names of
   every schema that can apply there (through `allOf`, `anyOf`, `oneOf`, `not`, `if`, `$ref`,
   dependencies), keeping each `properties` order where they agree (`Position.ranking`); keys
-  not in the ranking come after the ranked ones, in any order. Because every branch of a
-  position uses the same ranking, intersections and complements of branch languages are exact;
+  not in the ranking come after the ranked ones, in any order (with `--key-order any`, the
+  ranked ones too, each at most once: `Position.any_order`). Because every branch of a
+  position uses the same rule, intersections and complements of branch languages are exact;
 * strings may use every JSON escape; numbers follow `numbers.py`;
 * recursive `$ref`s and values no schema constrains (`{}`, `true`, additional properties,
   items without a schema) are machines called at run time, so they nest to any depth; where a
@@ -29,6 +30,7 @@ from functools import cached_property, lru_cache
 from graphlib import CycleError, TopologicalSorter
 from heapq import heapify, heappop, heappush
 from itertools import combinations
+from math import comb
 from typing import Any, Callable, NamedTuple
 from urllib.parse import unquote, urldefrag, urljoin
 
@@ -38,7 +40,7 @@ from ...automaton import (
     EMPTY, NOTHING, Automaton, ByteDFA, Expr, Ops, alt, charset, concat, literal, repeat,
 )
 from ...automaton.dfa import build_dfa
-from ...automaton.expr import Call, MachineSet, exact_to
+from ...automaton.expr import Alt, Call, MachineSet, exact_to
 from ...automaton.machines import (
     called_names, counter_form, flat_language, reachable_machines,
     recursive_machines, replace_calls, starting_bytes, with_counted_repeat, with_first_bytes,
@@ -69,7 +71,12 @@ _APPLICATORS = ("$ref", "allOf", "anyOf", "oneOf", "not", "if", "then", "else",
 _UNSUPPORTED = ("unevaluatedProperties", "unevaluatedItems", "$dynamicRef", "$recursiveRef")
 _MAX_PATTERN_REGIONS = 8   # patternProperties per object (2^n key regions)
 _MAX_INLINE_REPEAT = 16    # more counted array items than this: the item is a machine
-_MAX_UNIQUE_VALUES = 10    # values an array with uniqueItems may draw from
+_MAX_UNIQUE_SETS = 1 << 12  # sets of values an array with uniqueItems may have used
+_MAX_UNIQUE_RANGE = 64      # integers a range an array with uniqueItems draws from may hold
+_INTEGER_BOUNDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
+_MAX_COPIED_VALUE = 8     # states of a value copied into each set of keys in any order
+_MAX_LITERAL_ORDERS = 12   # keys of an enum/const object in any key order (2^n sets)
+_MAX_KEY_SETS = 1 << 12    # sets of ranked keys an object in any key order may have read
 _MAX_COUNT = 2**31 - 1     # the largest bound a count register holds (docs/FORMAT.md)
 _TYPES = ("null", "boolean", "object", "array", "number", "integer", "string")
 _FIRST_BYTES = {"object": b"{", "array": b"[", "string": b'"', "null": b"n", "boolean": b"tf",
@@ -336,6 +343,28 @@ class Position:
             sequences.extend(list(value) for value in values if isinstance(value, dict))
         return _merged_order(sequences)
 
+    @cached_property
+    def any_order(self) -> bool:
+        """Whether objects here take their ranked keys in any order (`--key-order any`):
+        where the sets of keys an object may have read are too many to tell apart in states,
+        they follow the ranking, with a notice (every object here alike, so that products
+        of them stay exact)."""
+        compiler = self.compiler
+        if compiler.options.key_order != "any" or not self.ranking:
+            return False
+        sets = 1 << len(self.ranking)
+        # each set of keys read has its own copy of the names still to come
+        states = sets * (1 + sum(len(json.dumps(k)) + 1 for k in self.ranking) // 2)
+        if sets <= _MAX_KEY_SETS and states <= compiler.options.max_states // 4:
+            return True
+        compiler.options.notice(
+            f"{compiler.registry.pointer(self.closure[0].node)}: the {len(self.ranking)} "
+            f"properties of objects here ({', '.join(self.ranking[:3])}, ...) are too many "
+            f"to allow in any order (2^{len(self.ranking)} sets of keys); they follow the "
+            "schema's order there (as with --key-order schema); make the object smaller "
+            "(nest groups of properties) or raise --max-states")
+        return False
+
     def child(self, name: str) -> "Position":
         """The position of the value of key `name`."""
         position = self._children.get(name)
@@ -452,6 +481,7 @@ class Compiler:
         self._nested: dict[int, Expr] = {}  # nested_at_most, by levels
         self._key_dfas: dict[str, Any] = {}
         self._unranked_keys: dict[frozenset[str], Expr] = {}  # by the names they leave out
+        self._slot_names: dict[Expr, str] = {}  # machines of values in any key order
         # an allOf of object keywords as one schema, by the schema holding it
         self._object_merges: dict[int, tuple[dict | bool, str | None] | None] = {}
         # the `allOf` of the schemas a merge gives one key, by base and the schemas' identities
@@ -1328,9 +1358,34 @@ class Compiler:
         if isinstance(value, dict):
             ranking = position.ranking
             keys = sorted(value, key=lambda k: (0, ranking.index(k)) if k in ranking else (1, k))
-            members = [concat(strings.string_literal(k), layout.colon,
-                              self.literal_value(value[k], position.child(k))) for k in keys]
-            body = concat(*[concat(layout.comma, m) if i else m for i, m in enumerate(members)])
+            members = {k: concat(strings.string_literal(k), layout.colon,
+                                 self.literal_value(value[k], position.child(k))) for k in keys}
+            # the keys objects here take in any order (those outside the ranking; in any
+            # key order all of them) come in every order, so that a difference that
+            # subtracts this value removes each of its spellings
+            free = keys if position.any_order else [k for k in keys if k not in ranking]
+            if len(free) > _MAX_LITERAL_ORDERS:
+                hint = "use --key-order schema" if position.any_order else \
+                    "declare its keys in the schema's properties"
+                raise UnsupportedError(
+                    f"an enum or const object with {len(free)} keys that may come in any "
+                    f"order (more than {_MAX_LITERAL_ORDERS}); {hint}")
+            memo: dict[frozenset[str], Expr] = {}
+
+            def rest(left: frozenset[str], first: bool) -> Expr:
+                """The free keys `left` in every order."""
+                if not left:
+                    return EMPTY
+                if left not in memo:
+                    memo[left] = alt(*(concat(layout.comma, members[k], rest(left - {k}, False))
+                                       for k in sorted(left)))
+                found = memo[left]
+                return found if not first else alt(*(
+                    concat(members[k], rest(left - {k}, False)) for k in sorted(left)))
+
+            fixed = [m for k, m in members.items() if k not in free]
+            body = concat(*[concat(layout.comma, m) if i else m for i, m in enumerate(fixed)],
+                          rest(frozenset(free), not fixed))
             return concat(layout.open_object, body, layout.close_object)
         raise GrammarError(f"not a JSON value: {value!r}")
 
@@ -1570,6 +1625,9 @@ class Compiler:
         regions = regions or {}
         level = {name: j for j, name in enumerate(named)}
         weights, residual = _residual_states(condition, named, regions)
+        if position.any_order:
+            return self._any_order_object(position, slots, extra, counts, cap, level,
+                                          weights, residual[-1] >= 0, regions)
 
         memo: dict[tuple[int, int, int], Expr] = {}
 
@@ -1609,6 +1667,89 @@ class Compiler:
         if body == NOTHING:
             return NOTHING
         return concat(layout.open_object, body, layout.close_object)
+
+    def _any_order_object(self, position: Position, slots: list[tuple[str, Expr, bool]],
+                          extra: Expr,
+                          counts: tuple[int, int | None], cap: int, level: dict[str, int],
+                          weights: list[int], verdict: np.ndarray,
+                          regions: dict[str, _KeyValues]) -> Expr:
+        """`{...}` with the slots in any order, each at most once, and `extra` entries
+        anywhere among them: a state is the set of slots read, the count of members (up to
+        `cap`) and the digits of the condition's keys read (`_residual_states`; `verdict`
+        tells, for every combination, whether the object is valid). With calls, each value is
+        a machine, so that the states of the sets of keys do not each hold a copy of it."""
+        layout = self.layout
+        if self.calls:
+            pointer = self.registry.pointer(position.closure[0].node)
+            slots = [(name, self._slot_machine(f"{pointer}/properties/{_escape(name)}", language), needed)
+                     for name, language, needed in slots]
+        min_count, max_count = counts
+        required = sum(1 << i for i, (_, _, needed) in enumerate(slots) if needed)
+        # live[state]: the condition can still hold after the named keys read in `state`
+        # (adding the keys not read yet, one at a time, in mixed radix)
+        live = verdict.copy()
+        states = np.arange(len(verdict))
+        for name, j in level.items():
+            base = regions[name].num_sets + 1
+            absent = states // weights[j] % base == 0
+            for m in range(1, base):
+                later = np.flatnonzero(absent)
+                live[later] |= live[later + m * weights[j]]
+        following = np.where(live, states, -1)
+        memo: dict[tuple[int, int, int], Expr] = {}
+
+        def members(read: int, count: int, state: int) -> Expr:
+            """The rest of the object after the slots in `read`, `count` members and the
+            condition's keys in `state`."""
+            key = (read, count, state)
+            if key in memo:
+                return memo[key]
+            options = []
+            if read & required == required and count >= min_count and verdict[state]:
+                options.append(EMPTY)
+            comma = layout.comma if count else EMPTY
+            if max_count is None or count < max_count:
+                after_count = min(count + 1, cap)
+                for i, (name, language, _) in enumerate(slots):
+                    if read >> i & 1:
+                        continue
+                    j = level.get(name)
+                    values = [(language, state)] if j is None else \
+                        regions[name].by_next_state(following, state, weights[j])
+                    for value, after in values:
+                        if value != NOTHING:
+                            options.append(concat(
+                                comma, strings.string_literal(name), layout.colon, value,
+                                members(read | 1 << i, after_count, after)))
+            rest = alt(*options)
+            if extra != NOTHING and (max_count is None or count < max_count):
+                if after_count == count:  # past every bound: extras loop here
+                    rest = concat(repeat(concat(comma, extra), 0, None), rest)
+                else:
+                    rest = alt(rest, concat(comma, extra, members(read, after_count, state)))
+            memo[key] = rest
+            return rest
+
+        body = members(0, 0, 0) if following[0] >= 0 else NOTHING
+        if body == NOTHING:
+            return NOTHING
+        return concat(layout.open_object, body, layout.close_object)
+
+    def _slot_machine(self, where: str, language: Expr) -> Expr:
+        """A call of a machine of the values `language` (one per language), or the language
+        itself where it may start with a call, or is small enough to copy (a few states: a
+        call there would keep the next byte from choosing between the branches of a union
+        that read the key's value inline)."""
+        options = language.options if isinstance(language, Alt) else (language,)
+        if language == NOTHING or any(isinstance(option, Call) for option in options):
+            return language
+        if not called_names(language) and self.ops.dfa(language).num_states <= _MAX_COPIED_VALUE:
+            return language
+        name = self._slot_names.get(language)
+        if name is None:
+            name = self._slot_names[language] = \
+                f"{where} (any key order {len(self._slot_names) + 1})"
+        return self.machine(name, lambda: language)
 
     def _sequence(self, entry: Expr, count: int, min_count: int,
                   max_count: int | None) -> Expr:
@@ -1756,31 +1897,36 @@ class Compiler:
         pointer = self.registry.pointer(node)
         schemas = list(prefix) + [rest]
         choices = [self._finite_values(s, ref.base) for s in schemas]
+        universe: list[Any] = []
+        keys: list[Any] = []
+        for values in choices:
+            for v in values or []:
+                if value_key(v) not in keys:
+                    keys.append(value_key(v))
+                    universe.append(v)
+        longest = len(universe) if max_items is None else min(max_items, len(universe))
+        # the sets of values an array may have used, one state each
+        sets = sum(comb(len(universe), k) for k in range(longest + 1))
+        message = None
         if contains is not None or any(c is None for c in choices):
             message = (f"{pointer}: uniqueItems is supported only for items limited to a few "
-                       "values (enum, const, boolean or null), without contains")
+                       "values (enum, const, boolean, null, an integer range), without contains")
+        elif sets > _MAX_UNIQUE_SETS:
+            message = (f"{pointer}: uniqueItems over {len(universe)} possible values needs "
+                       f"{sets:,} sets of them (grammarc supports up to {_MAX_UNIQUE_SETS:,}; "
+                       "a lower maxItems needs fewer)")
+        if message is not None:
             if not self.options.lenient:
                 raise UnsupportedError(message)
             self.options.notice(message + "; ignored (--lenient)")
             return self._array_language(
                 [self.value(Ref(s, ref.base), item_pos) for s in prefix],
                 self.value(Ref(rest, ref.base), item_pos), min_items, max_items, contains, node)
-        universe: list[Any] = []
-        keys: list[Any] = []
-        for values in choices:
-            for v in values:
-                if value_key(v) not in keys:
-                    keys.append(value_key(v))
-                    universe.append(v)
-        if len(universe) > _MAX_UNIQUE_VALUES:
-            raise UnsupportedError(f"{pointer}: uniqueItems over {len(universe)} possible values "
-                               f"(grammarc supports up to {_MAX_UNIQUE_VALUES})")
         literals = [self.literal_value(v, item_pos) for v in universe]
         allowed = [{keys.index(value_key(v)) for v in values} for values in choices]
         # each value as its schema writes it (`1`, not `1.0`, for an integer)
         spelled = [{v: self.ops.intersect(literals[v], self.value(Ref(s, ref.base), item_pos))
                     for v in values} for s, values in zip(schemas, allowed)]
-        longest = len(universe) if max_items is None else min(max_items, len(universe))
         layout = self.layout
         memo: dict[tuple[int, int], Expr] = {}
 
@@ -1811,7 +1957,8 @@ class Compiler:
         if base is not None:
             parts = [p.node for p in self._conjuncts(self.registry.at(schema, base), set())]
             if not all(p is False or isinstance(p, dict) and not set(p) & _KEYWORDS -
-                       {"enum", "const", "type", "$ref", "allOf"} for p in parts):
+                       {"enum", "const", "type", "$ref", "allOf", *_INTEGER_BOUNDS}
+                       for p in parts):
                 return None
             sets = [self._finite_values(p if p is False else
                                         {k: v for k, v in p.items() if k != "$ref"})
@@ -1822,7 +1969,8 @@ class Compiler:
                                              for other in sets[1:])]
         if schema is False:
             return []
-        if not isinstance(schema, dict) or "$ref" in schema:
+        if not isinstance(schema, dict) or "$ref" in schema or \
+                any(isinstance(schema.get(k), bool) for k in _INTEGER_BOUNDS):  # draft 4's
             return None
         if "const" in schema:  # and, with an enum, one of its values
             values = [schema["const"]]
@@ -1833,13 +1981,19 @@ class Compiler:
             values = list(schema["enum"])
         else:
             types = self._types(schema)
-            if types - {"boolean", "null"}:
+            if types - {"boolean", "null", "integer"}:
                 return None
             values = ([True, False] if "boolean" in types else []) + \
                 ([None] if "null" in types else [])
+            if "integer" in types:
+                span = _integer_span(schema)
+                if span is None:
+                    return None
+                values += list(range(*span))
         types = self._types(schema)
-        return [v for v in values if _json_type(v) in types or
-                (_json_type(v) == "integer" and "number" in types)]
+        return [v for v in values if (_json_type(v) in types or
+                (_json_type(v) == "integer" and "number" in types)) and
+                _within_bounds(v, schema)]
 
 
 class _KeyValues:
@@ -1959,7 +2113,12 @@ def check_against_meta_schema(root: Any) -> None:
         given = json.dumps(root["$schema"], default=str)[:40]
         raise GrammarError(f"#/$schema: invalid schema: {given} is not a meta-schema URI "
                            "(a string)")
-    cls = validators.validator_for(root, default=Draft202012Validator)
+    try:
+        cls = validators.validator_for(root, default=Draft202012Validator)
+    except ValueError:  # a URI urllib cannot split ("http://[x", a broken IPv6 host)
+        given = json.dumps(root["$schema"])[:40]
+        raise GrammarError(f"#/$schema: invalid schema: {given} is not a meta-schema URI") \
+            from None
     error = exceptions.best_match(_meta_validator(cls).iter_errors(root))
     if error is None:
         return
@@ -2150,6 +2309,45 @@ def _exact_numbers(value: Any) -> Any:
     if isinstance(value, list):
         return [_exact_numbers(v) for v in value]
     return value
+
+
+def _integer_span(schema: dict) -> tuple[int, int] | None:
+    """(lo, hi + 1) of the integers within a schema's numeric bounds when both sides are
+    bounded (by numbers: draft 4's boolean exclusives are not read) and the range is small."""
+    lo = hi = None
+    for key, low in (("minimum", True), ("exclusiveMinimum", True), ("maximum", False),
+                     ("exclusiveMaximum", False)):
+        bound = schema.get(key)
+        if bound is None:
+            continue
+        if isinstance(bound, bool) or not isinstance(bound, (int, float, Decimal)):
+            return None
+        bound = Decimal(str(bound)) if isinstance(bound, float) else Decimal(bound)
+        exclusive = key.startswith("exclusive")
+        if low:
+            first = int(bound.to_integral_value(rounding="ROUND_FLOOR")) + 1 if exclusive \
+                else int(bound.to_integral_value(rounding="ROUND_CEILING"))
+            lo = first if lo is None else max(lo, first)
+        else:
+            last = int(bound.to_integral_value(rounding="ROUND_CEILING")) - 1 if exclusive \
+                else int(bound.to_integral_value(rounding="ROUND_FLOOR"))
+            hi = last if hi is None else min(hi, last)
+    if lo is None or hi is None or hi - lo + 1 > _MAX_UNIQUE_RANGE:
+        return None
+    return lo, max(lo, hi + 1)
+
+
+def _within_bounds(value: Any, schema: dict) -> bool:
+    """Whether a value of an enum or const is within the schema's numeric bounds (any value
+    that is not a number is)."""
+    if _json_type(value) not in ("integer", "number"):
+        return True
+    number = Decimal(str(value)) if isinstance(value, float) else Decimal(value)
+    tests = {"minimum": number.__ge__, "exclusiveMinimum": number.__gt__,
+             "maximum": number.__le__, "exclusiveMaximum": number.__lt__}
+    return all(test(Decimal(str(schema[key])) if isinstance(schema[key], float)
+                    else Decimal(schema[key]))
+               for key, test in tests.items() if key in schema)
 
 
 def _json_type(value: Any) -> str:

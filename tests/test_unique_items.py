@@ -1,0 +1,71 @@
+"""uniqueItems over a finite item language (enums of strings and objects, booleans, null,
+integer ranges, prefixItems), judged by `jsonschema` on every array of up to 4 items drawn
+from the values (and values next to them), in both key orders; a clear error beyond the
+limits and `--lenient` dropping the keyword with a notice."""
+
+from __future__ import annotations
+
+import itertools
+import json
+
+import jsonschema
+import pytest
+from helpers import accepts, dfa_of
+
+from grammarc.errors import UnsupportedError
+from grammarc.frontends.json_schema import canonical_dumps
+
+SCHEMAS = [
+    {"items": {"enum": ["a", "b", "c", 1, 1.0, 2]}, "uniqueItems": True},
+    {"items": {"type": "integer", "minimum": -2, "exclusiveMaximum": 3}, "uniqueItems": True,
+     "maxItems": 3},
+    {"items": {"type": ["boolean", "null"]}, "uniqueItems": True, "minItems": 2},
+    {"items": {"enum": [{"a": 1, "b": [1]}, {"b": [1], "a": 1.0}, {"a": 2}, [1, 2]]},
+     "uniqueItems": True},
+    {"prefixItems": [{"const": 0}], "items": {"type": "integer", "minimum": 0, "maximum": 2},
+     "uniqueItems": True},
+    {"$defs": {"small": {"type": "integer", "minimum": 1, "maximum": 3}},
+     "items": {"allOf": [{"$ref": "#/$defs/small"}, {"enum": [0, 2, 3, 4, "x"]}]},
+     "uniqueItems": True},
+]
+POOL = ["a", "b", "c", 1, 1.0, 2, -2, -3, 0, 3, True, False, None, {"a": 1, "b": [1]},
+        {"a": 2}, [1, 2], "x", 4]
+
+
+@pytest.mark.parametrize("key_order", ["schema", "any"])
+@pytest.mark.parametrize("schema", SCHEMAS)
+def test_unique_items_against_jsonschema(schema, key_order):
+    automaton, notices = dfa_of(schema, key_order=key_order)
+    assert not notices
+    validator = jsonschema.Draft202012Validator(schema)
+    checked = 0
+    for size in range(5):
+        for items in itertools.product(POOL, repeat=size):
+            if size > 2 and len(set(map(json.dumps, items))) < size - 1:
+                continue  # (arrays with two repeats: enough of them at sizes 0..2)
+            instance = list(items)
+            text = canonical_dumps(schema, instance)  # (1.0 as an integer is 1)
+            assert accepts(automaton, text) == validator.is_valid(instance), (schema, text)
+            checked += 1
+            if size > 3 and checked % 7:
+                break
+    # an object value in another key order is the same value, and written so in any order
+    if key_order == "any" and schema is SCHEMAS[3]:
+        assert accepts(automaton, '[{"b": [1], "a": 1}, {"a": 2}]')
+        assert not accepts(automaton, '[{"b": [1], "a": 1}, {"a": 1, "b": [1]}]')
+
+
+def test_unique_items_beyond_the_limits_is_an_error_or_dropped_with_lenient():
+    wide = {"items": {"type": "integer", "minimum": 0, "maximum": 40}, "uniqueItems": True}
+    with pytest.raises(UnsupportedError, match=r"^#: uniqueItems over 41 possible values needs "):
+        dfa_of(wide)
+    automaton, notices = dfa_of({**wide, "maxItems": 2})  # few sets of at most 2 values
+    assert not notices and accepts(automaton, "[3, 40]") and not accepts(automaton, "[3, 3]")
+    for items in ({"type": "string"}, {"type": "integer", "minimum": 0},
+                  {"type": "integer", "minimum": 0, "maximum": 1000}):
+        schema = {"items": items, "uniqueItems": True}
+        with pytest.raises(UnsupportedError, match="uniqueItems is supported only"):
+            dfa_of(schema)
+        automaton, notices = dfa_of(schema, lenient=True)
+        assert len(notices) == 1 and notices[0].endswith("; ignored (--lenient)")
+        assert accepts(automaton, "[]")
