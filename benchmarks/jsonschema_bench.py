@@ -139,8 +139,7 @@ class Engine(Protocol):
 class GrammarcMatcher:
     def __init__(self, grammar: Any) -> None:
         self._grammar = grammar
-        self._state: int = grammar.metadata["start_state"]
-        self._dead: int = grammar.metadata["dead_state"]
+        self._state = grammar.initial_state  # an int, or a CallState for a grammar with calls
         self._eos = list(grammar.eos_token_ids)
         self._mask: np.ndarray | None = None
 
@@ -154,7 +153,7 @@ class GrammarcMatcher:
         if not self._mask[token]:
             return False
         self._state = self._grammar.next_state(self._state, token)
-        return self._state != self._dead
+        return bool(self._state)  # the dead state is 0 or a false CallState
 
     def eos_allowed(self) -> bool:
         return bool(self._mask[self._eos].any())

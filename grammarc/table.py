@@ -18,6 +18,8 @@ from functools import cached_property
 
 import numpy as np
 
+_GATHERS_BEFORE_SORT = 8  # masks gathered over the vocabulary before the tokens are sorted
+
 
 @dataclass(frozen=True, eq=False)
 class TokenTable:
@@ -79,7 +81,15 @@ class TokenTable:
 
     def classes_mask(self, classes: np.ndarray) -> np.ndarray:
         """Booleans over the vocabulary: the tokens of `classes` (distinct class ids; a fresh
-        array), written over the smaller side as `row_mask` says."""
+        array), written over the smaller side as `row_mask` says. The first few masks of a
+        table are gathered over the vocabulary instead: the tokens' order by class costs
+        about as much as eight gathers, and a short walk may need no more."""
+        if "_tokens_by_class" not in self.__dict__:
+            self._gathers[0] += 1
+            if self._gathers[0] <= _GATHERS_BEFORE_SORT:
+                class_allowed = np.zeros(self.num_classes, np.bool_)
+                class_allowed[classes] = True
+                return class_allowed[self.token_class]
         order, class_ptr = self._tokens_by_class
         sizes = class_ptr[classes + 1] - class_ptr[classes]
         allowed = int(sizes.sum())
@@ -103,6 +113,10 @@ class TokenTable:
             classes = self.row_class[self.row_ptr[row]:self.row_ptr[row + 1]].tobytes()
             seen = self._mask_rows[row] = self._class_sets.setdefault(classes, row)
         return int(seen)
+
+    @cached_property
+    def _gathers(self) -> list[int]:
+        return [0]  # masks gathered over the vocabulary so far (`classes_mask`)
 
     @cached_property
     def _mask_rows(self) -> np.ndarray:
