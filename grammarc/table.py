@@ -114,6 +114,10 @@ class TokenTable:
             seen = self._mask_rows[row] = self._class_sets.setdefault(classes, row)
         return int(seen)
 
+    def mask_rows(self) -> np.ndarray:
+        """One row for each distinct set of allowed classes (`mask_row`), in row order."""
+        return np.unique([self.mask_row(row) for row in range(self.num_rows)])
+
     @cached_property
     def _gathers(self) -> list[int]:
         return [0]  # masks gathered over the vocabulary so far (`classes_mask`)

@@ -141,6 +141,38 @@ def test_mask_cache_keeps_more_masks_packed_than_it_keeps_unpacked():
     assert np.array_equal(cache.get(0, lambda: build(0)), truth[0]) and built == [0, 1, 2, 3, 0]
 
 
+@pytest.mark.parametrize("source,kind", [(PATTERN, "regex"),
+                                         ("grammars/tree.schema.json", None)])
+def test_warm_masks_are_the_masks_of_the_table(smollm2, dense, source, kind):
+    """`warm` computes each distinct row's mask ahead; masks met after it are the table's
+    (rows that allow the same classes share one mask, a call grammar's plain states the
+    row's own)."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    grammar = grammarc.compile(source if kind else root / source, smollm2, kind=kind)
+    cold = grammarc.compile(source if kind else root / source, smollm2, kind=kind)
+    rows = grammar.table.mask_rows()
+    assert 0 < grammar.warm(limit=2) == min(2, len(rows))
+    assert grammar.warm() == len(rows) <= grammar.num_rows
+    with pytest.raises(ValueError):
+        grammar.warm(limit=-1)
+    with pytest.raises(TypeError):
+        grammar.warm(limit=1.5)
+    state, rng = grammar.initial_state, np.random.default_rng(7)
+    for _ in range(60):  # a random walk: each mask against a cold grammar's
+        mask = grammar.mask(state)
+        assert np.array_equal(mask, cold.mask(cold.state_from_ints(grammar.state_to_ints(state))))
+        if kind:
+            assert np.array_equal(mask[:len(dense[state])], dense[state] > 0)
+        allowed = np.flatnonzero(mask)
+        token = int(rng.choice(allowed))
+        if token in grammar.eos_token_ids:
+            state = grammar.initial_state
+            continue
+        state = grammar.next_state(state, token)
+
+
 def test_bad_shapes_are_clear_errors(grammar):
     with pytest.raises(ValueError, match="columns but the vocabulary has"):
         grammar.apply(np.zeros(10, np.float32), 1)

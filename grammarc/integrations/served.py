@@ -73,8 +73,9 @@ def served_file(path: str, dirs: Sequence[str]) -> str:
 
 
 class ArtifactCache:
-    """Artifacts loaded once per process, checked against vocabularies once per pair, and
-    loaded again when their file changes (size or modification time). Thread-safe."""
+    """Artifacts loaded once per process (their masks computed ahead: `Grammar.warm`),
+    checked against vocabularies once per pair, and loaded again when their file changes
+    (size or modification time). Thread-safe."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -98,7 +99,9 @@ class ArtifactCache:
             cached = self._grammars.get(resolved)
             if cached is None or cached[0] != stamp:
                 try:
-                    cached = self._grammars[resolved] = (stamp, load(resolved))
+                    grammar = load(resolved)
+                    grammar.warm()  # every row's mask now, not in a step of the engine
+                    cached = self._grammars[resolved] = (stamp, grammar)
                 except (GrammarcError, OSError) as exc:
                     log.warning("grammarc: refused artifact %r: %s", path, exc)
                     raise not_served(path) from None

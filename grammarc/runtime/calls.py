@@ -22,6 +22,7 @@ token costs fit), and is cached by it. Numpy only.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -109,19 +110,58 @@ DEAD = CallState(0)
 _NONE = np.zeros(0, np.int64)
 
 
-@dataclass(frozen=True)
 class _Info:
     """What a table state's masks need whatever the stack: its stack tokens that push
-    (`push_*`) or return (`ret_*`), and the distinct token costs of its ordinary and pushing
-    tokens (`levels`), excluding the frames below."""
+    (`push_*`) or return (`ret_*`), and, for budgets only (computed on first use), the
+    distinct token costs of its ordinary and pushing tokens (`levels`), excluding the frames
+    below."""
 
-    row_classes: np.ndarray   # the classes of its ordinary tokens
-    row_need: np.ndarray      # tokens to finish the frame after each of them (-1: never)
-    push_tokens: np.ndarray
-    push_need: np.ndarray     # the same after a pushing token, the pushed frames included
-    ret_tokens: np.ndarray
-    ret_suffix: np.ndarray
-    levels: np.ndarray        # sorted distinct needs >= 0 of the ordinary and pushing tokens
+    def __init__(self, grammar: "CallGrammar", q: int) -> None:
+        table = grammar.table
+        self._grammar, self._q = grammar, q
+        self._lo, self._hi = table.row_ptr[table.state_row[q]], \
+            table.row_ptr[table.state_row[q] + 1]
+        s_lo, s_hi = grammar._stack_ptr[q], grammar._stack_ptr[q + 1]
+        if s_lo == s_hi:  # most states: no token leaves or enters a frame
+            self._push_at = self._push_next = self._push_arg = self.push_tokens = _NONE
+            self.ret_tokens = self.ret_suffix = _NONE
+            return
+        nxt, arg = grammar._stack_next[s_lo:s_hi], grammar._stack_arg[s_lo:s_hi]
+        pushing = np.flatnonzero(nxt >= 0)
+        self._push_at, self._push_next, self._push_arg = s_lo + pushing, nxt[pushing], \
+            arg[pushing]
+        self.push_tokens = grammar._stack_token[s_lo + pushing]
+        returning = np.flatnonzero(nxt < 0)
+        self.ret_tokens = grammar._stack_token[s_lo + returning]
+        self.ret_suffix = arg[returning]
+
+    @property
+    def row_classes(self) -> np.ndarray:
+        """The classes of its ordinary tokens."""
+        return self._grammar.table.row_class[self._lo:self._hi]
+
+    @cached_property
+    def row_need(self) -> np.ndarray:
+        """Tokens to finish the frame after each ordinary token (-1: never)."""
+        table = self._grammar.table
+        return table.min_tokens_to_accept[self._q + table.row_delta[self._lo:self._hi]]
+
+    @cached_property
+    def push_need(self) -> np.ndarray:
+        """The same after a pushing token, the pushed frames included."""
+        grammar, after = self._grammar, self._push_next
+        counts = grammar._counts
+        reps = np.where(counts.row[after] >= 0, counts.stack_reps[self._push_at], 0) \
+            if counts.stack_reps is not None else np.zeros(len(after), np.int64)
+        own = counts.costs(after, reps)
+        pushed = grammar._push_cost[self._push_arg]
+        return np.where((own < 0) | (pushed < 0), -1, own + pushed)
+
+    @cached_property
+    def levels(self) -> np.ndarray:
+        """The sorted distinct needs >= 0 of the ordinary and pushing tokens."""
+        needs = np.concatenate([self.row_need, self.push_need])
+        return np.unique(needs[needs >= 0])
 
 
 @dataclass(frozen=True)
@@ -267,27 +307,8 @@ class CallGrammar(Grammar):
     def _info(self, q: int) -> _Info:
         info = self._infos.get(q)
         if info is None:
-            info = self._infos[q] = self._build_info(q)
+            info = self._infos[q] = _Info(self, q)
         return info
-
-    def _build_info(self, q: int) -> _Info:
-        table, counts = self.table, self._counts
-        lo, hi = table.row_ptr[table.state_row[q]], table.row_ptr[table.state_row[q] + 1]
-        row_need = table.min_tokens_to_accept[q + table.row_delta[lo:hi]]
-        s_lo, s_hi = self._stack_ptr[q], self._stack_ptr[q + 1]
-        nxt, arg = self._stack_next[s_lo:s_hi], self._stack_arg[s_lo:s_hi]
-        pushing = np.flatnonzero(nxt >= 0)
-        after = nxt[pushing]
-        reps = np.where(counts.row[after] >= 0, counts.stack_reps[s_lo + pushing], 0) \
-            if counts.stack_reps is not None else np.zeros(len(after), np.int64)
-        own = counts.costs(after, reps)
-        pushed = self._push_cost[arg[pushing]]
-        push_need = np.where((own < 0) | (pushed < 0), -1, own + pushed)
-        returning = np.flatnonzero(nxt < 0)
-        needs = np.concatenate([row_need, push_need])
-        return _Info(table.row_class[lo:hi], row_need, self._stack_token[s_lo + pushing],
-                     push_need, self._stack_token[s_lo + returning], arg[returning],
-                     np.unique(needs[needs >= 0]))
 
     def _top(self, q: int, ret: int) -> _Top:
         top = self._tops.get((q, ret))
@@ -392,7 +413,11 @@ class CallGrammar(Grammar):
         q, count = state.table_state, state.count
         counted = self._counts.row[q] >= 0
         if within is None:
-            mask = self._cached_mask(int(self.table.state_row[q]), allowed=True).copy()
+            row = self._cached_mask(int(self.table.state_row[q]), allowed=True)
+            if not (len(info.push_tokens) or len(top.stop_tokens) or top.deep_suffixes
+                    or counted) and (row[self._eos] == eos).all():
+                return row  # the row's own mask, shared (`Grammar.warm` computes it ahead)
+            mask = row.copy()
             mask[info.push_tokens] = True
             mask[top.stop_tokens] = True
         elif counted and stop_within is None:

@@ -277,6 +277,21 @@ class Grammar:
         masks = (self.mask(state, budget=limit) for state, limit in zip(states.tolist(), budgets))
         return write_bitmask(out, (len(states),), self.vocab_size, masks)
 
+    def warm(self, limit: int | None = None) -> int:
+        """Compute and cache the mask of every distinct row now (each set of allowed classes;
+        at most `limit`, and at most what the mask cache holds), so that no later step pays
+        a row's first mask: for a server, once after loading an artifact. Returns how many
+        masks were computed. Thread-safe, like every method."""
+        most = self._allowed_masks.capacity
+        if limit is not None:
+            if integer(limit, "limit") < 0:
+                raise ValueError(f"limit must be >= 0, not {limit}")
+            most = min(int(limit), most)
+        rows = self.table.mask_rows()
+        for row in rows[:most].tolist():
+            self._cached_mask(row, allowed=True)
+        return min(len(rows), most)
+
     def forced(self, state: int) -> "Forced":
         """What every continuation of the text from `state` begins with (jump-forward).
 

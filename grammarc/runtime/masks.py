@@ -35,6 +35,11 @@ class MaskCache:
         self._max_packed = max(1, packed_bytes // max((vocab_size + 7) // 8, 1))
         self._lock = threading.Lock()  # one grammar is shared by threads: misses and evictions
 
+    @property
+    def capacity(self) -> int:
+        """How many masks the cache holds (packed)."""
+        return self._max_packed
+
     def get(self, key: Hashable, build: Callable[[], np.ndarray]) -> np.ndarray:
         """The mask of `key`, read-only; `build()` makes it (a fresh boolean array) if it is
         held by neither level."""
