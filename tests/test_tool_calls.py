@@ -20,6 +20,8 @@ from helpers import SHARED, walk_within_budget
 
 import grammarc
 
+ROOT = Path(__file__).resolve().parent.parent
+
 MASKBENCH = SHARED / "conformance" / "maskbench-dev"
 pytestmark = pytest.mark.skipif(not MASKBENCH.is_dir(),
                                 reason="../shared (conformance data) is absent")
@@ -228,6 +230,45 @@ def test_a_reasoning_block_comes_first(reasoning, tools, smollm2):
     assert accepted(grammar, smollm2, f"{opening}I will call it.</think>\n\n{call}")
     assert not accepted(grammar, smollm2, f"{opening}I will call it.</think>\n\nNo.")
     assert not accepted(grammar, smollm2, call)
+
+
+@pytest.mark.parametrize("reasoning", [True, "open"])
+def test_a_reasoning_block_on_deepseek_with_its_own_tokens(reasoning, deepseek):
+    """DeepSeek-R1-Distill's `<think>`, `</think>` and `<tool_call>` are single tokens whose
+    text is their bytes: each is allowed where its text is, the text spelled by other tokens
+    too; the thought is free text (nearly every token) that never holds `</think>`, and no
+    control, padding or end token is allowed before the calls end."""
+    think, end_think, tool_call, eos = 151648, 151649, 151657, 151643
+    tools = json.loads((ROOT / "grammars" / "weather-tools.json").read_text("utf-8"))
+    grammar = grammarc.compile_tools(tools, deepseek, format="hermes", tool_choice="required",
+                                     reasoning=reasoning)
+    text_tokens = np.array([data is not None for data in deepseek.token_bytes])
+    state = grammar.initial_state
+    if reasoning is True:
+        assert grammar.mask(state)[think]
+        state = grammar.next_state(state, think)
+    inside = grammar.mask(state)
+    assert inside.sum() > 0.99 * text_tokens.sum() and not (inside & ~text_tokens).any()
+    for token in greedy_tokens(deepseek, "Weather in Paris: call get_weather."):
+        state = grammar.next_state(state, token)
+    assert grammar.mask(state)[end_think] and not grammar.mask(state)[eos]
+    state = grammar.next_state(state, end_think)
+    for token in greedy_tokens(deepseek, "\n\n"):
+        state = grammar.next_state(state, token)
+    assert grammar.mask(state)[tool_call] and not grammar.mask(state)[think]
+    state = grammar.next_state(state, tool_call)
+    for token in greedy_tokens(deepseek, '\n{"name": "get_weather", "arguments": '
+                                         '{"city": "Paris"}}\n</tool_call>'):
+        assert not (grammar.mask(state) & ~text_tokens).any()
+        state = grammar.next_state(state, token)
+        assert state
+    assert grammar.is_accepting(state) and grammar.mask(state)[eos]
+    opening = "<think>" if reasoning is True else ""
+    call = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>'
+    assert accepted(grammar, deepseek, f"{opening}Sure.</think>\n\n{call}")
+    assert not accepted(grammar, deepseek, f"{opening}Sure.</think> more </think>\n\n{call}")
+    assert not accepted(grammar, deepseek, f"{opening}Sure.</think>\n\n" + call.replace(
+        '"Paris"', "7"))
 
 
 def test_a_named_tool_is_forced_through_its_opening(tools, smollm2):
