@@ -142,13 +142,13 @@ def token_walk(grammar, rng: random.Random, budget: int = 40) -> list[int]:
                                             len(ids) >= budget):
             return ids
         if len(ids) >= budget:
-            nxt = grammar.advance(np.full(len(allowed), state), allowed)
-            closer = [grammar.tokens_to_accept(int(s)) < grammar.tokens_to_accept(state)
+            nxt = grammar.advance([state] * len(allowed), allowed)  # ints or CallStates
+            closer = [grammar.tokens_to_accept(s) < grammar.tokens_to_accept(state)
                       for s in nxt]
             allowed = allowed[np.array(closer, bool)]
         token = int(allowed[rng.randrange(len(allowed))])
         state = grammar.next_state(state, token)
-        assert state != 0
+        assert state  # not the dead state (0, or a false CallState)
         ids.append(token)
 
 
