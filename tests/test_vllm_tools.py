@@ -129,7 +129,7 @@ def test_budget_too_small_for_a_call_ends_at_once(openai_server, model_folder, t
     assert answer["usage"]["completion_tokens"] == 1
 
 
-def test_constraint_conflicts_at_admission(tool_artifacts):
+def test_constraint_conflicts_at_admission(tool_artifacts, monkeypatch):
     """The processor's admission check on each form of vLLM's own constraint, the JSON forms
     (tool_choice "required"/named with VLLM_ENFORCE_STRICT_TOOL_CALLING=0, response_format)
     included, which the server above does not produce: refused only where no text can meet
@@ -139,6 +139,7 @@ def test_constraint_conflicts_at_admission(tool_artifacts):
 
     from grammarc.integrations.vllm import GrammarLogitsProcessor
 
+    monkeypatch.setenv("GRAMMARC_ARTIFACT_DIRS", str(Path(tool_artifacts["required"]).parent))
     calls_list = {"type": "array", "minItems": 1, "items": {"type": "object"}}
     hermes_tag = json.dumps({"type": "structural_tag", "format": {
         "type": "tags_with_separator", "separator": "", "at_least_one": True, "tags": [
