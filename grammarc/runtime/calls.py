@@ -40,10 +40,13 @@ class _Frame:
     what the runtime asks of the whole stack kept at hand (depth, whether every return state
     is final, the tokens that finish every frame, a hash)."""
 
-    __slots__ = ("top", "below", "depth", "ends", "cost", "hash")
+    __slots__ = ("top", "below", "depth", "ends", "cost", "hash", "fates")
 
     def __init__(self, top: int, below: "_Frame | None", ends: bool, cost: int) -> None:
         self.top, self.below, self.ends, self.cost = top, below, ends, cost
+        # whether the rests that return past a frame above this one live on these frames,
+        # by (grammar, table state, return state) of that frame: filled by `CallGrammar.mask`
+        self.fates: dict[tuple[int, int, int], tuple[bool, ...]] | None = None
         self.depth = below.depth + 1 if below is not None else 0
         self.hash = hash((top, below.hash)) if below is not None else 0
 
@@ -220,6 +223,9 @@ class CallGrammar(Grammar):
         self._is_return[self._call_return] = self._is_return[self._push_states] = True
         # caches shared by every sequence: bounded by the table, not by the stacks met
         self._infos: dict[int, _Info] = {}
+        # `_fates` of the rests of (table state, return state) on a return state below:
+        # bounded by the tables, whatever the stacks
+        self._first_fates: dict[tuple[int, int, int], tuple] = {}
         self._tops: dict[tuple[int, int], _Top] = {}
         self._state_masks = MaskCache(self.vocab_size)
 
@@ -384,7 +390,7 @@ class CallGrammar(Grammar):
         ends = self._accepting[q] and frames.ends
         below = frames.below
         if budget is None:
-            fates = [bool(self._resolve(s, below)) for s in top.deep_suffixes]
+            fates = self._fates(q, frames.top, top, below)
             key = (q, frames.top, ends, *self._counts.key(q, count), *fates)
             return self._state_masks.get(key, lambda: self._build_mask(
                 state, info, top, None, None, fates, ends))
@@ -400,6 +406,38 @@ class CallGrammar(Grammar):
         return self._state_masks.get(key, lambda: self._build_mask(
             state, info, top, info.levels[levels - 1] if levels else -1,
             top.levels[stop_levels - 1] if stop_levels else -1, fates, eos))
+
+    def _fates(self, q: int, ret: int, top: _Top, below: _Frame) -> tuple[bool, ...]:
+        """Whether each rest of `top` that returns past its frame lives on the frames
+        `below`: resolved once per frame and (table state, return state), kept on the frame
+        (frames are shared by the states of a walk; nothing is kept in the grammar)."""
+        if not top.deep_suffixes or not below.depth:  # no rest, or nothing to return to
+            return (False,) * len(top.deep_suffixes)
+        key = (id(self), q, ret)
+        memo = below.fates
+        found = memo.get(key) if memo is not None else None
+        if found is None:
+            # decided by the return state below alone, but for the rests that return past
+            # it too (resolved on the frames further down)
+            first = self._first_fates.get((q, ret, below.top))
+            if first is None:
+                first = self._first_fates[(q, ret, below.top)] = tuple(
+                    self._first_fate(below.top, s) for s in top.deep_suffixes)
+            found = tuple(fate if isinstance(fate, bool) else
+                          bool(self._resolve(fate[0], below.below)) for fate in first)
+            if memo is None:
+                memo = below.fates = {}
+            memo[key] = found
+        return found
+
+    def _first_fate(self, ret: int, suffix: int) -> bool | tuple[int]:
+        """Reading the rest `suffix` from return state `ret`: whether it lives, or (the rest
+        that returns further) where the frames below decide."""
+        j = self._suffix_entry(ret, suffix)
+        if j < 0:
+            return False
+        nxt = int(self._suffix_next[j])
+        return nxt > 0 if nxt >= 0 else (int(self._suffix_arg[j]),)
 
     def _fits(self, state: CallState, budget: int) -> bool:
         need = self._cost(state)
