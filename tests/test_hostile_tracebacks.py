@@ -84,6 +84,9 @@ def test_deeply_nested_grammars_compile_exactly(tmp_path, name, source, valid, i
      re.compile(r"nested\.fsm\.yaml:1:(5001: invalid YAML: did not find expected node content|"
                 r"1001: invalid YAML: exceeded maximum nesting depth)")),
     ("class.regex", "[^eE]{1,4[00}", "class.regex:1:10: invalid regex: unterminated character set"),
+    # found by fuzz.py: Lark's description of this syntax error raised a TypeError
+    ("log.lark", "start: TIME\nTIME:WARN [auth.session] user=42\n",
+     "log.lark:2:16: invalid Lark grammar: unexpected token '.'"),
     # found by fuzz.py: a newline inside a class was a line break inside the error
     ("range.regex", "[a-\nz]+", r"range.regex:1:2: invalid regex: bad character range a-\n"),
     # found by fuzz.py: a $schema urllib cannot split was a ValueError traceback

@@ -146,7 +146,20 @@ def _load(lark_text: str, text: str, source_name: str | None, start: str) -> lar
     """Lark's own loading of the grammar (`lark_text`: `text` with token references as
     terminals), its errors turned into one-line `GrammarError`s that point into `text`."""
     try:
-        return lark.Lark(lark_text, start=start, parser="earley", lexer="dynamic")
+        try:
+            return lark.Lark(lark_text, start=start, parser="earley", lexer="dynamic")
+        except TypeError as exc:  # Lark's own description of a syntax error failed (its
+            # logging formats a parser state with %d) while it matched the error against
+            # examples: the syntax error it was describing is the first in the chain
+            described = None
+            context = exc.__context__
+            while context is not None:
+                if isinstance(context, UnexpectedInput):
+                    described = context
+                context = context.__context__
+            if described is None:
+                raise
+            raise described from None
     except UnexpectedInput as exc:
         token = getattr(exc, "token", None)
         what = f"token {str(token)!r}" if token is not None else "input"
