@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import decimal
 import json
 import multiprocessing as mp
 import random
@@ -315,6 +316,8 @@ def oracle(kind: str, source: str | bytes, data: bytes) -> bool | None:
     if kind in ("json-schema", "json-numbers"):
         try:  # decimals, not floats: 83419.96 is a multiple of 0.01 (float division says no)
             value = exact_json(text)
+        except decimal.InvalidOperation:  # a number past Decimal's exponents (1e9999999999999
+            return None                   # 999999): valid JSON the oracle cannot judge
         except ValueError:
             return False
         return exact_validator(json.loads(str(source))).is_valid(value)

@@ -9,7 +9,11 @@ from __future__ import annotations
 
 
 class GrammarcError(Exception):
-    """A problem with the user's input, reported as one line."""
+    """A problem with the user's input, reported as one line (line breaks the input put in
+    the message are shown escaped)."""
+
+    def __str__(self) -> str:
+        return super().__str__().replace("\r", "\\r").replace("\n", "\\n")
 
 
 class GrammarError(GrammarcError):

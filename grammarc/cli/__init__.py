@@ -36,9 +36,8 @@ class _ErrorsAsExitCodes(click.Group):
                     signal.signal(signum, _exit_on_signal)
         try:
             return super().invoke(ctx)
-        except GrammarcError as exc:  # one line, whatever the input's text put in it
-            one_line = str(exc).replace("\r", "\\r").replace("\n", "\\n")
-            click.echo(f"error: {one_line}", err=True)
+        except GrammarcError as exc:
+            click.echo(f"error: {exc}", err=True)
             sys.exit(1)
 
 
