@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from ._version import __version__
-from .align import align, token_table, tokenizer_trie
-from .align_calls import align_calls
-from .artifact import (
+from .alignment.flat import align, token_table, tokenizer_trie
+from .alignment.calls import align_calls
+from .format.artifact import (
     CALLS_FORMAT_VERSION,
     COUNTERS_FORMAT_VERSION,
     FORMAT_NAME,

@@ -317,7 +317,7 @@ def test_version_2_artifacts_round_trip(open_grammar, tmp_path, suffix):
     ("machine_start", 0, "machine_start out of range"),
 ])
 def test_forged_version_2_tensors_are_refused(open_grammar, tmp_path, tensor, value, message):
-    from grammarc.artifact import read_artifact, write_artifact
+    from grammarc.format.artifact import read_artifact, write_artifact
 
     path = tmp_path / "open.npz"
     open_grammar.save(path)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from ..artifact import artifact_suffix
+from ..format.artifact import artifact_suffix
 from ..automaton import DEFAULT_MAX_STATES
 from ..errors import GrammarcError
 from ..frontends import KINDS, FrontendOptions, grammar_stem

@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 import numpy as np
 
-from ..artifact import SUFFIXES, read_artifact
+from ..format.artifact import SUFFIXES, read_artifact
 from ..errors import GrammarcError
 from . import EXIT_CODES_HELP, main
 from .compile_cmd import frontend_options, make_frontend_options

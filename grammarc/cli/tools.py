@@ -10,7 +10,7 @@ from typing import Any
 import click
 import numpy as np
 
-from ..artifact import read_artifact
+from ..format.artifact import read_artifact
 from ..charsets import describe
 from ..errors import GrammarcError, line_column
 from ..runtime import Grammar, load, tokenizer_mismatches

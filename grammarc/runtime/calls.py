@@ -27,8 +27,8 @@ from typing import Any
 
 import numpy as np
 
-from ..artifact import suffix_count
-from ..table import TokenTable
+from ..format.artifact import suffix_count
+from ..format.table import TokenTable
 from .arrays import check_logits, integer, integer_array, is_torch, read_only
 from .bitmask import write_bitmask
 from .grammar import Grammar

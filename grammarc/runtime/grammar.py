@@ -19,11 +19,11 @@ from typing import Any
 
 import numpy as np
 
-from ..artifact import (ArtifactData, decode_table, dense_transitions, encode_table,
+from ..format.artifact import (ArtifactData, decode_table, dense_transitions, encode_table,
                         read_artifact, write_artifact)
 from ..charsets import CharFolder, csr_byte_edges
 from ..errors import ArtifactError
-from ..table import TokenTable
+from ..format.table import TokenTable
 from .arrays import byte_string, check_logits, integer, integer_array, is_torch, read_only
 from .bitmask import bitmask_width, write_bitmask
 from .masks import MaskCache

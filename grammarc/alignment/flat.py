@@ -36,11 +36,11 @@ from typing import Callable, Collection
 
 import numpy as np
 
-from . import _core
-from .automaton import ByteDFA
-from .errors import GrammarError
-from .table import TokenTable
-from .tokenizers.special import aligned_token_bytes
+from .. import _core
+from ..automaton import ByteDFA
+from ..errors import GrammarError
+from ..format.table import TokenTable
+from ..tokenizers.special import aligned_token_bytes
 
 _CHUNK = 64  # states per kernel call, so progress can be reported
 # Folding the trie over byte classes costs about _FOLD_COST + _FOLD_COST_KEPT * k walks of
@@ -83,7 +83,7 @@ class VocabTrie:
 class FactoredRows:
     """What factoring makes of the walk's entries: the factored token table's arrays and the
     fewest tokens to acceptance (docs/FORMAT.md); `align` completes them into a
-    `grammarc.table.TokenTable`."""
+    `grammarc.format.table.TokenTable`."""
 
     token_class: np.ndarray          # int32 [V]
     state_row: np.ndarray            # int32 [S]

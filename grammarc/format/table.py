@@ -1,5 +1,5 @@
 """A compiled grammar's tables in memory: one numpy-only value that the aligner produces, the
-artifact codec writes and reads in every layout (`grammarc.artifact`), and the runtime masks
+artifact codec writes and reads in every layout (`grammarc.format.artifact`), and the runtime masks
 with (`grammarc.runtime`, numpy and torch).
 
 The token table is factored (docs/FORMAT.md): `token_class[t]` is token t's class, state `s`

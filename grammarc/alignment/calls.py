@@ -28,11 +28,11 @@ from typing import Callable
 
 import numpy as np
 
-from . import _core
-from .align import FactoredRows, TokenEntries, VocabTrie, factor, walk_entries
-from .automaton.machines import PushdownDFA, byte_dfa
-from .errors import GrammarError
-from .table import positions_within
+from .. import _core
+from .flat import FactoredRows, TokenEntries, VocabTrie, factor, walk_entries
+from ..automaton.machines import PushdownDFA, byte_dfa
+from ..errors import GrammarError
+from ..format.table import positions_within
 
 _FEW_PUSHES = 4  # room per walk in the first pass; walks that push more are walked again
 _DIES, _STAYS, _RETURNS = 0, 1, 2  # the walk kinds of `_core.pushdown_walk`

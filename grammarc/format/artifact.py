@@ -22,8 +22,8 @@ from typing import Any
 
 import numpy as np
 
-from .errors import ArtifactError, GrammarcError
-from .files import write_atomically
+from ..errors import ArtifactError, GrammarcError
+from ..files import write_atomically
 from .table import TokenTable
 
 FORMAT_NAME = "grammarc"
