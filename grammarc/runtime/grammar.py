@@ -399,7 +399,7 @@ class Grammar:
         meta = {k: v for k, v in data.metadata.items()
                 if k not in ("num_classes", "num_rows", "checksum")}
         table = decode_table(data)
-        if table.calls:
+        if table.calls is not None:
             from .calls import CallGrammar
 
             return CallGrammar(meta, table)
