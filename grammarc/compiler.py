@@ -26,7 +26,7 @@ from .deepcall import call_with_deep_stack
 from .errors import AmbiguityError, GrammarcError, GrammarError, TooManyStatesError
 from .frontends import FrontendOptions, kind_for_path, parser_for, source_text
 from .runtime import Grammar
-from .runtime.calls import CallGrammar
+from .runtime.loading import grammar_for
 from .tokenizers import Tokenizer, load_tokenizer
 from .tokenizers.special import TokenNames
 
@@ -75,7 +75,7 @@ def compile(source: str | os.PathLike, tokenizer: Tokenizer | str | os.PathLike,
     elif automaton.labels is not None:
         metadata["state_names"] = list(automaton.label_names)
     metadata["format_version"] = format_version(table)
-    return (Grammar if table.calls is None else CallGrammar)(metadata, table)
+    return grammar_for(metadata, table)
 
 
 def grammar_metadata(kind: str, text: str, name: str | None, tok: Tokenizer,
