@@ -1,4 +1,5 @@
-"""`grammarc compile`: a grammar source and a tokenizer to an artifact."""
+"""`grammarc compile`: a grammar source and a tokenizer to an artifact; the front-end options
+it shares with `grammarc dot`."""
 
 from __future__ import annotations
 
