@@ -30,7 +30,7 @@ import numpy as np
 
 from . import _core
 from .align import FactoredRows, TokenEntries, VocabTrie, factor, walk_entries
-from .automaton.machines import PushdownDFA, byte_dfa
+from .automaton.pushdown import PushdownDFA, byte_dfa
 from .errors import GrammarError
 from .table import positions_within
 

@@ -26,7 +26,8 @@ from .artifact import (
     FORMAT_VERSION,
 )
 from .automaton import ByteDFA
-from .automaton.machines import PushdownDFA, language_automaton
+from .automaton.linking import language_automaton
+from .automaton.pushdown import PushdownDFA
 from .deepcall import call_with_deep_stack
 from .errors import AmbiguityError, GrammarcError, GrammarError, TooManyStatesError
 from .frontends import FrontendOptions, kind_for_path, parser_for, source_text

@@ -42,7 +42,7 @@ from ..errors import GrammarError, TooManyStatesError
 from .bytedfa import ByteDFA
 from .dfa import SUBSET_FACTOR, build_dfa, minimize
 from .expr import NOTHING, Automaton, Call, Expr, exact_to
-from .machines import (
+from .callgraph import (
     CALL_DIGITS, CALL_PREFIX, CODE_BYTES, call_codes, called_names, code_paths, replace_calls,
     starting_bytes, without_codes,
 )
