@@ -80,8 +80,8 @@ def with_counted_repeat(body: Expr, longer_than: int, most: int) -> Expr | None:
     return marked if counter_form(marked) is not None else None
 
 
-def _counter_dfa(body: Expr, counted: bool, max_states: int,
-                 codes: dict[str, bytes]) -> tuple[ByteDFA, tuple | None]:
+def dfa_with_counter(body: Expr, counted: bool, max_states: int,
+                     codes: dict[str, bytes]) -> tuple[ByteDFA, tuple | None]:
     """The DFA of a machine body; if `counted` and the body has a counter form whose loop the
     next byte tells from its exit, the DFA of its unbounded loop and the counter (loop state,
     min, max, in-loop states); otherwise the body with its bounds, and None."""

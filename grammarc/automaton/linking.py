@@ -14,15 +14,13 @@ from typing import Callable
 from ..errors import GrammarError
 from .bytedfa import ByteDFA
 from .callgraph import (
-    _calls_below, call_codes, called_names, code_paths, reachable_machines, recursive_machines,
+    call_codes, called_names, code_paths, reachable_machines, recursive_machines,
     replace_calls, without_codes,
 )
 from .counters import counter_form
 from .dfa import build_dfa
 from .expr import NOTHING, Automaton, Call, Expr, MachineSet, fingerprint, same_spelling
-from .pushdown import (
-    NotDeterministicError, PushdownDFA, _built_dfa, build_pushdown,
-)
+from .pushdown import NotDeterministicError, PushdownDFA, build_pushdown, built_dfa
 
 
 def language_automaton(language: Expr | MachineSet, max_states: int, max_depth: int,
@@ -76,10 +74,10 @@ def _without_copies(machines: MachineSet, max_states: int, built: dict[tuple, tu
         keys: dict[str, tuple] = {}
         recursive = recursive_machines(dict(machines.machines))
         for name, body in machines.machines:
-            keys[name] = _built_dfa(body, True, max_states, built, codes)[3]
+            keys[name] = built_dfa(body, True, max_states, built, codes)[3]
             alias[name] = first_of.setdefault((name in recursive, *keys[name]), name)
         if all(name == kept for name, kept in alias.items()):
-            root_key = _built_dfa(machines.root, False, max_states, built, codes)[3]
+            root_key = built_dfa(machines.root, False, max_states, built, codes)[3]
             copy = next((body for name, body in machines.machines if keys[name] == root_key),
                         machines.root)
             return machines if copy is machines.root else MachineSet(
@@ -115,9 +113,9 @@ def _inlined(machines: MachineSet, names: frozenset[str], built: dict[tuple, tup
         respelled = _respelled(body, body_of, built, codes)
         return replace_calls(body, body_of, names) if respelled is None else respelled
 
-    kept = {name: body if names.isdisjoint(_calls_below(body)) else rewritten(body)
+    kept = {name: body if names.isdisjoint(called_names(body)) else rewritten(body)
             for name, body in bodies.items() if name not in names}
-    root = machines.root if names.isdisjoint(_calls_below(machines.root)) else \
+    root = machines.root if names.isdisjoint(called_names(machines.root)) else \
         rewritten(machines.root)
     reached = reachable_machines(called_names(root), kept)
     return MachineSet(root, tuple((name, body) for name, body in kept.items()

@@ -32,7 +32,7 @@ from .. import _core
 from ..errors import GrammarError, TooManyStatesError
 from .bytedfa import ByteDFA
 from .callgraph import CODE_BYTES, call_codes, code_paths
-from .counters import Counters, _counter_dfa, counter_form
+from .counters import Counters, counter_form, dfa_with_counter
 from .dfa import SUBSET_FACTOR
 from .expr import Expr, MachineSet, fingerprint, same_spelling
 
@@ -113,10 +113,10 @@ def build_pushdown(machines: MachineSet, max_states: int,
     codes = call_codes(["", *(name for name, _ in machines.machines)]) if codes is None \
         else codes
     built = {} if built is None else built
-    root = _built_dfa(machines.root, False, max_states, built, codes)  # it keeps no count
+    root = built_dfa(machines.root, False, max_states, built, codes)  # it keeps no count
     hits, names, code_of = [root], [""], {codes[""]: 0}
     for name, body in machines.machines:
-        hit = _built_dfa(body, True, max_states, built, codes)
+        hit = built_dfa(body, True, max_states, built, codes)
         if hit[3] == root[3]:
             code_of[codes[name]] = 0
             continue
@@ -136,14 +136,14 @@ def build_pushdown(machines: MachineSet, max_states: int,
     return _link(names, steps, byte_classes, finals, calls, counters, max_states)
 
 
-def _built_dfa(body: Expr, counted: bool, max_states: int, built: dict[tuple, tuple],
-               codes: dict[str, bytes]) -> tuple:
-    """(body, DFA, counter, `_dfa_key` of the two) of `_counter_dfa`, kept in `built` by the
+def built_dfa(body: Expr, counted: bool, max_states: int, built: dict[tuple, tuple],
+              codes: dict[str, bytes]) -> tuple:
+    """(body, DFA, counter, `_dfa_key` of the two) of `dfa_with_counter`, kept in `built` by the
     body's spelling (the same body rebuilt by renaming calls is built once)."""
     key = (fingerprint(body), counted and counter_form(body) is not None)
     hit = built.get(key)
     if hit is None or not same_spelling(hit[0], body):
-        dfa, counter = _counter_dfa(body, counted, max_states, codes)
+        dfa, counter = dfa_with_counter(body, counted, max_states, codes)
         hit = built[key] = (body, dfa, counter, _dfa_key(dfa, counter))
     return hit
 
