@@ -76,7 +76,7 @@ def build_nfa(expr: Expr, max_states: int,
               call_codes: dict[str, bytes] | None = None) -> tuple[Fragment, tuple[str, ...]]:
     """The NFA fragment of `expr` and the names of its labels (label i is names[i]).
 
-    `call_codes` spells each `Call` as bytes no UTF-8 text contains (see machines.py); a call
+    `call_codes` spells each `Call` as bytes no UTF-8 text contains (see callgraph.py); a call
     without one raises `UnresolvedCallError`. More than `max_states` NFA states raise
     `TooManyStatesError`; a nesting too deep for the builder raises `RecursionError`.
     """

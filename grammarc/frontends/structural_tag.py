@@ -42,7 +42,7 @@ from ..automaton.expr import (
 )
 from ..automaton.callgraph import replace_calls
 from ..automaton.linking import inline_calls
-from ..automaton.ops import Ops
+from ..automaton.products import Ops
 from ..errors import GrammarError, UnsupportedError
 from . import FrontendOptions
 from .json_schema import compile_schema, read_json
