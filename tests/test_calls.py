@@ -20,7 +20,8 @@ from grammarc.automaton.expr import (
 )
 from grammarc.automaton.callgraph import starting_bytes
 from grammarc.automaton.linking import deterministic_pushdown, inline_calls, language_automaton
-from grammarc.automaton.pushdown import NotDeterministicError, build_pushdown
+from grammarc.automaton.pushdown import build_pushdown
+from grammarc.automaton.signals import NotDeterministicError
 from grammarc.errors import ArtifactError
 from grammarc.runtime.calls import CallGrammar
 from helpers import assert_same_mask, reloaded, walk_within_budget

@@ -1,10 +1,10 @@
 """The linking strategy: a front end's language to machines linked by calls where the next
-byte decides them, with the fallbacks where it does not.
+byte decides them, and the fallback policy where it does not (`fallback_language`).
 
 `deterministic_pushdown` calls the copies of a machine (equal DFAs) as one, inlines the
 machines at fault that do not recurse and links again; when a recursive one is at fault,
-`language_automaton` tries the front end's alternative machines, if it offers some, then falls
-back to one flat automaton.
+`language_automaton` takes what `fallback_language` gives instead: the front end's alternative
+machines, if it offers some, then one flat automaton.
 """
 
 from __future__ import annotations
@@ -20,28 +20,51 @@ from .callgraph import (
 from .counters import counter_form
 from .dfa import build_dfa
 from .expr import NOTHING, Automaton, Call, Expr, MachineSet, fingerprint, same_spelling
-from .pushdown import NotDeterministicError, PushdownDFA, build_pushdown, built_dfa
+from .pushdown import PushdownDFA, build_pushdown, built_dfa
+from .signals import NotDeterministicError, UnresolvedCallError
 
 
 def language_automaton(language: Expr | MachineSet, max_states: int, max_depth: int,
-                    notice: Callable[[str], None]) -> ByteDFA | PushdownDFA:
+                       notice: Callable[[str], None]) -> ByteDFA | PushdownDFA:
     """The automaton of a front end's result: machines linked by calls when the next byte
-    always decides between calling, returning and going on (the front end's alternative
-    machines tried in turn); otherwise (with a notice) the calls inlined, recursion unrolled
-    `max_depth` levels; a flat language's minimal DFA."""
+    always decides between calling, returning and going on; otherwise what
+    `fallback_language` gives instead, in turn (with a notice where the calls are inlined,
+    recursion unrolled `max_depth` levels); a flat language's minimal DFA."""
     while isinstance(language, MachineSet):
         try:
             return deterministic_pushdown(language, max_states)
-        except NotDeterministicError as exc:
-            if language.alternative is not None:
-                language = language.alternative()
-            elif language.unrolled is not None:
-                language = language.unrolled()
-            else:
-                notice(f"calls inlined ({exc.message}); recursion unrolled to depth "
-                       f"{max_depth} (--max-depth)")
-                language = inline_calls(language, max_depth, max_states)
+        except NotDeterministicError as failure:
+            linked = language
+
+            def inlined() -> Expr:
+                notice(f"calls inlined ({failure}); recursion unrolled to depth {max_depth} "
+                       "(--max-depth)")
+                return inline_calls(linked, max_depth, max_states)
+
+            language = fallback_language(failure, inlined, linked)
     return build_dfa(language, max_states=max_states)
+
+
+def fallback_language(failure: NotDeterministicError | UnresolvedCallError,
+                      flat: Callable[[], Expr | MachineSet],
+                      linked: MachineSet | None = None) -> Expr | MachineSet:
+    """The fallback policy, in one place: the language to take instead of machines linked by
+    calls that failed.
+
+    - A boolean operation needed a call flat while its machine was still being built
+      (`UnresolvedCallError`, raised while a front end builds its language): `flat()`, the
+      language built again without calls.
+    - The next byte cannot decide the calls of the machine set `linked`
+      (`NotDeterministicError`, from `deterministic_pushdown`): the front end's alternative
+      machines if it offers some, else its own flat under-approximation (`unrolled`), else
+      `flat()`: the calls inlined, recursion unrolled (`inline_calls`).
+    """
+    if isinstance(failure, NotDeterministicError):
+        if linked.alternative is not None:
+            return linked.alternative()
+        if linked.unrolled is not None:
+            return linked.unrolled()
+    return flat()
 
 
 def deterministic_pushdown(machines: MachineSet, max_states: int) -> PushdownDFA:

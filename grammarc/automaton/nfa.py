@@ -49,10 +49,11 @@ from itertools import chain
 import numpy as np
 
 from .. import _core
-from ..errors import TooManyStatesError, UnresolvedCallError
+from ..errors import TooManyStatesError
 from .expr import (
     Alt, Automaton, Call, CharSet, Concat, Expr, Graph, Repeat, fingerprint, same_spelling,
 )
+from .signals import UnresolvedCallError
 
 _EMPTY_TAGS = np.zeros((0, 3), np.int32)
 _EMPTY_LABELS = np.zeros((0, 2), np.int32)

@@ -29,21 +29,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import _core
-from ..errors import GrammarError, TooManyStatesError
+from ..errors import TooManyStatesError
 from .bytedfa import ByteDFA
 from .callgraph import CODE_BYTES, call_codes, code_paths
 from .counters import Counters, counter_form, dfa_with_counter
 from .dfa import SUBSET_FACTOR
 from .expr import Expr, MachineSet, fingerprint, same_spelling
-
-
-class NotDeterministicError(GrammarError):
-    """The machines' calls and returns cannot be decided by the next byte alone. `machines`
-    names the machines whose inlining removes every conflict found (empty: none does)."""
-
-    def __init__(self, message: str, machines: frozenset[str] = frozenset()) -> None:
-        super().__init__(message)
-        self.machines = machines
+from .signals import NotDeterministicError
 
 
 @dataclass(frozen=True)
