@@ -42,6 +42,22 @@ def call_codes(names: list[str]) -> dict[str, bytes]:
     return codes
 
 
+def code_paths(trans: np.ndarray, byte_class: np.ndarray,
+               width: int) -> list[tuple[int, bytes, int]]:
+    """The call codes of `width` digits spelled in a DFA (`trans[state, byte_class[byte]]`):
+    (state, code, the state after it)."""
+    out = []
+    prefix = byte_class[CALL_PREFIX]
+    digits = [(d, byte_class[d]) for d in CALL_DIGITS]
+    for state in np.flatnonzero(trans[:, prefix]):
+        frontier = [(int(trans[state, prefix]), bytes([CALL_PREFIX]))]
+        for _ in range(width):
+            frontier = [(int(trans[s, c]), code + bytes([d])) for s, code in frontier
+                        for d, c in digits if trans[s, c]]
+        out.extend((int(state), code, ret) for ret, code in frontier)
+    return out
+
+
 def without_codes(dfa: ByteDFA) -> ByteDFA:
     """The DFA with no transition on a byte of a call code (those get a class of their own,
     with no transition)."""
@@ -129,6 +145,23 @@ def _calls_below(node: Expr) -> frozenset[str]:
                 frozenset().union(*below)
         object.__setattr__(node, "_called", cached)
     return cached
+
+
+def reachable_machines(names: set[str], bodies: dict[str, Expr]) -> set[str]:
+    """The machines `names` and every machine they call, directly or through others."""
+    reached, todo = set(), list(names)
+    while todo:
+        name = todo.pop()
+        if name not in reached:
+            reached.add(name)
+            todo.extend(called_names(bodies[name]))
+    return reached
+
+
+def recursive_machines(bodies: dict[str, Expr]) -> set[str]:
+    """The machines that can call themselves, directly or through others."""
+    return {name for name, body in bodies.items()
+            if name in reachable_machines(called_names(body) & bodies.keys(), bodies)}
 
 
 def starting_bytes(expr: Expr, body_of: Callable[[str], Expr | None],
@@ -234,36 +267,3 @@ def with_first_bytes(expr: Expr, allowed: np.ndarray, body_of: Callable[[str], E
         return None
 
     return walk(expr)
-
-
-def reachable_machines(names: set[str], bodies: dict[str, Expr]) -> set[str]:
-    """The machines `names` and every machine they call, directly or through others."""
-    reached, todo = set(), list(names)
-    while todo:
-        name = todo.pop()
-        if name not in reached:
-            reached.add(name)
-            todo.extend(called_names(bodies[name]))
-    return reached
-
-
-def recursive_machines(bodies: dict[str, Expr]) -> set[str]:
-    """The machines that can call themselves, directly or through others."""
-    return {name for name, body in bodies.items()
-            if name in reachable_machines(called_names(body) & bodies.keys(), bodies)}
-
-
-def code_paths(trans: np.ndarray, byte_class: np.ndarray,
-               width: int) -> list[tuple[int, bytes, int]]:
-    """The call codes of `width` digits spelled in a DFA (`trans[state, byte_class[byte]]`):
-    (state, code, the state after it)."""
-    out = []
-    prefix = byte_class[CALL_PREFIX]
-    digits = [(d, byte_class[d]) for d in CALL_DIGITS]
-    for state in np.flatnonzero(trans[:, prefix]):
-        frontier = [(int(trans[state, prefix]), bytes([CALL_PREFIX]))]
-        for _ in range(width):
-            frontier = [(int(trans[s, c]), code + bytes([d])) for s, code in frontier
-                        for d, c in digits if trans[s, c]]
-        out.extend((int(state), code, ret) for ret, code in frontier)
-    return out
