@@ -21,7 +21,8 @@ from .alignment.flat import align, tokenizer_trie
 from .alignment.calls import align_calls
 from .format.artifact import FORMAT_NAME, FORMAT_VERSION, format_version
 from .automaton import ByteDFA
-from .automaton.machines import PushdownDFA, language_automaton
+from .automaton.linking import language_automaton
+from .automaton.pushdown import PushdownDFA
 from .deepcall import call_with_deep_stack
 from .errors import AmbiguityError, GrammarcError, GrammarError, TooManyStatesError
 from .frontends import FrontendOptions, kind_for_path, parser_for, source_text

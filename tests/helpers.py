@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import grammarc
-from grammarc.automaton.machines import language_automaton
+from grammarc.automaton.linking import language_automaton
 from grammarc.frontends import FrontendOptions
 from grammarc.frontends.json_schema.schema import compile_schema
 from grammarc.format.table import TokenTable

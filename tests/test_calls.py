@@ -18,10 +18,10 @@ from grammarc.automaton.dfa import build_dfa
 from grammarc.automaton.expr import (
     Automaton, Call, MachineSet, alt, charset, concat, fingerprint, literal, repeat, same_spelling,
 )
-from grammarc.automaton.machines import (
-    NotDeterministicError, build_pushdown, deterministic_pushdown, inline_calls,
-    language_automaton, starting_bytes,
-)
+from grammarc.automaton.callgraph import starting_bytes
+from grammarc.automaton.linking import deterministic_pushdown, inline_calls, language_automaton
+from grammarc.automaton.pushdown import build_pushdown
+from grammarc.automaton.signals import NotDeterministicError
 from grammarc.errors import ArtifactError
 from grammarc.runtime.calls import CallGrammar
 from helpers import assert_same_mask, reloaded, walk_within_budget

@@ -17,7 +17,7 @@ from helpers import assert_same_mask, reloaded, walk_within_budget
 
 import grammarc
 from grammarc.format.artifact import read_artifact, write_artifact
-from grammarc.automaton.machines import PushdownDFA
+from grammarc.automaton.pushdown import PushdownDFA
 from grammarc.compiler import build_automaton
 from grammarc.errors import ArtifactError
 from grammarc.frontends import FrontendOptions

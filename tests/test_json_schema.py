@@ -19,7 +19,8 @@ from helpers import accepts, dfa_of, run_cli
 
 import grammarc
 from grammarc.automaton import Ops, build_dfa
-from grammarc.automaton.machines import PushdownDFA, language_automaton
+from grammarc.automaton.linking import language_automaton
+from grammarc.automaton.pushdown import PushdownDFA
 from grammarc.errors import GrammarError, UnsupportedError
 from grammarc.frontends import FrontendOptions
 from grammarc.frontends.json_schema import canonical_dumps, numbers, strings

@@ -1,4 +1,4 @@
-"""Token alignment of machines linked by calls (see `automaton.machines`).
+"""Token alignment of machines linked by calls (see `automaton.pushdown`).
 
 Walking a token from state `q` either stays in `q`'s machine without a call (the bulk: the
 ordinary factored table), or opens calls inside the token and ends in a callee with return
@@ -31,7 +31,7 @@ import numpy as np
 
 from .. import _core
 from .flat import FactoredRows, TokenEntries, VocabTrie, factor, token_table, walk_entries
-from ..automaton.machines import PushdownDFA, byte_dfa
+from ..automaton.pushdown import PushdownDFA, byte_dfa
 from ..errors import GrammarError
 from ..format.table import CallTables, CountRegisters, TokenTable, positions_within
 

@@ -40,7 +40,7 @@ def dot_command(source: Path, output: Path | None, kind: str | None, max_states:
         text = dot_source(t["byte_ptr"], t["byte_ranges"], t["byte_next"], t["accepting"],
                           t.get("state_name"), data.metadata.get("state_names", ()), calls)
     else:
-        from ..automaton.machines import PushdownDFA
+        from ..automaton.pushdown import PushdownDFA
         from ..compiler import build_automaton, read_source
 
         kind, grammar, name = read_source(source, kind)
