@@ -1,0 +1,151 @@
+"""What a schema node says, read without compiling it: the keywords of JSON Schema by job,
+the types a node allows and the bytes their values start with, and the small readings of
+nodes that dispatch, merging and the object and array builders share."""
+
+from __future__ import annotations
+
+import json
+from decimal import Decimal
+from typing import Any
+
+import numpy as np
+
+from ...errors import GrammarError
+
+_APPLICATORS = ("$ref", "allOf", "anyOf", "oneOf", "not", "if", "then", "else",
+                "dependentSchemas", "unevaluatedProperties", "unevaluatedItems",
+                "$dynamicRef", "$recursiveRef")
+_TYPES = ("null", "boolean", "object", "array", "number", "integer", "string")
+_FIRST_BYTES = {"object": b"{", "array": b"[", "string": b'"', "null": b"n", "boolean": b"tf",
+                "number": b"-0123456789"}  # the bytes a JSON value of each type starts with
+_TYPE_SPECIFIC = {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf",
+                  "minLength", "maxLength", "pattern", "format", "items", "prefixItems",
+                  "additionalItems", "minItems", "maxItems", "uniqueItems", "contains",
+                  "properties", "patternProperties", "additionalProperties", "required",
+                  "minProperties", "maxProperties", "propertyNames", "dependentRequired",
+                  "dependencies"}
+_KEYWORDS = frozenset({*_TYPE_SPECIFIC, "type", "enum", "const", *_APPLICATORS})  # not annotations
+_ANNOTATIONS = frozenset({"title", "description", "$comment", "examples", "default",
+                          "deprecated", "readOnly", "writeOnly"})  # no effect on validation
+# the keywords of schemas whose `allOf` is merged into one schema (`_merged_objects`)
+_OBJECT_MERGE_KEYWORDS = frozenset({"type", "properties", "required", "additionalProperties",
+                                    "minProperties", "maxProperties", "allOf", "$ref"})
+
+
+def _first_bytes(types: set[str]) -> np.ndarray:
+    """The bytes JSON values of `types` start with (bool [256])."""
+    first = np.zeros(256, bool)
+    for name in types:
+        first[list(_FIRST_BYTES["number" if name == "integer" else name])] = True
+    return first
+
+
+def _bytes_label(allowed: np.ndarray) -> str:
+    """A short name of a set of first bytes: the JSON types they start, where they are exactly
+    those types' first bytes, else their hexadecimal values."""
+    types = [name for name, spelled in _FIRST_BYTES.items() if allowed[list(spelled)].all()]
+    spelled_types = np.zeros(256, bool)
+    for name in types:
+        spelled_types[list(_FIRST_BYTES[name])] = True
+    if (spelled_types == allowed).all():
+        return "|".join(sorted(types))
+    return " ".join(f"{b:02x}" for b in np.flatnonzero(allowed))
+
+
+def _types_tested(schema: Any) -> set[str] | None:
+    """The types a schema that tests only the type allows (integer with number), or None for
+    another schema and for one that tells integers from other numbers (the first byte does
+    not)."""
+    if not isinstance(schema, dict) or set(schema) & _KEYWORDS != {"type"}:
+        return None
+    declared = schema["type"]
+    types = {declared} if isinstance(declared, str) else set(declared) \
+        if isinstance(declared, list) else set()
+    if not types or not types <= set(_TYPES) or "integer" in types and "number" not in types:
+        return None
+    return types | {"integer"} if "number" in types else types
+
+
+def _distinct(schemas: list[Any]) -> list[Any]:
+    """The schemas less those equal (as JSON but for their own annotations, read against the
+    same base) to an earlier one:
+    a value satisfies a schema twice as it does once, and the product of two equal
+    automata would make their calls flat for nothing (a property that patternProperties
+    also match with the same schema, as in the Washington Post's content schemas)."""
+    if len(schemas) < 2:
+        return schemas
+    seen: dict[str, Any] = {}
+    for schema in schemas:
+        if isinstance(schema, dict):  # its own annotations aside
+            key = json.dumps({k: v for k, v in schema.items() if k not in _ANNOTATIONS},
+                             sort_keys=True, default=repr)
+        else:
+            key = json.dumps(schema)
+        seen.setdefault(key, schema)
+    return list(seen.values())
+
+
+def _count(node: dict, key: str) -> int | None:
+    """A non-negative integer keyword (1.0 counts as 1), or None when absent."""
+    value = node.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, Decimal)) or value < 0 or \
+            value != int(value):
+        raise GrammarError(f"{key} must be a non-negative integer, not {value}")
+    return int(value)
+
+
+def _exact_numbers(value: Any) -> Any:
+    """The schema with floats replaced by the Decimals they were written as (0.1 stays 0.1)."""
+    if isinstance(value, float):
+        return Decimal(repr(value))
+    if isinstance(value, dict):
+        return {k: _exact_numbers(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_exact_numbers(v) for v in value]
+    return value
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int) or (isinstance(value, (Decimal, float)) and value == int(value)):
+        return "integer"
+    if isinstance(value, (Decimal, float)):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    return "object"
+
+
+def _constrains_beyond_type(node: dict) -> bool:
+    return any(key in node for key in _TYPE_SPECIFIC)
+
+
+def _is_container(node: Any) -> bool:
+    """Whether a schema describes objects or arrays only (a `$ref` to it becomes a call of
+    one machine: its automaton is large and used in many places)."""
+    if not isinstance(node, dict):
+        return False
+    declared = node.get("type")
+    if isinstance(declared, str):
+        return declared in ("object", "array")
+    if isinstance(declared, list) and declared:
+        return all(t in ("object", "array") for t in declared)
+    return any(key in node for key in ("properties", "items", "additionalProperties",
+                                       "patternProperties", "required"))
+
+
+def _constrains_anything(node: dict) -> bool:
+    """Whether the schema restricts values or their parts by itself or through applicators."""
+    return _constrains_locally(node) or any(key in node for key in _APPLICATORS)
+
+
+def _constrains_locally(node: dict) -> bool:
+    """Whether the schema restricts values by itself (not only through applicators)."""
+    return _constrains_beyond_type(node) or any(k in node for k in ("type", "enum", "const"))
