@@ -1,5 +1,6 @@
 """Whitespace layout: where a JSON text's whitespace goes (around `:` and `,`, inside
-brackets), by `--whitespace` style or a custom regex of JSON whitespace."""
+brackets), by `--whitespace` style or a custom regex of JSON whitespace, and comma-separated
+sequences of entries within counts."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...automaton import Expr, alt, charset, concat, literal, repeat
+from ...automaton import EMPTY, NOTHING, Expr, alt, charset, concat, literal, repeat
 from ...automaton.dfa import build_dfa
 from ...errors import GrammarError
 from ..regex import parse_regex
@@ -45,6 +46,22 @@ class Layout:
         return cls(concat(literal("{"), ws), concat(ws, literal("}")), concat(literal("["), ws),
                    concat(ws, literal("]")), concat(ws, literal(":"), ws),
                    concat(ws, literal(","), ws))
+
+    def sequence(self, entry: Expr, count: int, min_count: int, max_count: int | None) -> Expr:
+        """Comma-separated entries after `count` members (object entries or array items), so
+        that the total is within the bounds."""
+        lo = max(0, min_count - count)
+        hi = None if max_count is None else max_count - count
+        if hi is not None and hi < lo:
+            return NOTHING
+        if entry == NOTHING or hi == 0:
+            return EMPTY if lo == 0 else NOTHING
+        comma = self.comma
+        if count:
+            return repeat(concat(comma, entry), lo, hi)
+        rest = repeat(concat(comma, entry), max(lo - 1, 0), None if hi is None else hi - 1)
+        nonempty = concat(entry, rest)
+        return alt(EMPTY, nonempty) if lo == 0 else nonempty
 
 
 def _whitespace_regex(style: str) -> Expr:

@@ -5,6 +5,7 @@ nodes that dispatch, merging and the object and array builders share."""
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
@@ -123,10 +124,6 @@ def _json_type(value: Any) -> str:
     return "object"
 
 
-def _constrains_beyond_type(node: dict) -> bool:
-    return any(key in node for key in _TYPE_SPECIFIC)
-
-
 def _is_container(node: Any) -> bool:
     """Whether a schema describes objects or arrays only (a `$ref` to it becomes a call of
     one machine: its automaton is large and used in many places)."""
@@ -141,11 +138,50 @@ def _is_container(node: Any) -> bool:
                                        "patternProperties", "required"))
 
 
-def _constrains_anything(node: dict) -> bool:
-    """Whether the schema restricts values or their parts by itself or through applicators."""
-    return _constrains_locally(node) or any(key in node for key in _APPLICATORS)
+def declared_types(node: dict, pointer: str) -> frozenset[str]:
+    """The types a schema's `type` allows (all without one; integer with number);
+    `pointer` locates an invalid one."""
+    declared = node.get("type")
+    if declared is None:
+        return frozenset(_TYPES)
+    names = [declared] if isinstance(declared, str) else declared
+    if not isinstance(names, list) or not all(n in _TYPES for n in names):
+        raise GrammarError(f"{pointer}: invalid type {declared!r}")
+    types = set(names)
+    if "number" in types:
+        types.add("integer")
+    return frozenset(types)
 
 
-def _constrains_locally(node: dict) -> bool:
-    """Whether the schema restricts values by itself (not only through applicators)."""
-    return _constrains_beyond_type(node) or any(k in node for k in ("type", "enum", "const"))
+@dataclass(frozen=True)
+class SchemaNode:
+    """A schema object as value dispatch reads it, once: the types it allows and its keywords
+    grouped by job (those of one type's values: bounds, lengths, items, properties, ...;
+    the enumerated values; the applicators, which apply other schemas in place)."""
+
+    node: dict
+    types: frozenset[str]
+    type_specific: frozenset[str]
+    enumerates: bool  # `enum` or `const`
+    applicators: frozenset[str]
+
+    @classmethod
+    def read(cls, node: dict, pointer: str) -> SchemaNode:
+        return cls(node, declared_types(node, pointer), frozenset(node.keys() & _TYPE_SPECIFIC),
+                   "enum" in node or "const" in node, frozenset(node.keys() & set(_APPLICATORS)))
+
+    @property
+    def type_only(self) -> bool:
+        """Whether its own keywords constrain values by `type` alone."""
+        return "type" in self.node and not self.type_specific and not self.enumerates
+
+    @property
+    def constrains_locally(self) -> bool:
+        """Whether the schema restricts values by itself (not only through applicators)."""
+        return bool(self.type_specific) or self.enumerates or "type" in self.node
+
+    @property
+    def constrains_anything(self) -> bool:
+        """Whether the schema restricts values or their parts by itself or through
+        applicators."""
+        return self.constrains_locally or bool(self.applicators)

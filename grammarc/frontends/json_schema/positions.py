@@ -10,7 +10,6 @@ from heapq import heapify, heappop, heappush
 from typing import TYPE_CHECKING, Any
 
 from ...errors import GrammarError
-from .node import _constrains_anything
 from .resolution import Ref
 
 if TYPE_CHECKING:
@@ -71,7 +70,7 @@ class Position:
     def is_open(self) -> bool:
         """Whether no schema here constrains the value or anything inside it (only
         annotations and unknown keywords), so that any JSON value is valid at any depth."""
-        return not any(_constrains_anything(ref.node) for ref in self.closure)
+        return not any(self.compiler.read(ref.node).constrains_anything for ref in self.closure)
 
     @cached_property
     def ranking(self) -> tuple[str, ...]:
@@ -132,7 +131,7 @@ class Position:
                     refs.append(self.compiler.registry.at(props[name], ref.base))
                     matched = True
                 for pattern, sub in _pattern_properties(node).items():
-                    if self.compiler.key_matches(pattern, name, node):
+                    if self.compiler.objects.key_matches(pattern, name, node):
                         refs.append(self.compiler.registry.at(sub, ref.base))
                         matched = True
                 if not matched and "additionalProperties" in node:

@@ -1,16 +1,21 @@
 """Resolution and drafts: every subschema of a document with its base URI, `$id` resources,
 anchors and JSON pointers (`Registry`), `$ref` resolution, the draft a document is written
-in, and the check of a document against its draft's meta-schema."""
+in, and the checks of a document: against its draft's meta-schema, for unsupported
+keywords, and for near misses of keywords."""
 
 from __future__ import annotations
 
+import difflib
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 from urllib.parse import unquote, urldefrag, urljoin
 
 from ...errors import GrammarError, UnsupportedError
+from .. import FrontendOptions
+from .node import _ANNOTATIONS, _KEYWORDS, _TYPES, _json_type, declared_types
 
 _ROOT_URI = "https://grammarc.invalid/root.json"
 _DRAFTS = (("draft-04", 4), ("draft-06", 6), ("draft-07", 7), ("2019-09", 2019),
@@ -21,6 +26,15 @@ _SCHEMA_KEYWORDS = ("additionalProperties", "additionalItems", "contains", "prop
                     "contentSchema")
 _LIST_KEYWORDS = ("allOf", "anyOf", "oneOf", "prefixItems")
 _MAP_KEYWORDS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
+_UNSUPPORTED = ("unevaluatedProperties", "unevaluatedItems", "$dynamicRef", "$recursiveRef")
+# every key the drafts (4 to 2020-12) define, and annotations common in the wild (OpenAPI):
+# what `check_spelling` compares unknown keys with
+_KNOWN_KEYS = frozenset(_KEYWORDS | _ANNOTATIONS | {
+    *_SCHEMA_KEYWORDS, *_LIST_KEYWORDS, *_MAP_KEYWORDS, "$schema", "$id", "id", "$anchor",
+    "$dynamicAnchor", "$recursiveAnchor", "$vocabulary", "$defs", "definitions", "minContains",
+    "maxContains", "contentEncoding", "contentMediaType", "contentSchema",
+    "example", "nullable", "discriminator", "externalDocs", "xml"})
+_KNOWN_BY_CASE = {key.lower(): key for key in sorted(_KNOWN_KEYS)}
 
 
 @dataclass(frozen=True, eq=False)
@@ -114,6 +128,57 @@ class Registry:
                                f"{fragment!r}")
         return anchor
 
+    def conjuncts(self, ref: Ref, within: set[int], opened: list[str] | None = None
+                  ) -> list[Ref]:
+        """The schemas (objects, or `false`) a value must satisfy for `ref`: itself, its
+        `$ref` targets and `allOf` branches, and theirs, each once (`within`: those found);
+        the `$ref`s followed are added to `opened`."""
+        node = ref.node
+        if node is False:
+            return [ref]
+        if not isinstance(node, dict) or id(node) in within:
+            return []
+        within.add(id(node))
+        found = [ref]
+        if "$ref" in node:
+            if opened is not None:
+                opened.append(node["$ref"])
+            target = self.conjuncts(self.resolve(self.at(node, ref.base)), within, opened)
+            if self.draft <= 7:  # draft 7 and earlier: $ref replaces its siblings
+                return target
+            found.extend(target)
+        branches = node.get("allOf")
+        for branch in branches if isinstance(branches, list) else []:
+            found.extend(self.conjuncts(self.at(branch, ref.base), within, opened))
+        return found
+
+    def value_types(self, ref: Ref, seen: frozenset[int] = frozenset()) -> set[str]:
+        """A superset of the types of a schema's values, from its `type`, `enum` and `const`
+        and those of the schemas it applies in place (`$ref`, `allOf`, `anyOf`, `oneOf`)."""
+        node = ref.node
+        if node is False:
+            return set()
+        if not isinstance(node, dict) or id(node) in seen:
+            return set(_TYPES)
+        seen = seen | {id(node)}
+        types = set(declared_types(node, self.pointer(node)))
+        if "$ref" in node:
+            found = self.value_types(self.resolve(self.at(node, ref.base)), seen)
+            if self.draft <= 7:  # draft 7 and earlier: $ref replaces its siblings
+                return found
+            types &= found
+        for branch in node["allOf"] if isinstance(node.get("allOf"), list) else []:
+            types &= self.value_types(self.at(branch, ref.base), seen)
+        for keyword in ("anyOf", "oneOf"):
+            if isinstance(node.get(keyword), list):
+                types &= set().union(*(self.value_types(self.at(b, ref.base), seen)
+                                       for b in node[keyword]))
+        if "const" in node or isinstance(node.get("enum"), list):
+            values = node["enum"] if "enum" in node else [node["const"]]
+            types &= {_json_type(v) for v in values} | \
+                ({"integer"} if any(_json_type(v) == "number" for v in values) else set())
+        return types
+
 
 def _join(base: str, reference: str) -> str:
     """`urljoin`, also for bases like `urn:uuid:...` that urljoin does not resolve against."""
@@ -206,3 +271,57 @@ def _meta_validator(cls: type) -> Any:
         properties.update(vocabulary.get("properties", {}))
         merged["$defs"][str(i)] = {"$defs": vocabulary.get("$defs", {})}
     return cls({**merged, "properties": properties})
+
+
+def check_supported(registry: Registry, options: FrontendOptions) -> None:
+    """Refuse the keywords grammarc does not support (a notice with `--lenient`)."""
+    found = []
+    for pointer, node in all_schemas(registry):
+        for key in _UNSUPPORTED:
+            if key in node and node[key] is not True:
+                found.append(f"{key} at {pointer}")
+    if found:
+        message = "unsupported JSON Schema keywords: " + ", ".join(found)
+        if not options.lenient:
+            raise UnsupportedError(message + " (--lenient ignores them, over-approximating)")
+        options.notice(message + "; ignored (--lenient)")
+
+
+def check_spelling(registry: Registry, options: FrontendOptions) -> None:
+    """A notice for each key that is not a keyword but a near miss of one (`requird`,
+    `maximun`, `itmes`, `Type`: two adjacent letters swapped, or a difflib ratio of 0.85
+    or more, ignoring case): ignored like any unknown key, as the specification says, but
+    most likely a typo. Keys not that close to a keyword (custom annotations, `x-...`,
+    `tsType`) pass in silence."""
+    for pointer, node in all_schemas(registry):
+        for key in node:
+            if key in _KNOWN_KEYS or key.startswith(("x-", "X-")):
+                continue  # a keyword, or an extension by convention
+            lower = key.lower()
+            close = [swapped for i in range(len(lower) - 1) if (swapped := lower[:i] +
+                     lower[i + 1] + lower[i] + lower[i + 2:]) in _KNOWN_BY_CASE] or \
+                difflib.get_close_matches(lower, _KNOWN_BY_CASE, n=1, cutoff=0.85)
+            if close:
+                options.notice(f"unknown keyword {key!r} at {pointer}/{_escape(key)} "
+                               f"is ignored; did you mean {_KNOWN_BY_CASE[close[0]]!r}?")
+
+
+def all_schemas(registry: Registry) -> Iterator[tuple[str, dict]]:
+    """Every schema object of the document, each once, with its JSON pointer."""
+    stack = [registry.root]
+    seen = set()
+    while stack:
+        node = stack.pop()
+        if not isinstance(node, dict) or id(node) in seen:
+            continue
+        seen.add(id(node))
+        yield registry.pointer(node), node
+        for key in _SCHEMA_KEYWORDS:
+            if key in node:
+                stack.append(node[key])
+        for key in _LIST_KEYWORDS + ("items",):
+            value = node.get(key)
+            stack.extend(value if isinstance(value, list) else [value] if key in node else [])
+        for key in _MAP_KEYWORDS + ("dependencies",):
+            if isinstance(node.get(key), dict):
+                stack.extend(node[key].values())
