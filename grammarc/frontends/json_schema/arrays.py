@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from ...automaton import EMPTY, NOTHING, Expr, alt, concat, repeat
 from ...errors import GrammarError, UnsupportedError
 from .conditions import value_key
-from .node import _count
+from .node import count_keyword
 from .part import CompilerPart
 from .positions import Position
 from .resolution import Ref
@@ -52,8 +52,8 @@ class Arrays(CompilerPart):
         item_pos = position.items
         elements = [self.value(Ref(s, ref.base), item_pos) for s in prefix]
         rest_language = self.value(Ref(rest, ref.base), item_pos)
-        min_items = _count(node, "minItems") or 0
-        max_items = _count(node, "maxItems")
+        min_items = count_keyword(node, "minItems") or 0
+        max_items = count_keyword(node, "maxItems")
         contains = None
         if "contains" in node and self.draft >= 6:
             contains = self.value(Ref(node["contains"], ref.base), item_pos)
@@ -72,9 +72,9 @@ class Arrays(CompilerPart):
         (a walk over (index, matches so far), closed by a loop once neither matters)."""
         comma = self.layout.comma
         if contains is not None:
-            min_contains = _count(node, "minContains") if self.draft >= 2019 else None
+            min_contains = count_keyword(node, "minContains") if self.draft >= 2019 else None
             min_contains = 1 if min_contains is None else min_contains
-            max_contains = _count(node, "maxContains") if self.draft >= 2019 else None
+            max_contains = count_keyword(node, "maxContains") if self.draft >= 2019 else None
         else:
             min_contains, max_contains = 0, None
         cap = max(min_contains, max_contains or 0) + 1  # match counts saturate here

@@ -17,7 +17,7 @@ from ...automaton.machines import (
 )
 from ...errors import UnresolvedCallError
 from .any_value import ANY_MACHINE, nested_at_most
-from .node import _first_bytes
+from .node import first_bytes
 from .positions import Position
 from .resolution import Ref
 
@@ -232,7 +232,7 @@ class Machines:
             name = f"{registry.pointer(target.node)} ({len(self._ref_names) + 1})"
             self._ref_names[key] = name
             self.ref_targets[name] = id(target.node)
-            self._first_hints[name] = _first_bytes(registry.value_types(target))
+            self._first_hints[name] = first_bytes(registry.value_types(target))
         return self.machine(name, lambda: self.compiler.value(target, position))
 
 

@@ -16,7 +16,7 @@ from ...errors import GrammarError
 _APPLICATORS = ("$ref", "allOf", "anyOf", "oneOf", "not", "if", "then", "else",
                 "dependentSchemas", "unevaluatedProperties", "unevaluatedItems",
                 "$dynamicRef", "$recursiveRef")
-_TYPES = ("null", "boolean", "object", "array", "number", "integer", "string")
+TYPES = ("null", "boolean", "object", "array", "number", "integer", "string")
 _FIRST_BYTES = {"object": b"{", "array": b"[", "string": b'"', "null": b"n", "boolean": b"tf",
                 "number": b"-0123456789"}  # the bytes a JSON value of each type starts with
 _TYPE_SPECIFIC = {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf",
@@ -25,15 +25,15 @@ _TYPE_SPECIFIC = {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", 
                   "properties", "patternProperties", "additionalProperties", "required",
                   "minProperties", "maxProperties", "propertyNames", "dependentRequired",
                   "dependencies"}
-_KEYWORDS = frozenset({*_TYPE_SPECIFIC, "type", "enum", "const", *_APPLICATORS})  # not annotations
-_ANNOTATIONS = frozenset({"title", "description", "$comment", "examples", "default",
+KEYWORDS = frozenset({*_TYPE_SPECIFIC, "type", "enum", "const", *_APPLICATORS})  # not annotations
+ANNOTATIONS = frozenset({"title", "description", "$comment", "examples", "default",
                           "deprecated", "readOnly", "writeOnly"})  # no effect on validation
 # the keywords of schemas whose `allOf` is merged into one schema (`_merged_objects`)
-_OBJECT_MERGE_KEYWORDS = frozenset({"type", "properties", "required", "additionalProperties",
+OBJECT_MERGE_KEYWORDS = frozenset({"type", "properties", "required", "additionalProperties",
                                     "minProperties", "maxProperties", "allOf", "$ref"})
 
 
-def _first_bytes(types: set[str]) -> np.ndarray:
+def first_bytes(types: set[str]) -> np.ndarray:
     """The bytes JSON values of `types` start with (bool [256])."""
     first = np.zeros(256, bool)
     for name in types:
@@ -41,7 +41,7 @@ def _first_bytes(types: set[str]) -> np.ndarray:
     return first
 
 
-def _bytes_label(allowed: np.ndarray) -> str:
+def bytes_label(allowed: np.ndarray) -> str:
     """A short name of a set of first bytes: the JSON types they start, where they are exactly
     those types' first bytes, else their hexadecimal values."""
     types = [name for name, spelled in _FIRST_BYTES.items() if allowed[list(spelled)].all()]
@@ -53,21 +53,21 @@ def _bytes_label(allowed: np.ndarray) -> str:
     return " ".join(f"{b:02x}" for b in np.flatnonzero(allowed))
 
 
-def _types_tested(schema: Any) -> set[str] | None:
+def types_tested(schema: Any) -> set[str] | None:
     """The types a schema that tests only the type allows (integer with number), or None for
     another schema and for one that tells integers from other numbers (the first byte does
     not)."""
-    if not isinstance(schema, dict) or set(schema) & _KEYWORDS != {"type"}:
+    if not isinstance(schema, dict) or set(schema) & KEYWORDS != {"type"}:
         return None
     declared = schema["type"]
     types = {declared} if isinstance(declared, str) else set(declared) \
         if isinstance(declared, list) else set()
-    if not types or not types <= set(_TYPES) or "integer" in types and "number" not in types:
+    if not types or not types <= set(TYPES) or "integer" in types and "number" not in types:
         return None
     return types | {"integer"} if "number" in types else types
 
 
-def _distinct(schemas: list[Any]) -> list[Any]:
+def distinct_schemas(schemas: list[Any]) -> list[Any]:
     """The schemas less those equal (as JSON but for their own annotations, read against the
     same base) to an earlier one:
     a value satisfies a schema twice as it does once, and the product of two equal
@@ -78,7 +78,7 @@ def _distinct(schemas: list[Any]) -> list[Any]:
     seen: dict[str, Any] = {}
     for schema in schemas:
         if isinstance(schema, dict):  # its own annotations aside
-            key = json.dumps({k: v for k, v in schema.items() if k not in _ANNOTATIONS},
+            key = json.dumps({k: v for k, v in schema.items() if k not in ANNOTATIONS},
                              sort_keys=True, default=repr)
         else:
             key = json.dumps(schema)
@@ -86,7 +86,7 @@ def _distinct(schemas: list[Any]) -> list[Any]:
     return list(seen.values())
 
 
-def _count(node: dict, key: str) -> int | None:
+def count_keyword(node: dict, key: str) -> int | None:
     """A non-negative integer keyword (1.0 counts as 1), or None when absent."""
     value = node.get(key)
     if value is None:
@@ -97,18 +97,18 @@ def _count(node: dict, key: str) -> int | None:
     return int(value)
 
 
-def _exact_numbers(value: Any) -> Any:
+def exact_numbers(value: Any) -> Any:
     """The schema with floats replaced by the Decimals they were written as (0.1 stays 0.1)."""
     if isinstance(value, float):
         return Decimal(repr(value))
     if isinstance(value, dict):
-        return {k: _exact_numbers(v) for k, v in value.items()}
+        return {k: exact_numbers(v) for k, v in value.items()}
     if isinstance(value, list):
-        return [_exact_numbers(v) for v in value]
+        return [exact_numbers(v) for v in value]
     return value
 
 
-def _json_type(value: Any) -> str:
+def json_type(value: Any) -> str:
     if value is None:
         return "null"
     if isinstance(value, bool):
@@ -124,7 +124,7 @@ def _json_type(value: Any) -> str:
     return "object"
 
 
-def _is_container(node: Any) -> bool:
+def is_container(node: Any) -> bool:
     """Whether a schema describes objects or arrays only (a `$ref` to it becomes a call of
     one machine: its automaton is large and used in many places)."""
     if not isinstance(node, dict):
@@ -143,9 +143,9 @@ def declared_types(node: dict, pointer: str) -> frozenset[str]:
     `pointer` locates an invalid one."""
     declared = node.get("type")
     if declared is None:
-        return frozenset(_TYPES)
+        return frozenset(TYPES)
     names = [declared] if isinstance(declared, str) else declared
-    if not isinstance(names, list) or not all(n in _TYPES for n in names):
+    if not isinstance(names, list) or not all(n in TYPES for n in names):
         raise GrammarError(f"{pointer}: invalid type {declared!r}")
     types = set(names)
     if "number" in types:

@@ -20,10 +20,10 @@ from .conditions import (
     APPLICATORS, MAX_KEY_STATES, ConditionReader, Formula, KeyCondition, dependencies_of, holds,
     value_key,
 )
-from .node import _KEYWORDS, _TYPES, _count, _distinct, _types_tested
+from .node import KEYWORDS, TYPES, count_keyword, distinct_schemas, types_tested
 from .part import CompilerPart
-from .positions import Position, _pattern_properties
-from .resolution import Ref, _escape
+from .positions import Position, pattern_properties
+from .resolution import Ref, escape_token
 
 if TYPE_CHECKING:
     from .schema import Compiler
@@ -51,7 +51,7 @@ class Objects(CompilerPart):
         node = ref.node
         local = self.compiler.read(node).constrains_locally
         reader = ConditionReader(self.registry.at, self.registry.resolve, self.draft,
-                                 _KEYWORDS, self.compiler.in_progress)
+                                 KEYWORDS, self.compiler.in_progress)
         rest = {k: v for k, v in node.items()
                 if k not in ("dependentRequired", "dependentSchemas", "dependencies")}
         rest["dependentSchemas"] = {}  # the dependencies that are not taken, as schemas
@@ -85,7 +85,7 @@ class Objects(CompilerPart):
                condition: KeyCondition | None = None) -> Expr:
         node = ref.node
         properties = node.get("properties") if isinstance(node.get("properties"), dict) else {}
-        patterns = _pattern_properties(node)
+        patterns = pattern_properties(node)
         extra_schema = self.additional(node)
         required = set(node.get("required", []) if isinstance(node.get("required"), list) else [])
         unranked = (set(properties) | required) - set(position.ranking)
@@ -106,7 +106,7 @@ class Objects(CompilerPart):
                                                                    names_pos):
                 applicable = [False]
             language = self.compiler.intersect_all([self.value(Ref(s, ref.base), child)
-                                           for s in _distinct(applicable)])
+                                           for s in distinct_schemas(applicable)])
             slots.append((name, language, name in required))
             if condition is not None and name in condition.keys:
                 anything = not any(s is False or isinstance(s, dict) and
@@ -120,7 +120,7 @@ class Objects(CompilerPart):
             unranked = self.ops.intersect(unranked, self._names_language(names_schema, ref,
                                                                          names_pos))
         entries = self._extra_entries(ref, position, unranked, patterns, extra_schema)
-        counts = (_count(node, "minProperties") or 0, _count(node, "maxProperties"))
+        counts = (count_keyword(node, "minProperties") or 0, count_keyword(node, "maxProperties"))
         return self.object_language(position, slots, None, entries, counts, condition,
                                      regions)
 
@@ -244,7 +244,8 @@ class Objects(CompilerPart):
         layout = self.layout
         if self.calls:
             pointer = self.registry.pointer(position.closure[0].node)
-            slots = [(name, self._slot_machine(f"{pointer}/properties/{_escape(name)}", language), needed)
+            slots = [(name, self._slot_machine(f"{pointer}/properties/{escape_token(name)}",
+                                               language), needed)
                      for name, language, needed in slots]
         min_count, max_count = counts
         required = sum(1 << i for i, (_, _, needed) in enumerate(slots) if needed)
@@ -376,7 +377,7 @@ class Objects(CompilerPart):
                 if properties[key] is False:
                     return True
                 continue
-            patterns = _pattern_properties(node)
+            patterns = pattern_properties(node)
             matched = [schema for pattern, schema in patterns.items()
                        if self.key_matches(pattern, key, node)]
             if matched:
@@ -469,9 +470,9 @@ class _KeyValues:
         if found is None:
             compiler, language = self.compiler, self.language
             schema, _ = self.tests[i]
-            types = _types_tested(schema)
+            types = types_tested(schema)
             by_type = None if types is None else compiler.of_types(
-                language, types if satisfied else set(_TYPES) - types)
+                language, types if satisfied else set(TYPES) - types)
             if by_type is not None:
                 found = by_type
             elif satisfied:

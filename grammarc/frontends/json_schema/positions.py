@@ -130,7 +130,7 @@ class Position:
                 if name in props:
                     refs.append(self.compiler.registry.at(props[name], ref.base))
                     matched = True
-                for pattern, sub in _pattern_properties(node).items():
+                for pattern, sub in pattern_properties(node).items():
                     if self.compiler.objects.key_matches(pattern, name, node):
                         refs.append(self.compiler.registry.at(sub, ref.base))
                         matched = True
@@ -144,7 +144,7 @@ class Position:
         """The position of values of keys outside the ranking."""
         refs = []
         for ref in self.closure:
-            for sub in _pattern_properties(ref.node).values():
+            for sub in pattern_properties(ref.node).values():
                 refs.append(self.compiler.registry.at(sub, ref.base))
             if "additionalProperties" in ref.node:
                 refs.append(self.compiler.registry.at(ref.node["additionalProperties"], ref.base))
@@ -173,7 +173,7 @@ class Position:
         return Position(self.compiler, tuple(refs))
 
 
-def _pattern_properties(node: dict) -> dict[str, Any]:
+def pattern_properties(node: dict) -> dict[str, Any]:
     value = node.get("patternProperties")
     return value if isinstance(value, dict) else {}
 

@@ -15,9 +15,9 @@ from urllib.parse import unquote, urldefrag, urljoin
 
 from ...errors import GrammarError, UnsupportedError
 from .. import FrontendOptions
-from .node import _ANNOTATIONS, _KEYWORDS, _TYPES, _json_type, declared_types
+from .node import ANNOTATIONS, KEYWORDS, TYPES, declared_types, json_type
 
-_ROOT_URI = "https://grammarc.invalid/root.json"
+ROOT_URI = "https://grammarc.invalid/root.json"
 _DRAFTS = (("draft-04", 4), ("draft-06", 6), ("draft-07", 7), ("2019-09", 2019),
            ("2020-12", 2020))
 # keywords holding one subschema / a list of subschemas / a map of subschemas
@@ -29,7 +29,7 @@ _MAP_KEYWORDS = ("properties", "patternProperties", "$defs", "definitions", "dep
 _UNSUPPORTED = ("unevaluatedProperties", "unevaluatedItems", "$dynamicRef", "$recursiveRef")
 # every key the drafts (4 to 2020-12) define, and annotations common in the wild (OpenAPI):
 # what `check_spelling` compares unknown keys with
-_KNOWN_KEYS = frozenset(_KEYWORDS | _ANNOTATIONS | {
+_KNOWN_KEYS = frozenset(KEYWORDS | ANNOTATIONS | {
     *_SCHEMA_KEYWORDS, *_LIST_KEYWORDS, *_MAP_KEYWORDS, "$schema", "$id", "id", "$anchor",
     "$dynamicAnchor", "$recursiveAnchor", "$vocabulary", "$defs", "definitions", "minContains",
     "maxContains", "contentEncoding", "contentMediaType", "contentSchema",
@@ -55,8 +55,8 @@ class Registry:
         self.anchors: dict[tuple[str, str], Ref] = {}
         self.pointer_of: dict[int, str] = {}
         self.base_of: dict[int, str] = {}
-        self._walk(root, _ROOT_URI, "")
-        self.resources.setdefault(_ROOT_URI, root)
+        self._walk(root, ROOT_URI, "")
+        self.resources.setdefault(ROOT_URI, root)
 
     def _walk(self, node: Any, base: str, pointer: str) -> None:
         if not isinstance(node, dict):
@@ -90,7 +90,7 @@ class Registry:
             value = node.get(key)
             if isinstance(value, dict):
                 for name, sub in value.items():
-                    self._walk(sub, base, f"{pointer}/{key}/{_escape(name)}")
+                    self._walk(sub, base, f"{pointer}/{key}/{escape_token(name)}")
 
     def at(self, node: Any, parent_base: str) -> Ref:
         """A subschema with its own base URI (its `$id` applied)."""
@@ -159,7 +159,7 @@ class Registry:
         if node is False:
             return set()
         if not isinstance(node, dict) or id(node) in seen:
-            return set(_TYPES)
+            return set(TYPES)
         seen = seen | {id(node)}
         types = set(declared_types(node, self.pointer(node)))
         if "$ref" in node:
@@ -175,8 +175,8 @@ class Registry:
                                        for b in node[keyword]))
         if "const" in node or isinstance(node.get("enum"), list):
             values = node["enum"] if "enum" in node else [node["const"]]
-            types &= {_json_type(v) for v in values} | \
-                ({"integer"} if any(_json_type(v) == "number" for v in values) else set())
+            types &= {json_type(v) for v in values} | \
+                ({"integer"} if any(json_type(v) == "number" for v in values) else set())
         return types
 
 
@@ -187,7 +187,8 @@ def _join(base: str, reference: str) -> str:
     return urljoin(base, reference)
 
 
-def _escape(name: str) -> str:
+def escape_token(name: str) -> str:
+    """`name` as a token of a JSON pointer (`~` and `/` escaped)."""
     return name.replace("~", "~0").replace("/", "~1")
 
 
@@ -217,7 +218,7 @@ def check_against_meta_schema(root: Any) -> None:
     error = exceptions.best_match(_meta_validator(cls).iter_errors(root))
     if error is None:
         return
-    pointer = "#" + "".join("/" + _escape(str(part)) for part in error.absolute_path)
+    pointer = "#" + "".join("/" + escape_token(str(part)) for part in error.absolute_path)
     message = error.message if len(error.message) <= 120 else error.message[:117] + "..."
     raise GrammarError(f"{pointer}: invalid schema: {message}")
 
@@ -302,7 +303,7 @@ def check_spelling(registry: Registry, options: FrontendOptions) -> None:
                      lower[i + 1] + lower[i] + lower[i + 2:]) in _KNOWN_BY_CASE] or \
                 difflib.get_close_matches(lower, _KNOWN_BY_CASE, n=1, cutoff=0.85)
             if close:
-                options.notice(f"unknown keyword {key!r} at {pointer}/{_escape(key)} "
+                options.notice(f"unknown keyword {key!r} at {pointer}/{escape_token(key)} "
                                f"is ignored; did you mean {_KNOWN_BY_CASE[close[0]]!r}?")
 
 

@@ -12,7 +12,7 @@ from ...automaton.machines import with_counted_repeat
 from ...errors import GrammarError, TooManyStatesError, UnsupportedError
 from . import numbers, strings
 from .conditions import value_key
-from .node import _KEYWORDS, _count, _json_type
+from .node import KEYWORDS, count_keyword, json_type
 from .part import CompilerPart
 from .positions import Position
 
@@ -45,8 +45,8 @@ class Scalars(CompilerPart):
         values = node["enum"] if "enum" in node else [node["const"]]
         if "const" in node:  # both apply: the enum's values equal to the const
             values = [v for v in values if value_key(v) == value_key(node["const"])]
-        allowed = [v for v in values if _json_type(v) in types or
-                   (_json_type(v) == "integer" and "number" in types)]
+        allowed = [v for v in values if json_type(v) in types or
+                   (json_type(v) == "integer" and "number" in types)]
         return alt(*(self.literal_value(v, position) for v in allowed))
 
     def number(self, node: dict, integer: bool) -> Expr:
@@ -84,7 +84,7 @@ class Scalars(CompilerPart):
 
     def string(self, node: dict) -> Expr:
         texts: list[Expr] = []
-        lo, hi = _count(node, "minLength"), _count(node, "maxLength")
+        lo, hi = count_keyword(node, "minLength"), count_keyword(node, "maxLength")
         only_lengths = not isinstance(node.get("pattern"), str) and \
             not isinstance(node.get("format"), str)
         if self.calls and only_lengths and \
@@ -178,7 +178,7 @@ class Scalars(CompilerPart):
         exclude some; without, a superset (other keywords are not read)."""
         if base is not None:
             parts = [p.node for p in self.registry.conjuncts(self.registry.at(schema, base), set())]
-            if not all(p is False or isinstance(p, dict) and not set(p) & _KEYWORDS -
+            if not all(p is False or isinstance(p, dict) and not set(p) & KEYWORDS -
                        {"enum", "const", "type", "$ref", "allOf", *_INTEGER_BOUNDS}
                        for p in parts):
                 return None
@@ -213,8 +213,8 @@ class Scalars(CompilerPart):
                     return None
                 values += list(range(*span))
         types = self.compiler.read(schema).types
-        return [v for v in values if (_json_type(v) in types or
-                (_json_type(v) == "integer" and "number" in types)) and
+        return [v for v in values if (json_type(v) in types or
+                (json_type(v) == "integer" and "number" in types)) and
                 _within_bounds(v, schema)]
 
 
@@ -247,7 +247,7 @@ def _integer_span(schema: dict) -> tuple[int, int] | None:
 def _within_bounds(value: Any, schema: dict) -> bool:
     """Whether a value of an enum or const is within the schema's numeric bounds (any value
     that is not a number is)."""
-    if _json_type(value) not in ("integer", "number"):
+    if json_type(value) not in ("integer", "number"):
         return True
     number = Decimal(str(value)) if isinstance(value, float) else Decimal(value)
     tests = {"minimum": number.__ge__, "exclusiveMinimum": number.__gt__,

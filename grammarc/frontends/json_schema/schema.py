@@ -51,14 +51,14 @@ from .conditions import KeyCondition
 from .layout import Layout
 from .linker import CANONICAL, Machines
 from .node import (
-    _KEYWORDS, _OBJECT_MERGE_KEYWORDS, _TYPES, SchemaNode, _bytes_label, _count,
-    _distinct, _exact_numbers, _first_bytes, _is_container,
+    KEYWORDS, OBJECT_MERGE_KEYWORDS, TYPES, SchemaNode, bytes_label, count_keyword,
+    distinct_schemas, exact_numbers, first_bytes, is_container,
 )
 from .objects import Objects
 from .positions import Position
 from .resolution import (
-    _ROOT_URI, Ref, Registry, _escape, check_against_meta_schema, check_spelling,
-    check_supported, draft_of,
+    ROOT_URI, Ref, Registry, check_against_meta_schema, check_spelling, check_supported,
+    draft_of, escape_token,
 )
 from .scalars import Scalars
 
@@ -99,7 +99,7 @@ class Compiler:
         check_against_meta_schema(self.root)
         self._original_root = self.root
         self._opened = False  # whether `open_recursions` opened or deferred a union
-        self.root = _exact_numbers(self.root)
+        self.root = exact_numbers(self.root)
         self.draft = draft_of(self.root)
         self.registry = Registry(self.root, self.draft)
         self.machines = Machines(self)
@@ -125,7 +125,7 @@ class Compiler:
 
     # ------------------------------------------------------------------ entry points
     def document(self) -> Expr | MachineSet:
-        root_ref = self.registry.at(self.root, _ROOT_URI)
+        root_ref = self.registry.at(self.root, ROOT_URI)
         expr = self.value(root_ref, Position(self, (root_ref,)))
         self.machines.build_deferred()
         if self._unrolled:
@@ -222,7 +222,7 @@ class Compiler:
         if "$ref" in node:
             target = self.registry.resolve(ref)
             referenced = self._referenced(target, node["$ref"], position,
-                                          _is_container(target.node))
+                                          is_container(target.node))
             if referenced is _CUT:
                 return _CUT
             if self.draft <= 7:
@@ -305,7 +305,7 @@ class Compiler:
         merged = None
         if any(part is False for part in parts):
             merged = (False, None)
-        elif all(set(part) & _KEYWORDS <= _OBJECT_MERGE_KEYWORDS and
+        elif all(set(part) & KEYWORDS <= OBJECT_MERGE_KEYWORDS and
                  isinstance(part.get("allOf", []), list) and
                  isinstance(part.get("properties", {}), dict) and
                  isinstance(part.get("required", []), list) for part in parts):
@@ -315,7 +315,7 @@ class Compiler:
 
     def _merge_object_parts(self, parts: list[dict], ref: Ref) -> dict | bool:
         """One schema for the conjunction of `parts` (see `_merged_objects`)."""
-        types = set(_TYPES)
+        types = set(TYPES)
         for part in parts:
             if "type" in part:
                 types &= self.read(part).types
@@ -326,7 +326,7 @@ class Compiler:
         pointer = self.registry.pointer(ref.node)
 
         def conjunction(schemas: list[Any], where: str) -> Any:
-            schemas = [s for s in _distinct(schemas) if s is not True]
+            schemas = [s for s in distinct_schemas(schemas) if s is not True]
             if any(s is False for s in schemas):
                 return False
             if len(schemas) <= 1:
@@ -344,14 +344,14 @@ class Compiler:
         for name in names:
             properties[name] = conjunction(
                 [p["properties"][name] if name in p.get("properties", {}) else extra
-                 for p, extra in zip(parts, extras)], f"{pointer}/properties/{_escape(name)}")
+                 for p, extra in zip(parts, extras)], f"{pointer}/properties/{escape_token(name)}")
         merged["properties"] = properties
         merged["additionalProperties"] = conjunction(extras, f"{pointer}/additionalProperties")
         merged["required"] = list(dict.fromkeys(n for p in parts for n in p.get("required", [])))
-        counts = [_count(p, "minProperties") for p in parts]
+        counts = [count_keyword(p, "minProperties") for p in parts]
         if any(c is not None for c in counts):
             merged["minProperties"] = max(c for c in counts if c is not None)
-        counts = [_count(p, "maxProperties") for p in parts]
+        counts = [count_keyword(p, "maxProperties") for p in parts]
         if any(c is not None for c in counts):
             merged["maxProperties"] = min(c for c in counts if c is not None)
         self.registry.pointer_of[id(merged)] = pointer
@@ -364,8 +364,8 @@ class Compiler:
         first byte cannot tell them (integers among other numbers)."""
         if "integer" in types and "number" not in types:
             return None
-        allowed = _first_bytes(types)
-        narrowed = self.starting_with(expr, allowed, _bytes_label(allowed))
+        allowed = first_bytes(types)
+        narrowed = self.starting_with(expr, allowed, bytes_label(allowed))
         if narrowed is not None:
             return narrowed
         first = charset((int(b), int(b)) for b in np.flatnonzero(allowed))  # ASCII bytes
@@ -399,7 +399,7 @@ class Compiler:
                 common = np.logical_and.reduce(firsts)
                 if not common.any():
                     return NOTHING
-                label = _bytes_label(common)
+                label = bytes_label(common)
                 narrowed = [self.starting_with(p, common, label) for p in parts]
                 parts = [p if n is None else n for p, n in zip(parts, narrowed)]
                 if any(p == NOTHING for p in parts):

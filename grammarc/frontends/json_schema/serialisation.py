@@ -12,7 +12,7 @@ from ...deepcall import call_with_deep_stack
 from .. import FrontendOptions
 from . import numbers
 from .positions import Position
-from .resolution import _ROOT_URI
+from .resolution import ROOT_URI
 from .schema import Compiler
 
 def canonical_dumps(schema: Any, instance: Any, whitespace: str = "default",
@@ -42,5 +42,5 @@ def _canonical_dumps(schema: Any, instance: Any, whitespace: str, ensure_ascii: 
             return numbers.canonical_text(value, compiler.draft)
         return json.dumps(value, ensure_ascii=ensure_ascii)
 
-    root_ref = compiler.registry.at(schema, _ROOT_URI)
+    root_ref = compiler.registry.at(schema, ROOT_URI)
     return dumps(instance, Position(compiler, (root_ref,)))
