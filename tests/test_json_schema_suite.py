@@ -72,7 +72,7 @@ def run_file(name: str) -> dict:
     from grammarc.errors import GrammarError, UnsupportedError
     from grammarc.frontends import FrontendOptions
     from grammarc.automaton.linking import language_automaton
-    from grammarc.frontends.json_schema.schema import canonical_dumps, compile_schema
+    from grammarc.frontends.json_schema import canonical_dumps, compile_schema
 
     counts: Counter = Counter()
     failures: list[str] = []

@@ -12,7 +12,8 @@ from ...automaton.expr import MachineSet
 from ...errors import GrammarError
 from .. import FrontendOptions
 from ..json_text import TooLongNumber, bare_word_offset, json_decimal, json_integer
-from .schema import canonical_dumps, compile_schema
+from .schema import compile_schema
+from .serialisation import canonical_dumps
 
 
 def parse_json_schema(text: str, source_name: str | None = None,

@@ -1,0 +1,192 @@
+"""Arrays: positional and repeated items, item counts, `contains` counts, and `uniqueItems`
+over small explicit sets of values."""
+
+from __future__ import annotations
+
+from math import comb
+from typing import TYPE_CHECKING, Any
+
+from ...automaton import EMPTY, NOTHING, Expr, alt, concat, repeat
+from ...errors import GrammarError, UnsupportedError
+from .conditions import value_key
+from .node import count_keyword
+from .part import CompilerPart
+from .positions import Position
+from .resolution import Ref
+
+if TYPE_CHECKING:
+    from .schema import Compiler
+
+_MAX_INLINE_REPEAT = 16    # more counted array items than this: the item is a machine
+_MAX_UNIQUE_SETS = 1 << 12  # sets of values an array with uniqueItems may have used
+
+
+class Arrays(CompilerPart):
+    """The texts of the arrays a schema allows."""
+
+    def __init__(self, compiler: Compiler) -> None:
+        super().__init__(compiler)
+        self._item_names: dict[tuple, str] = {}
+
+    def _item_machine(self, items: Expr, node: dict, position: Position) -> Expr:
+        """A call of a machine of the items of an array with many of them, so that each
+        counted repetition costs a call, not a copy of the item's automaton."""
+        key = (id(node), id(position))
+        name = self._item_names.get(key)
+        if name is None:
+            name = f"{self.registry.pointer(node)}/items ({len(self._item_names) + 1})"
+            self._item_names[key] = name
+        return self.machines.machine(name, lambda: items)
+
+    def array(self, ref: Ref, position: Position) -> Expr:
+        node = ref.node
+        if isinstance(node.get("items"), list):  # draft 2019-09 and earlier: a tuple
+            prefix, rest = node["items"], node.get("additionalItems", True)
+        elif self.draft >= 2020:
+            prefix = node.get("prefixItems", [])
+            rest = node.get("items", True)
+        else:
+            prefix, rest = [], node.get("items", True)
+        if not isinstance(prefix, list):
+            raise GrammarError(f"{self.registry.pointer(node)}: prefixItems must be an array")
+        item_pos = position.items
+        elements = [self.value(Ref(s, ref.base), item_pos) for s in prefix]
+        rest_language = self.value(Ref(rest, ref.base), item_pos)
+        min_items = count_keyword(node, "minItems") or 0
+        max_items = count_keyword(node, "maxItems")
+        contains = None
+        if "contains" in node and self.draft >= 6:
+            contains = self.value(Ref(node["contains"], ref.base), item_pos)
+        if node.get("uniqueItems") is True and (max_items is None or max_items > 1):
+            return self._unique_array(ref, item_pos, prefix, rest, min_items, max_items,
+                                      contains)
+        if (self.calls and contains is None and max_items is not None
+                and max_items > _MAX_INLINE_REPEAT and rest_language != NOTHING):
+            rest_language = self._item_machine(rest_language, node, item_pos)
+        return self._array_language(elements, rest_language, min_items, max_items, contains,
+                                    node)
+
+    def _array_language(self, elements: list[Expr], rest: Expr, min_items: int,
+                        max_items: int | None, contains: Expr | None, node: dict) -> Expr:
+        """`[...]`: positional elements, then `rest` elements; item counts; `contains` counts
+        (a walk over (index, matches so far), closed by a loop once neither matters)."""
+        comma = self.layout.comma
+        if contains is not None:
+            min_contains = count_keyword(node, "minContains") if self.draft >= 2019 else None
+            min_contains = 1 if min_contains is None else min_contains
+            max_contains = count_keyword(node, "maxContains") if self.draft >= 2019 else None
+        else:
+            min_contains, max_contains = 0, None
+        cap = max(min_contains, max_contains or 0) + 1  # match counts saturate here
+
+        def split(language: Expr) -> list[tuple[Expr, int]]:
+            """(part of the element language, what it adds to the contains count)."""
+            if contains is None:
+                return [(language, 0)]
+            return [(self.ops.intersect(language, contains), 1),
+                    (self.compiler.difference(language, contains), 0)]
+
+        parts_at = [split(e) for e in elements]
+        rest_parts = split(rest)
+        # from index `stable` on, only `rest` elements remain and no count depends on the index
+        stable = max(len(elements), min_items, 1) if max_items is None else max_items
+        memo: dict[tuple[int, int], Expr] = {}
+
+        def tail(i: int, found: int) -> Expr:
+            """The elements from index i on (i > 0: each after a comma), `found` matches."""
+            key = (i, found)
+            if key in memo:
+                return memo[key]
+            if contains is None and i >= len(elements):  # only counts left: a repeat
+                result = self.layout.sequence(rest, i, min_items, max_items)
+            elif i == stable and max_items is None:
+                result = self._loop(rest_parts, found, min_contains, max_contains)
+            else:
+                options = [EMPTY] if i >= min_items and found >= min_contains else []
+                if max_items is None or i < max_items:
+                    for part, adds in (parts_at[i] if i < len(elements) else rest_parts):
+                        counted = min(found + adds, cap)
+                        if part != NOTHING and (max_contains is None or counted <= max_contains):
+                            options.append(concat(comma if i else EMPTY, part,
+                                                  tail(i + 1, counted)))
+                result = alt(*options)
+            memo[key] = result
+            return result
+
+        body = tail(0, 0)
+        if body == NOTHING:
+            return NOTHING
+        return concat(self.layout.open_array, body, self.layout.close_array)
+
+    def _loop(self, rest_parts: list[tuple[Expr, int]], found: int, min_contains: int,
+              max_contains: int | None) -> Expr:
+        """Any number of `, element`, bringing the match count from `found` into range."""
+        comma = self.layout.comma
+        other = alt(*(p for p, adds in rest_parts if not adds))
+        match = alt(*(p for p, adds in rest_parts if adds))
+        others = repeat(concat(comma, other), 0, None)
+        lower = max(0, min_contains - found)
+        upper = None if max_contains is None else max_contains - found
+        if upper is not None and upper < lower:
+            return NOTHING
+        if match == NOTHING:
+            return others if lower == 0 else NOTHING
+        return concat(others, repeat(concat(comma, match, others), lower, upper))
+
+    def _unique_array(self, ref: Ref, item_pos: Position, prefix: list, rest: Any,
+                      min_items: int, max_items: int | None, contains: Expr | None) -> Expr:
+        """uniqueItems over a small finite set of values: a walk over subsets of used values."""
+        node = ref.node
+        pointer = self.registry.pointer(node)
+        schemas = list(prefix) + [rest]
+        choices = [self.compiler.scalars.finite_values(s, ref.base) for s in schemas]
+        universe: list[Any] = []
+        keys: list[Any] = []
+        for values in choices:
+            for v in values or []:
+                if value_key(v) not in keys:
+                    keys.append(value_key(v))
+                    universe.append(v)
+        longest = len(universe) if max_items is None else min(max_items, len(universe))
+        # the sets of values an array may have used, one state each
+        sets = sum(comb(len(universe), k) for k in range(longest + 1))
+        message = None
+        if contains is not None or any(c is None for c in choices):
+            message = (f"{pointer}: uniqueItems is supported only for items limited to a few "
+                       "values (enum, const, boolean, null, an integer range), without contains")
+        elif sets > _MAX_UNIQUE_SETS:
+            message = (f"{pointer}: uniqueItems over {len(universe)} possible values needs "
+                       f"{sets:,} sets of them (grammarc supports up to {_MAX_UNIQUE_SETS:,}; "
+                       "a lower maxItems needs fewer)")
+        if message is not None:
+            if not self.options.lenient:
+                raise UnsupportedError(message)
+            self.options.notice(message + "; ignored (--lenient)")
+            return self._array_language(
+                [self.value(Ref(s, ref.base), item_pos) for s in prefix],
+                self.value(Ref(rest, ref.base), item_pos), min_items, max_items, contains, node)
+        literals = [self.compiler.scalars.literal_value(v, item_pos) for v in universe]
+        allowed = [{keys.index(value_key(v)) for v in values} for values in choices]
+        # each value as its schema writes it (`1`, not `1.0`, for an integer)
+        spelled = [{v: self.ops.intersect(literals[v], self.value(Ref(s, ref.base), item_pos))
+                    for v in values} for s, values in zip(schemas, allowed)]
+        layout = self.layout
+        memo: dict[tuple[int, int], Expr] = {}
+
+        def tail(i: int, used: int) -> Expr:
+            key = (i, used)
+            if key in memo:
+                return memo[key]
+            options = [EMPTY] if i >= min_items else []
+            if i < longest:
+                position_allowed = spelled[min(i, len(prefix))]
+                for v in sorted(position_allowed):
+                    if not used & (1 << v):
+                        options.append(concat(layout.comma if i else EMPTY, position_allowed[v],
+                                              tail(i + 1, used | (1 << v))))
+            memo[key] = result = alt(*options)
+            return result
+
+        body = tail(0, 0)
+        return NOTHING if body == NOTHING else concat(layout.open_array, body,
+                                                      layout.close_array)

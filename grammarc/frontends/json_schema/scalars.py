@@ -1,0 +1,257 @@
+"""Scalars and literal values: the texts of null, booleans, numbers (`numbers.py`) and
+strings (`strings.py`) a schema allows, of the values of `enum` and `const`, and the small
+explicit sets of values a schema may be (for `uniqueItems` and `oneOf` discriminators)."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+from ...automaton import EMPTY, Automaton, Expr, alt, concat, literal
+from ...automaton.counters import with_counted_repeat
+from ...errors import GrammarError, TooManyStatesError, UnsupportedError
+from . import numbers, strings
+from .conditions import value_key
+from .node import KEYWORDS, count_keyword, json_type
+from .part import CompilerPart
+from .positions import Position
+
+_INTEGER_BOUNDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
+_MAX_LITERAL_ORDERS = 12   # keys of an enum/const object in any key order (2^n sets)
+_MAX_COUNT = 2**31 - 1     # the largest bound a count register holds (docs/FORMAT.md)
+_MAX_UNIQUE_RANGE = 64      # integers a range an array with uniqueItems draws from may hold
+
+class Scalars(CompilerPart):
+    """The scalar values of a schema, its enumerated values, and its values as explicit
+    sets."""
+
+    def of_types(self, node: dict, types: frozenset[str]) -> list[Expr]:
+        """The texts of the values of `node` of the scalar `types` (null, booleans, numbers,
+        strings), one option per type, in that order."""
+        options = []
+        if "null" in types:
+            options.append(literal("null"))
+        if "boolean" in types:
+            options.append(alt(literal("true"), literal("false")))
+        if "number" in types or "integer" in types:
+            options.append(self.number(node, integer="number" not in types))
+        if "string" in types:
+            options.append(self.string(node))
+        return options
+
+    def enumerated(self, node: dict, types: frozenset[str], position: Position) -> Expr:
+        """Every text of the values of `node`'s `enum` or `const` (both: the enum's values
+        equal to the const) of one of `types`."""
+        values = node["enum"] if "enum" in node else [node["const"]]
+        if "const" in node:  # both apply: the enum's values equal to the const
+            values = [v for v in values if value_key(v) == value_key(node["const"])]
+        allowed = [v for v in values if json_type(v) in types or
+                   (json_type(v) == "integer" and "number" in types)]
+        return alt(*(self.literal_value(v, position) for v in allowed))
+
+    def number(self, node: dict, integer: bool) -> Expr:
+        lo = hi = None
+        lo_excl = hi_excl = False
+        minimum, maximum = node.get("minimum"), node.get("maximum")
+        if isinstance(minimum, (int, Decimal)) and not isinstance(minimum, bool):
+            lo = Decimal(minimum)
+            lo_excl = node.get("exclusiveMinimum") is True
+        if isinstance(maximum, (int, Decimal)) and not isinstance(maximum, bool):
+            hi = Decimal(maximum)
+            hi_excl = node.get("exclusiveMaximum") is True
+        for key, is_lower in (("exclusiveMinimum", True), ("exclusiveMaximum", False)):
+            bound = node.get(key)
+            if isinstance(bound, (int, Decimal)) and not isinstance(bound, bool):
+                bound = Decimal(bound)
+                if is_lower and (lo is None or bound >= lo):
+                    lo, lo_excl = bound, True
+                elif not is_lower and (hi is None or bound <= hi):
+                    hi, hi_excl = bound, True
+        step = node.get("multipleOf")
+        if integer:  # draft 4 integers have no fraction; later drafts allow `.0`, on request
+            fractions = self.draft >= 6 and self.options.integer_fractions
+            base = numbers.integers(lo, hi, lo_excl, hi_excl, zero_fraction=fractions)
+        elif lo is None and hi is None and step is None:
+            return numbers.any_number()
+        else:
+            base = numbers.decimals(self.ops, lo, hi, lo_excl, hi_excl)
+        if isinstance(step, (int, Decimal)) and not isinstance(step, bool):
+            try:
+                base = self.ops.intersect(base, numbers.multiple_of(Decimal(step), integer))
+            except GrammarError as exc:
+                raise type(exc)(f"{self.registry.pointer(node)}: {exc}") from None
+        return base
+
+    def string(self, node: dict) -> Expr:
+        texts: list[Expr] = []
+        lo, hi = count_keyword(node, "minLength"), count_keyword(node, "maxLength")
+        only_lengths = not isinstance(node.get("pattern"), str) and \
+            not isinstance(node.get("format"), str)
+        if self.calls and only_lengths and \
+                strings.COUNTED_LENGTH < max(lo or 0, hi or 0) <= _MAX_COUNT and \
+                (hi is None or (lo or 0) <= hi):
+            return self.machines.machine(f"string{{{lo or 0},{'' if hi is None else hi}}}",
+                                         lambda: strings.counted_string(lo or 0, hi))
+        if lo is not None or hi is not None:
+            texts.append(strings.json_string(strings.length_between(lo or 0, hi)))
+        if isinstance(node.get("pattern"), str):
+            pattern = node["pattern"]
+            texts.append(strings.pattern_texts(pattern, self.registry.pointer(node) + "/pattern"))
+            counted = with_counted_repeat(texts[-1], strings.COUNTED_LENGTH, _MAX_COUNT) \
+                if self.calls and len(texts) == 1 and not isinstance(node.get("format"), str) \
+                else None
+            if counted is not None:  # `^[a-z]{1,1000}$`: a machine that counts its bytes
+                return self.machines.machine(f"pattern {pattern}", lambda: counted)
+        if isinstance(node.get("format"), str):
+            formatted = strings.format_texts(node["format"])
+            if formatted is None:
+                self.options.notice(f"format {node['format']!r} at "
+                                    f"{self.registry.pointer(node)} is not checked")
+            else:
+                texts.append(formatted)
+        if not texts:
+            texts.append(strings.any_string())
+        try:
+            if len(texts) == 1 and not isinstance(texts[0], Automaton):
+                # a minimal DFA: spelled out as alternatives, the texts would be determinised
+                # again, into many equivalent states, in every body that holds them
+                return self.ops.automaton(texts[0])
+            return self.compiler.intersect_all(texts)
+        except TooManyStatesError as exc:  # located: the string alone is too large
+            raise TooManyStatesError(f"{self.registry.pointer(node)}: {exc}") from None
+
+    def literal_value(self, value: Any, position: Position) -> Expr:
+        """Every text of exactly this JSON value (numbers equal in value, any escapes)."""
+        if value is None:
+            return literal("null")
+        if isinstance(value, bool):
+            return literal("true" if value else "false")
+        if isinstance(value, (int, Decimal, float)):
+            number = Decimal(str(value)) if isinstance(value, float) else Decimal(value)
+            return numbers.decimals(self.ops, number, number)
+        if isinstance(value, str):
+            return strings.string_literal(value)
+        layout = self.layout
+        if isinstance(value, list):
+            items = [self.literal_value(v, position.items) for v in value]
+            body = concat(*[concat(layout.comma, x) if i else x for i, x in enumerate(items)])
+            return concat(layout.open_array, body, layout.close_array)
+        if isinstance(value, dict):
+            ranking = position.ranking
+            keys = sorted(value, key=lambda k: (0, ranking.index(k)) if k in ranking else (1, k))
+            members = {k: concat(strings.string_literal(k), layout.colon,
+                                 self.literal_value(value[k], position.child(k))) for k in keys}
+            # the keys objects here take in any order (those outside the ranking; in any
+            # key order all of them) come in every order, so that a difference that
+            # subtracts this value removes each of its spellings
+            free = keys if position.any_order else [k for k in keys if k not in ranking]
+            if len(free) > _MAX_LITERAL_ORDERS:
+                hint = "use --key-order schema" if position.any_order else \
+                    "declare its keys in the schema's properties"
+                raise UnsupportedError(
+                    f"an enum or const object with {len(free)} keys that may come in any "
+                    f"order (more than {_MAX_LITERAL_ORDERS}); {hint}")
+            memo: dict[frozenset[str], Expr] = {}
+
+            def rest(left: frozenset[str], first: bool) -> Expr:
+                """The free keys `left` in every order."""
+                if not left:
+                    return EMPTY
+                if left not in memo:
+                    memo[left] = alt(*(concat(layout.comma, members[k], rest(left - {k}, False))
+                                       for k in sorted(left)))
+                found = memo[left]
+                return found if not first else alt(*(
+                    concat(members[k], rest(left - {k}, False)) for k in sorted(left)))
+
+            fixed = [m for k, m in members.items() if k not in free]
+            body = concat(*[concat(layout.comma, m) if i else m for i, m in enumerate(fixed)],
+                          rest(frozenset(free), not fixed))
+            return concat(layout.open_object, body, layout.close_object)
+        raise GrammarError(f"not a JSON value: {value!r}")
+
+    def finite_values(self, schema: Any, base: str | None = None) -> list[Any] | None:
+        """The values a schema allows when it is a small explicit set (`enum`, `const`,
+        booleans, `null`), else None. Given the `base` to read it against, exactly that set:
+        the values of one of its conjuncts (`Registry.conjuncts`: through `$ref`s and
+        `allOf`s) that every conjunct allows, None if a conjunct has a keyword that could
+        exclude some; without, a superset (other keywords are not read)."""
+        if base is not None:
+            parts = [p.node for p in self.registry.conjuncts(self.registry.at(schema, base), set())]
+            if not all(p is False or isinstance(p, dict) and not set(p) & KEYWORDS -
+                       {"enum", "const", "type", "$ref", "allOf", *_INTEGER_BOUNDS}
+                       for p in parts):
+                return None
+            sets = [self.finite_values(p if p is False else
+                                        {k: v for k, v in p.items() if k != "$ref"})
+                    for p in parts if p is False or set(p) & {"enum", "const", "type"}]
+            if not sets or any(v is None for v in sets):
+                return None
+            return [v for v in sets[0] if all(any(value_key(v) == value_key(w) for w in other)
+                                             for other in sets[1:])]
+        if schema is False:
+            return []
+        if not isinstance(schema, dict) or "$ref" in schema or \
+                any(isinstance(schema.get(k), bool) for k in _INTEGER_BOUNDS):  # draft 4's
+            return None
+        if "const" in schema:  # and, with an enum, one of its values
+            values = [schema["const"]]
+            if isinstance(schema.get("enum"), list):
+                values = [v for v in values
+                          if any(value_key(v) == value_key(w) for w in schema["enum"])]
+        elif isinstance(schema.get("enum"), list):
+            values = list(schema["enum"])
+        else:
+            types = self.compiler.read(schema).types
+            if types - {"boolean", "null", "integer"}:
+                return None
+            values = ([True, False] if "boolean" in types else []) + \
+                ([None] if "null" in types else [])
+            if "integer" in types:
+                span = _integer_span(schema)
+                if span is None:
+                    return None
+                values += list(range(*span))
+        types = self.compiler.read(schema).types
+        return [v for v in values if (json_type(v) in types or
+                (json_type(v) == "integer" and "number" in types)) and
+                _within_bounds(v, schema)]
+
+
+def _integer_span(schema: dict) -> tuple[int, int] | None:
+    """(lo, hi + 1) of the integers within a schema's numeric bounds when both sides are
+    bounded (by numbers: draft 4's boolean exclusives are not read) and the range is small."""
+    lo = hi = None
+    for key, low in (("minimum", True), ("exclusiveMinimum", True), ("maximum", False),
+                     ("exclusiveMaximum", False)):
+        bound = schema.get(key)
+        if bound is None:
+            continue
+        if isinstance(bound, bool) or not isinstance(bound, (int, float, Decimal)):
+            return None
+        bound = Decimal(str(bound)) if isinstance(bound, float) else Decimal(bound)
+        exclusive = key.startswith("exclusive")
+        if low:
+            first = int(bound.to_integral_value(rounding="ROUND_FLOOR")) + 1 if exclusive \
+                else int(bound.to_integral_value(rounding="ROUND_CEILING"))
+            lo = first if lo is None else max(lo, first)
+        else:
+            last = int(bound.to_integral_value(rounding="ROUND_CEILING")) - 1 if exclusive \
+                else int(bound.to_integral_value(rounding="ROUND_FLOOR"))
+            hi = last if hi is None else min(hi, last)
+    if lo is None or hi is None or hi - lo + 1 > _MAX_UNIQUE_RANGE:
+        return None
+    return lo, max(lo, hi + 1)
+
+
+def _within_bounds(value: Any, schema: dict) -> bool:
+    """Whether a value of an enum or const is within the schema's numeric bounds (any value
+    that is not a number is)."""
+    if json_type(value) not in ("integer", "number"):
+        return True
+    number = Decimal(str(value)) if isinstance(value, float) else Decimal(value)
+    tests = {"minimum": number.__ge__, "exclusiveMinimum": number.__gt__,
+             "maximum": number.__le__, "exclusiveMaximum": number.__lt__}
+    return all(test(Decimal(str(schema[key])) if isinstance(schema[key], float)
+                    else Decimal(schema[key]))
+               for key, test in tests.items() if key in schema)
