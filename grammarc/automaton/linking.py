@@ -34,10 +34,10 @@ def language_automaton(language: Expr | MachineSet, max_states: int, max_depth: 
         try:
             return deterministic_pushdown(language, max_states)
         except NotDeterministicError as failure:
-            linked = language
+            linked, reason = language, str(failure)
 
             def inlined() -> Expr:
-                notice(f"calls inlined ({failure}); recursion unrolled to depth {max_depth} "
+                notice(f"calls inlined ({reason}); recursion unrolled to depth {max_depth} "
                        "(--max-depth)")
                 return inline_calls(linked, max_depth, max_states)
 
