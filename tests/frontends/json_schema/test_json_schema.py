@@ -25,7 +25,7 @@ from grammarc.frontends import FrontendOptions
 from grammarc.frontends.json_schema import canonical_dumps, numbers, strings
 from grammarc.frontends.json_schema.schema import Compiler, compile_schema
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[3]
 SCHEMAS = sorted((ROOT / "grammars").glob("*.schema.json"))
 
 
