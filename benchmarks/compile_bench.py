@@ -181,7 +181,7 @@ def main() -> None:
     args = parser.parse_args()
 
     import grammarc
-    from grammarc.align import build_trie
+    from grammarc.alignment.flat import build_trie
 
     selected = cases()
     if args.cases:

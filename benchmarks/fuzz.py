@@ -163,7 +163,7 @@ def _reforged(data: bytes, rng: random.Random) -> bytes:
     """The artifact with one metadata value or tensor changed and a valid checksum."""
     from safetensors.numpy import load, save
 
-    from grammarc.artifact import METADATA_KEY, checksum
+    from grammarc.format.artifact import METADATA_KEY, checksum
 
     tensors = load(data)
     header_size = int.from_bytes(data[:8], "little")

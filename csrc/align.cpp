@@ -1,6 +1,6 @@
 // Token-alignment kernels: the vocabulary's byte trie, its fold over byte classes, the walk
 // from every DFA state with partition refinement of token classes, and the factored rows
-// (grammarc/align.py holds the algorithms' contracts).
+// (grammarc/alignment/flat.py holds the algorithms' contracts).
 #include <algorithm>
 #include <memory>
 #include <numeric>

@@ -1,5 +1,5 @@
 // The byte-level pushdown walk of tokens through machines linked by calls and count
-// registers (grammarc/align_calls.py holds its contract).
+// registers (grammarc/alignment/calls.py holds its contract).
 //
 // Counts: leaving the loop state of a counted machine (loop_machine[q] >= 0) into an in-loop
 // state starts a repetition, into another state leaves the loop. In a frame the walk opened,

@@ -1,6 +1,6 @@
 // Byte-DFA kernels: subset construction over byte classes, co-reachability, Hopcroft's
 // minimisation, canonical breadth-first order, and the product of two DFAs
-// (grammarc/automaton/dfa.py and ops.py hold the algorithms' contracts).
+// (grammarc/automaton/dfa.py and products.py hold the algorithms' contracts).
 #include <algorithm>
 #include <numeric>
 

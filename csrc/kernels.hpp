@@ -52,7 +52,7 @@ struct TrieWalk {
 py::tuple walk_bases(In<int32_t> first_label, In<int64_t> first_weight, py::array trans_off,
                      int64_t n_classes, int64_t walked);
 
-// Partition refinement of trie items, state by state, remembering every split (align.py).
+// Partition refinement of trie items, state by state, remembering every split (alignment/flat.py).
 class SplitForest {
    public:
     SplitForest(int64_t num_items, int64_t num_states);

@@ -7,7 +7,7 @@ using namespace grammarc;
 
 PYBIND11_MODULE(_core, m) {
     m.doc() = "grammarc's compiled kernels (compile side only; see grammarc/automaton/dfa.py, "
-              "ops.py, align.py and align_calls.py for their contracts)";
+              "products.py and grammarc/alignment/flat.py, calls.py for their contracts)";
     m.def("subset_construction", &subset_construction, py::arg("n_nfa"), py::arg("eps_ptr"),
           py::arg("eps_dst"), py::arg("edge_ptr"), py::arg("edge_clo"), py::arg("edge_chi"),
           py::arg("edge_dst"), py::arg("tag_ptr"), py::arg("tag_family"), py::arg("tag_rank"),

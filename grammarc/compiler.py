@@ -17,21 +17,17 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from ._version import __version__
-from .align import align, token_table, tokenizer_trie
-from .align_calls import align_calls
-from .artifact import (
-    CALLS_FORMAT_VERSION,
-    COUNTERS_FORMAT_VERSION,
-    FORMAT_NAME,
-    FORMAT_VERSION,
-)
+from .alignment.flat import align, tokenizer_trie
+from .alignment.calls import align_calls
+from .format.artifact import FORMAT_NAME, FORMAT_VERSION, format_version
 from .automaton import ByteDFA
-from .automaton.machines import PushdownDFA, language_automaton
+from .automaton.linking import language_automaton
+from .automaton.pushdown import PushdownDFA
 from .deepcall import call_with_deep_stack
 from .errors import AmbiguityError, GrammarcError, GrammarError, TooManyStatesError
 from .frontends import FrontendOptions, kind_for_path, parser_for, source_text
 from .runtime import Grammar
-from .runtime.calls import CallGrammar
+from .runtime.loading import grammar_for
 from .tokenizers import Tokenizer, load_tokenizer
 from .tokenizers.special import TokenNames
 
@@ -66,40 +62,21 @@ def compile(source: str | os.PathLike, tokenizer: Tokenizer | str | os.PathLike,
         metadata["special_tokens"] = {str(i): names.named[i] for i in sorted(names.named)}
     try:
         if isinstance(automaton, PushdownDFA):
-            return _call_grammar(automaton, trie, tok, metadata, progress, timings)
-        table = align(automaton, trie, tok.vocab_size, tok.eos_token_ids, progress=progress,
-                      timings=timings)
+            table = align_calls(automaton, trie, tok.vocab_size, tok.eos_token_ids,
+                                progress=progress, timings=timings)
+        else:
+            table = align(automaton, trie, tok.vocab_size, tok.eos_token_ids,
+                          progress=progress, timings=timings)
     except MemoryError:  # freed by unwinding; a clean error like the automaton stage's
         raise TooManyStatesError(f"the token tables of {automaton.num_states:,} states do not "
                                  "fit in memory (lower --max-states or simplify the grammar)",
                                  source_name=name) from None
-    if automaton.labels is not None:
+    if isinstance(automaton, PushdownDFA):
+        metadata["machines"] = list(automaton.machine_names)
+    elif automaton.labels is not None:
         metadata["state_names"] = list(automaton.label_names)
-    return Grammar(metadata, table)
-
-
-def _call_grammar(pd: PushdownDFA, trie, tok: Tokenizer, metadata: dict[str, Any],
-                  progress: Progress | None, timings: dict[str, float] | None) -> CallGrammar:
-    """The tables of machines linked by calls (artifact format version 2, or 3 with count
-    registers)."""
-    calls = align_calls(pd, trie, tok.vocab_size, tok.eos_token_ids,
-                        progress=progress, timings=timings)
-    metadata.update(format_version=CALLS_FORMAT_VERSION, machines=list(pd.machine_names))
-    tensors = dict(machine_start=pd.machine_start, call_ptr=pd.call_ptr,
-                   call_machine=pd.call_machine, call_return=pd.call_return,
-                   machine_first=pd.first, stack_ptr=calls.x_ptr, stack_token=calls.x_token,
-                   stack_next=calls.x_next, stack_arg=calls.x_arg, suffix_state=calls.s_state,
-                   suffix_id=calls.s_suffix, suffix_next=calls.s_next, suffix_arg=calls.s_arg,
-                   push_ptr=calls.push_ptr, push_states=calls.push_states)
-    if calls.counts is not None:
-        metadata["format_version"] = COUNTERS_FORMAT_VERSION
-        tensors.update(machine_loop=pd.counters.loop, machine_count_min=pd.counters.count_min,
-                       machine_count_max=pd.counters.count_max, count_row=calls.counts.row,
-                       count_table=calls.counts.table,
-                       count_complete_cost=calls.counts.complete_cost,
-                       machine_item_cost=calls.counts.item_cost, stack_reps=calls.x_count,
-                       suffix_reps=calls.s_count)
-    return CallGrammar(metadata, token_table(calls.rows, pd.dfa, calls.return_cost, tensors))
+    metadata["format_version"] = format_version(table)
+    return grammar_for(metadata, table)
 
 
 def grammar_metadata(kind: str, text: str, name: str | None, tok: Tokenizer,

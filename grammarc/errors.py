@@ -54,10 +54,6 @@ class AmbiguityError(GrammarError):
     states: tuple[str, ...] = ()
 
 
-class UnresolvedCallError(GrammarError):
-    """A `Call` reached a construction that needs one flat automaton (a product)."""
-
-
 class TokenizerError(GrammarcError):
     """A tokenizer that cannot be found or read."""
 

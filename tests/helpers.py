@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 
 import grammarc
-from grammarc.automaton.machines import language_automaton
+from grammarc.automaton.linking import language_automaton
 from grammarc.frontends import FrontendOptions
 from grammarc.frontends.json_schema.schema import compile_schema
-from grammarc.table import TokenTable
+from grammarc.format.table import TokenTable
 
 # the conformance data beside the checkout (GRAMMARC_SHARED overrides it, for a git worktree)
 SHARED = Path(os.environ.get("GRAMMARC_SHARED") or
@@ -136,7 +136,7 @@ def rewrite_artifact(path: Path, out: Path, edit) -> None:
     from safetensors import safe_open
     from safetensors.numpy import save_file
 
-    from grammarc.artifact import METADATA_KEY, checksum, read_artifact
+    from grammarc.format.artifact import METADATA_KEY, checksum, read_artifact
 
     data = read_artifact(path)
     with safe_open(str(path), framework="np") as handle:

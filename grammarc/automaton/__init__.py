@@ -1,6 +1,7 @@
-"""Expression trees to minimal byte-level DFAs (see `expr`, `nfa`, `dfa`, `bytedfa`, `ops`).
+"""Expression trees to minimal byte-level DFAs (see `expr`, `nfa`, `dfa`, `bytedfa`,
+`products`).
 
-`dfa` and `ops` use the compiled core (`grammarc._core`), so they are imported on first use:
+`dfa` and `products` use the compiled core (`grammarc._core`), so they are imported on first use:
 the command line and the front ends' option types import without it.
 """
 
@@ -16,11 +17,11 @@ from .expr import (
 
 if TYPE_CHECKING:
     from .dfa import build_dfa, determinize
-    from .ops import Ops
+    from .products import Ops
 
 DEFAULT_MAX_STATES = 100_000
 
-_LAZY = {"build_dfa": "dfa", "determinize": "dfa", "Ops": "ops"}
+_LAZY = {"build_dfa": "dfa", "determinize": "dfa", "Ops": "products"}
 
 
 def __getattr__(name: str) -> Any:

@@ -43,7 +43,7 @@ def build_dfa(expr: Expr, max_states: int = DEFAULT_MAX_STATES,
 
     `max_states` bounds the DFA (and, scaled, the NFA it is built from) so that a grammar that
     blows up fails with `TooManyStatesError` instead of exhausting memory. `call_codes` spells
-    the expression's `Call`s (machines.py).
+    the expression's `Call`s (callgraph.py).
     """
     nfa_limit = min(max(20 * max_states, 1_000_000), _NO_LIMIT)
     fragment, label_names = build_nfa(expr, nfa_limit, call_codes)

@@ -3,7 +3,7 @@ bounded or unbounded repetition.
 
 It is the one currency between front ends and the automaton builder, so a front end never
 goes through a regex string. Intersection and complement are not tree nodes: they are computed
-on DFAs (`automaton.ops`) and come back as an `Automaton` leaf. Characters are Unicode code
+on DFAs (`automaton.products`) and come back as an `Automaton` leaf. Characters are Unicode code
 points; surrogates (U+D800..U+DFFF) cannot appear in UTF-8 text and are left out of every set.
 """
 
@@ -67,7 +67,7 @@ class Repeat(_CachedHash):
     """`item` repeated from `min` to `max` times; `max=None` means without bound.
 
     A `counted` repeat is the same language, marked for a count register: as the body of a
-    machine (a literal prefix, this repeat, a suffix; see `machines.counter_form`) its count
+    machine (a literal prefix, this repeat, a suffix; see `counters.counter_form`) its count
     is kept in the machine's frame at run time instead of one copy of `item` per count. Its
     item must be a prefix code (one character in any spelling), so every return to the loop
     state ends exactly one repetition. Anywhere else it is an ordinary repeat."""
@@ -103,12 +103,12 @@ class Automaton:
 
     A truncated automaton stands for a recursive language cut at some depth of nesting (an
     under-approximation): `exact_to` is the nesting depth, counted from its own start, up to
-    which its texts are exactly those of the language it stands for (see `automaton.ops`);
+    which its texts are exactly those of the language it stands for (see `automaton.products`);
     None for an automaton that is exact.
 
     `calls` are edges beside the DFA's own, each reading a text of its expression from one
-    state to another: a product that kept its operands' calls (`automaton.ops`) links its
-    states by `Call`s so; replacing them (`machines.replace_calls`) may put any expression
+    state to another: a product that kept its operands' calls (`automaton.products`) links its
+    states by `Call`s so; replacing them (`callgraph.replace_calls`) may put any expression
     there."""
 
     dfa: ByteDFA
@@ -139,7 +139,7 @@ class MachineSet:
     root: Expr
     machines: tuple[tuple[str, Expr], ...]
     # the flat under-approximation to use when the calls cannot be decided by the next byte
-    # (None: `machines.inline_calls`); it issues its own notice
+    # (None: `linking.inline_calls`); it issues its own notice
     unrolled: Callable[[], Expr] | None = field(default=None, compare=False)
     # other machines for the same language, tried before `unrolled`
     alternative: Callable[[], MachineSet] | None = field(default=None, compare=False)

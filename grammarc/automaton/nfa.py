@@ -49,10 +49,11 @@ from itertools import chain
 import numpy as np
 
 from .. import _core
-from ..errors import TooManyStatesError, UnresolvedCallError
+from ..errors import TooManyStatesError
 from .expr import (
     Alt, Automaton, Call, CharSet, Concat, Expr, Graph, Repeat, fingerprint, same_spelling,
 )
+from .signals import UnresolvedCallError
 
 _EMPTY_TAGS = np.zeros((0, 3), np.int32)
 _EMPTY_LABELS = np.zeros((0, 2), np.int32)
@@ -76,7 +77,7 @@ def build_nfa(expr: Expr, max_states: int,
               call_codes: dict[str, bytes] | None = None) -> tuple[Fragment, tuple[str, ...]]:
     """The NFA fragment of `expr` and the names of its labels (label i is names[i]).
 
-    `call_codes` spells each `Call` as bytes no UTF-8 text contains (see machines.py); a call
+    `call_codes` spells each `Call` as bytes no UTF-8 text contains (see callgraph.py); a call
     without one raises `UnresolvedCallError`. More than `max_states` NFA states raise
     `TooManyStatesError`; a nesting too deep for the builder raises `RecursionError`.
     """

@@ -52,4 +52,4 @@ def main() -> None:
 
 
 # the commands register themselves on `main`
-from . import build, compile_cmd, dot, generate, tools  # noqa: E402,F401
+from . import artifact_commands, build, compile_command, dot, generate  # noqa: E402,F401

@@ -20,7 +20,7 @@ from typing import Any, Callable
 
 import click
 
-from ..artifact import LAYOUTS, SUFFIXES, read_artifact
+from ..format.artifact import LAYOUTS, SUFFIXES, read_artifact
 from ..errors import ArtifactError, GrammarcError, line_column
 from ..frontends import (KINDS, TOO_MANY_DIGITS, FrontendOptions, grammar_stem, long_number_offset,
                          too_many_digits)

@@ -7,10 +7,10 @@ from pathlib import Path
 import click
 import numpy as np
 
-from ..artifact import SUFFIXES, read_artifact
+from ..format.artifact import SUFFIXES, read_artifact
 from ..errors import GrammarcError
 from . import EXIT_CODES_HELP, main
-from .compile_cmd import frontend_options, make_frontend_options
+from .compile_command import frontend_options, make_frontend_options
 
 
 @main.command("dot", epilog=EXIT_CODES_HELP)
@@ -26,7 +26,7 @@ def dot_command(source: Path, output: Path | None, kind: str | None, max_states:
     """Print the automaton of SOURCE (a grammar file, or a .safetensors / .npz artifact) in
     Graphviz DOT: edges labelled with character ranges, accepting states as double circles,
     the states of a state-machine spec grouped by name. Render it with `dot -Tsvg`."""
-    from ..dot import dot_source
+    from ..graphviz import dot_source
 
     if source.suffix.lower() in SUFFIXES:
         data = read_artifact(source)
@@ -40,7 +40,7 @@ def dot_command(source: Path, output: Path | None, kind: str | None, max_states:
         text = dot_source(t["byte_ptr"], t["byte_ranges"], t["byte_next"], t["accepting"],
                           t.get("state_name"), data.metadata.get("state_names", ()), calls)
     else:
-        from ..automaton.machines import PushdownDFA
+        from ..automaton.pushdown import PushdownDFA
         from ..compiler import build_automaton, read_source
 
         kind, grammar, name = read_source(source, kind)

@@ -175,7 +175,7 @@ class _Converter:
         any_text = repeat(self.chars(CharSet(normalize_ranges(_ANY))), 0, None)
         ahead = self.sequence(list(sub), flags, at_start=False, at_end=True, rest=any_text)
         if self._ops is None:
-            from ..automaton.ops import Ops  # builds automata: only for patterns that need it
+            from ..automaton.products import Ops  # builds automata: only for patterns that need it
             self._ops = Ops(self.max_states)
         return self._ops.intersect(rest, ahead) if positive else \
             self._ops.difference(rest, ahead)

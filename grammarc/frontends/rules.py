@@ -9,7 +9,7 @@ whose leaves may also be `Ref`s to rules. References are inlined, except for rec
   kind, and so are idioms like `ws ::= ([ \\t\\n] ws)?` or `list ::= item | list "," item`.
 - Other recursion: in every group of mutually recursive rules a few rules are chosen so that
   every cycle of references passes through one of them (the *cycle heads*). Each head becomes
-  a machine (`automaton.machines`), every reference to it a `Call`, and the other rules are
+  a machine (`automaton.expr`), every reference to it a `Call`, and the other rules are
   inlined, so nesting is exact at any depth. The first choice makes the fewest machines.
   When the next byte cannot always decide between calling, returning and going on with it,
   the compiler tries a second choice: each recursive reference between two terminals of its

@@ -40,8 +40,9 @@ from ..automaton.expr import (
     MAX_CODE_POINT, Call, CharSet, Expr, MachineSet, alt, concat, literal, normalize_ranges,
     repeat,
 )
-from ..automaton.machines import inline_calls, replace_calls
-from ..automaton.ops import Ops
+from ..automaton.callgraph import replace_calls
+from ..automaton.linking import inline_calls
+from ..automaton.products import Ops
 from ..errors import GrammarError, UnsupportedError
 from . import FrontendOptions
 from .json_schema import compile_schema, read_json

@@ -3,7 +3,8 @@
 
 from .calls import CallGrammar, CallState
 from .bitmask import apply_bitmask, bitmask_width, unpack_bitmask
-from .grammar import Forced, Grammar, check_tokenizer, load, tokenizer_mismatches
+from .grammar import Forced, Grammar, check_tokenizer, tokenizer_mismatches
+from .loading import load
 from .matcher import Matcher
 
 __all__ = ["CallGrammar", "CallState", "Forced", "Grammar", "Matcher", "apply_bitmask",

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ..table import TokenTable
+from ..format.table import TokenTable
 from .arrays import integer_array
 
 _BOOL_TABLE_LIMIT = 256 << 20  # bytes; above this the mask table is bit-packed
@@ -19,7 +19,7 @@ _ROWS_PER_CHUNK = 64
 
 
 class TorchTables:
-    """A grammar's table (`grammarc.table.TokenTable`) on one device."""
+    """A grammar's table (`grammarc.format.table.TokenTable`) on one device."""
 
     def __init__(self, table: TokenTable, eos_token_ids: tuple[int, ...],
                  device: torch.device) -> None:

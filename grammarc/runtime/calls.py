@@ -27,8 +27,8 @@ from typing import Any
 
 import numpy as np
 
-from ..artifact import suffix_count
-from ..table import TokenTable
+from ..format.artifact import suffix_count
+from ..format.table import CallTables, TokenTable
 from .arrays import check_logits, integer, integer_array, is_torch, read_only
 from .bitmask import write_bitmask
 from .grammar import Grammar
@@ -191,23 +191,23 @@ class CallGrammar(Grammar):
         self.initial_state = CallState(1)
         self.dead_state = DEAD
         calls = table.calls
-        self._machine_start = calls["machine_start"]
-        self._call_ptr = calls["call_ptr"]
-        self._call_machine = calls["call_machine"]
-        self._call_return = calls["call_return"]
-        self._machine_first = calls["machine_first"].astype(np.bool_)
-        self._stack_ptr = calls["stack_ptr"]
-        self._stack_token = calls["stack_token"]
-        self._stack_next = calls["stack_next"]
-        self._stack_arg = calls["stack_arg"]
-        self._suffix_next = calls["suffix_next"]
-        self._suffix_arg = calls["suffix_arg"]
-        self._push_ptr = calls["push_ptr"]
-        self._push_states = calls["push_states"]
-        self._num_suffixes = max(suffix_count(calls["suffix_id"], self._stack_next,
+        self._machine_start = calls.machine_start
+        self._call_ptr = calls.call_ptr
+        self._call_machine = calls.call_machine
+        self._call_return = calls.call_return
+        self._machine_first = calls.machine_first.astype(np.bool_)
+        self._stack_ptr = calls.stack_ptr
+        self._stack_token = calls.stack_token
+        self._stack_next = calls.stack_next
+        self._stack_arg = calls.stack_arg
+        self._suffix_next = calls.suffix_next
+        self._suffix_arg = calls.suffix_arg
+        self._push_ptr = calls.push_ptr
+        self._push_states = calls.push_states
+        self._num_suffixes = max(suffix_count(calls.suffix_id, self._stack_next,
                                               self._stack_arg, self._suffix_next,
                                               self._suffix_arg), 1)
-        self._suffix_key = calls["suffix_state"] * self._num_suffixes + calls["suffix_id"]
+        self._suffix_key = calls.suffix_state * self._num_suffixes + calls.suffix_id
         self._eos = np.asarray(self.eos_token_ids, np.int64)
         self._eos_set = frozenset(self.eos_token_ids)
         self._counts = _Counts(calls, self.table.min_tokens_to_accept)
@@ -623,28 +623,28 @@ class _Counts:
     count inside a loop, and the fewest-token bounds that depend on it. Without counters
     every state is outside every loop."""
 
-    def __init__(self, calls, min_tokens: np.ndarray) -> None:
+    def __init__(self, calls: CallTables, min_tokens: np.ndarray) -> None:
         num_states = len(min_tokens)
         self.min_tokens = min_tokens
-        self.row = calls.get("count_row", np.full(num_states, -1, np.int64))
-        self.table = calls.get("count_table", np.zeros((0, 0), np.uint8))
-        self.stack_reps = calls.get("stack_reps")
-        self.suffix_reps = calls.get("suffix_reps")
-        self.complete_cost = calls.get("count_complete_cost")
-        loop = calls.get("machine_loop")
+        counters = calls.counters
+        self.row = np.full(num_states, -1, np.int64) if counters is None else counters.count_row
+        self.table = np.zeros((0, 0), np.uint8) if counters is None else counters.count_table
+        self.stack_reps = None if counters is None else counters.stack_reps
+        self.suffix_reps = None if counters is None else counters.suffix_reps
+        self.complete_cost = None if counters is None else counters.count_complete_cost
         # per state, its machine's loop state, bounds and cost of one repetition
         self.loop = np.zeros(num_states, np.int64)
         self.low = np.zeros(num_states, np.int64)
         self.high = np.full(num_states, -1, np.int64)
         self.item_cost = np.full(num_states, -1, np.int64)
-        if loop is not None:
-            machine = np.searchsorted(calls["machine_start"], np.arange(num_states),
+        if counters is not None:
+            machine = np.searchsorted(calls.machine_start, np.arange(num_states),
                                       side="right") - 1
             inside = np.flatnonzero(self.row >= 0)
-            self.loop[inside] = loop[machine[inside]]
-            self.low[inside] = calls["machine_count_min"][machine[inside]]
-            self.high[inside] = calls["machine_count_max"][machine[inside]]
-            self.item_cost[inside] = calls["machine_item_cost"][machine[inside]]
+            self.loop[inside] = counters.machine_loop[machine[inside]]
+            self.low[inside] = counters.machine_count_min[machine[inside]]
+            self.high[inside] = counters.machine_count_max[machine[inside]]
+            self.item_cost[inside] = counters.machine_item_cost[machine[inside]]
         # the most repetitions a token starts: counts further from a bound share a mask
         self.reach = int(self.table.max(initial=0)) // 2 + 1
 

@@ -19,11 +19,10 @@ from typing import Any
 
 import numpy as np
 
-from ..artifact import (ArtifactData, decode_table, dense_transitions, encode_table,
-                        read_artifact, write_artifact)
+from ..format.artifact import ArtifactData, dense_transitions, encode_table, write_artifact
 from ..charsets import CharFolder, csr_byte_edges
 from ..errors import ArtifactError
-from ..table import TokenTable
+from ..format.table import TokenTable
 from .arrays import byte_string, check_logits, integer, integer_array, is_torch, read_only
 from .bitmask import bitmask_width, write_bitmask
 from .masks import MaskCache
@@ -393,18 +392,6 @@ class Grammar:
         (factored, csr or dense; grammars with calls: factored)."""
         write_artifact(path, *encode_table(self.table, self.metadata, layout))
 
-    @classmethod
-    def from_artifact(cls, data: ArtifactData) -> "Grammar":
-        """A grammar from validated artifact content, whatever its layout."""
-        meta = {k: v for k, v in data.metadata.items()
-                if k not in ("num_classes", "num_rows", "checksum")}
-        table = decode_table(data)
-        if table.calls:
-            from .calls import CallGrammar
-
-            return CallGrammar(meta, table)
-        return cls(meta, table)
-
     # ---------------------------------------------------------------- carrying states
     def state_to_ints(self, state: int) -> list[int]:
         """`state` as a short list of ints another process (or language) reads back with
@@ -476,18 +463,6 @@ class Grammar:
         if tables is None:
             tables = self._torch_tables[key] = TorchTables(self.table, self.eos_token_ids, key)
         return tables
-
-
-def load(path: str | os.PathLike, tokenizer=None) -> Grammar:
-    """Load an artifact written by `Grammar.save` / `grammarc compile`.
-
-    With `tokenizer` (a `grammarc.Tokenizer` or anything `load_tokenizer` accepts), also check
-    that the artifact was compiled for that vocabulary; a mismatch is an `ArtifactError`.
-    """
-    data = read_artifact(path)
-    if tokenizer is not None:  # before any table is built
-        check_tokenizer(data, tokenizer, artifact_name=str(path))
-    return Grammar.from_artifact(data)
 
 
 def check_tokenizer(grammar: Grammar | ArtifactData, tokenizer,

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 import grammarc
-from grammarc import align
-from grammarc.align import build_trie
+from grammarc.alignment import flat as align
+from grammarc.alignment.flat import build_trie
 from grammarc.automaton import build_dfa
 from grammarc.frontends.regex import parse_regex
 from grammarc.tokenizers import Tokenizer

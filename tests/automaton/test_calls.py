@@ -18,10 +18,10 @@ from grammarc.automaton.dfa import build_dfa
 from grammarc.automaton.expr import (
     Automaton, Call, MachineSet, alt, charset, concat, fingerprint, literal, repeat, same_spelling,
 )
-from grammarc.automaton.machines import (
-    NotDeterministicError, build_pushdown, deterministic_pushdown, inline_calls,
-    language_automaton, starting_bytes,
-)
+from grammarc.automaton.callgraph import starting_bytes
+from grammarc.automaton.linking import deterministic_pushdown, inline_calls, language_automaton
+from grammarc.automaton.pushdown import build_pushdown
+from grammarc.automaton.signals import NotDeterministicError
 from grammarc.errors import ArtifactError
 from grammarc.runtime.calls import CallGrammar
 from helpers import assert_same_mask, reloaded, walk_within_budget
@@ -317,7 +317,7 @@ def test_version_2_artifacts_round_trip(open_grammar, tmp_path, suffix):
     ("machine_start", 0, "machine_start out of range"),
 ])
 def test_forged_version_2_tensors_are_refused(open_grammar, tmp_path, tensor, value, message):
-    from grammarc.artifact import read_artifact, write_artifact
+    from grammarc.format.artifact import read_artifact, write_artifact
 
     path = tmp_path / "open.npz"
     open_grammar.save(path)

@@ -16,8 +16,8 @@ from grammar_oracles import greedy_tokens
 from helpers import assert_same_mask, reloaded, walk_within_budget
 
 import grammarc
-from grammarc.artifact import read_artifact, write_artifact
-from grammarc.automaton.machines import PushdownDFA
+from grammarc.format.artifact import read_artifact, write_artifact
+from grammarc.automaton.pushdown import PushdownDFA
 from grammarc.compiler import build_automaton
 from grammarc.errors import ArtifactError
 from grammarc.frontends import FrontendOptions
@@ -265,7 +265,7 @@ def test_count_rows_kept_across_compiles_give_the_tables_of_a_fresh_walk(smollm2
     """A counted loop's rows are walked once per vocabulary (`LOOP_ROWS`): a schema whose
     loops have other bounds reads the rows another schema's loops left, and gets the tables
     a walk with nothing kept gives."""
-    from grammarc import align_calls
+    from grammarc.alignment import calls as align_calls
 
     other = {"type": "array", "items": {"type": "string", "minLength": 1, "maxLength": 300}}
 

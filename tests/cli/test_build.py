@@ -11,7 +11,7 @@ from helpers import assert_clean_error
 from helpers import run_cli as run
 
 import grammarc
-from grammarc.artifact import read_artifact, write_artifact
+from grammarc.format.artifact import read_artifact, write_artifact
 from grammarc.cli.build import read_manifest
 from grammarc.errors import GrammarcError
 

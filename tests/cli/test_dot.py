@@ -12,7 +12,7 @@ from helpers import assert_clean_error, mutate, run_cli, sample_dfa_strings
 
 import grammarc
 from grammarc.automaton import build_dfa
-from grammarc.dot import char_automaton, describe
+from grammarc.graphviz import char_automaton, describe
 from grammarc.frontends.regex import parse_regex
 
 ROOT = Path(__file__).resolve().parents[2]

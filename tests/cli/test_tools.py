@@ -194,7 +194,7 @@ def test_the_command_line_starts_without_the_compile_side():
 
 
 def test_check_counts_tokens_in_words():
-    from grammarc.cli.tools import _count
+    from grammarc.cli.artifact_commands import _count
 
     assert _count(1, "token") == "1 token is"
     assert _count(0, "token") == "0 tokens are" and _count(12345, "token") == "12,345 tokens are"

@@ -16,7 +16,7 @@ from helpers import rewrite_artifact
 from safetensors.numpy import save_file
 
 import grammarc
-from grammarc.artifact import CALLS_FORMAT_VERSION, COUNTERS_FORMAT_VERSION, read_artifact
+from grammarc.format.artifact import CALLS_FORMAT_VERSION, COUNTERS_FORMAT_VERSION, read_artifact
 from grammarc.errors import ArtifactError, GrammarcError
 
 PATTERN = r"(?:[^eE]{1,12}|\d{4}-\d{2}-\d{2})"
@@ -254,7 +254,7 @@ def test_hand_edited_state_names_are_rejected(saved_fsm, tmp_path, edit, message
 def test_npz_members_are_checked_before_anything_is_inflated(grammar, tmp_path, monkeypatch):
     import zipfile
 
-    from grammarc import artifact
+    from grammarc.format import artifact
 
     npz = tmp_path / "g.npz"
     grammar.save(npz)

@@ -12,7 +12,7 @@ from grammar_oracles import check_against_earley, earley_accepts, gbnf_to_lark
 from helpers import SHARED
 
 import grammarc
-from grammarc.automaton.machines import language_automaton
+from grammarc.automaton.linking import language_automaton
 from grammarc.runtime.calls import CallGrammar
 from grammarc.errors import GrammarError
 from grammarc.frontends import FrontendOptions

@@ -11,7 +11,7 @@ import pytest
 from grammar_oracles import check_against_earley, earley_accepts
 
 import grammarc
-from grammarc.automaton.machines import language_automaton
+from grammarc.automaton.linking import language_automaton
 from grammarc.errors import GrammarError
 from grammarc.frontends import FrontendOptions
 from grammarc.frontends.lark_grammar import parse_lark

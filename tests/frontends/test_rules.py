@@ -11,7 +11,8 @@ import lark
 import pytest
 from grammar_oracles import earley_accepts, gbnf_to_lark
 
-from grammarc.automaton.machines import PushdownDFA, language_automaton
+from grammarc.automaton.linking import language_automaton
+from grammarc.automaton.pushdown import PushdownDFA
 from grammarc.errors import GrammarError
 from grammarc.frontends import FrontendOptions
 from grammarc.frontends.gbnf import parse_gbnf

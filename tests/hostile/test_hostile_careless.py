@@ -15,7 +15,7 @@ import pytest
 from helpers import assert_clean_error, compile_file, run_cli
 
 import grammarc
-from grammarc.artifact import read_artifact
+from grammarc.format.artifact import read_artifact
 from grammarc.frontends.json_schema.strings import COUNTED_LENGTH
 
 ROOT = Path(__file__).resolve().parents[2]

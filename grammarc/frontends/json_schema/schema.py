@@ -39,15 +39,18 @@ import numpy as np
 from ...automaton import (
     EMPTY, NOTHING, Automaton, ByteDFA, Expr, Ops, alt, charset, concat, literal, repeat,
 )
+from ...automaton.callgraph import (
+    called_names, reachable_machines, recursive_machines, replace_calls, starting_bytes,
+    with_first_bytes,
+)
+from ...automaton.counters import counter_form, with_counted_repeat
 from ...automaton.dfa import build_dfa
 from ...automaton.expr import Alt, Call, MachineSet, exact_to
-from ...automaton.machines import (
-    called_names, counter_form, flat_language, reachable_machines,
-    recursive_machines, replace_calls, starting_bytes, with_counted_repeat, with_first_bytes,
-)
+from ...automaton.linking import fallback_language, flat_language
+from ...automaton.signals import UnresolvedCallError
 from ...charsets import MAX_CODE_POINT, complement_ranges
 from ...deepcall import call_with_deep_stack
-from ...errors import GrammarError, TooManyStatesError, UnresolvedCallError, UnsupportedError
+from ...errors import GrammarError, TooManyStatesError, UnsupportedError
 from .. import FrontendOptions
 from ..regex import parse_regex
 from . import numbers, strings
@@ -2455,8 +2458,8 @@ def _compiled(root: Any, options: FrontendOptions, open_recursions: bool
               ) -> Expr | MachineSet:
     try:
         return Compiler(root, options, True, open_recursions).document()
-    except UnresolvedCallError:
-        return Compiler(root, options).document()
+    except UnresolvedCallError as failure:
+        return fallback_language(failure, lambda: Compiler(root, options).document())
 
 
 def canonical_dumps(schema: Any, instance: Any, whitespace: str = "default",

@@ -12,7 +12,8 @@ import jsonschema
 import pytest
 from helpers import accepts, dfa_of
 
-from grammarc.automaton.machines import PushdownDFA, language_automaton
+from grammarc.automaton.linking import language_automaton
+from grammarc.automaton.pushdown import PushdownDFA
 from grammarc.errors import GrammarError
 from grammarc.frontends import FrontendOptions
 from grammarc.frontends.json_schema import canonical_dumps

@@ -12,7 +12,7 @@ import jsonschema
 import pytest
 from helpers import accepts, dfa_of
 
-from grammarc.automaton.machines import PushdownDFA
+from grammarc.automaton.pushdown import PushdownDFA
 from grammarc.errors import GrammarError
 from grammarc.frontends.json_schema import canonical_dumps
 

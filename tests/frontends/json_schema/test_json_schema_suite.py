@@ -70,7 +70,7 @@ def run_file(name: str) -> dict:
     """Counts and failures for one suite file (runs in a worker process)."""
     from grammarc.errors import GrammarError, UnsupportedError
     from grammarc.frontends import FrontendOptions
-    from grammarc.automaton.machines import language_automaton
+    from grammarc.automaton.linking import language_automaton
     from grammarc.frontends.json_schema.schema import canonical_dumps, compile_schema
 
     counts: Counter = Counter()

@@ -36,11 +36,11 @@ from typing import Callable, Collection
 
 import numpy as np
 
-from . import _core
-from .automaton import ByteDFA
-from .errors import GrammarError
-from .table import TokenTable
-from .tokenizers.special import aligned_token_bytes
+from .. import _core
+from ..automaton import ByteDFA
+from ..errors import GrammarError
+from ..format.table import CallTables, TokenTable
+from ..tokenizers.special import aligned_token_bytes
 
 _CHUNK = 64  # states per kernel call, so progress can be reported
 # Folding the trie over byte classes costs about _FOLD_COST + _FOLD_COST_KEPT * k walks of
@@ -83,7 +83,7 @@ class VocabTrie:
 class FactoredRows:
     """What factoring makes of the walk's entries: the factored token table's arrays and the
     fewest tokens to acceptance (docs/FORMAT.md); `align` completes them into a
-    `grammarc.table.TokenTable`."""
+    `grammarc.format.table.TokenTable`."""
 
     token_class: np.ndarray          # int32 [V]
     state_row: np.ndarray            # int32 [S]
@@ -167,13 +167,13 @@ def align(dfa: ByteDFA, trie: VocabTrie, vocab_size: int, eos_token_ids: tuple[i
 
 
 def token_table(rows: FactoredRows, dfa: ByteDFA, min_tokens_to_accept: np.ndarray,
-                calls: dict[str, np.ndarray] | None = None) -> TokenTable:
+                calls: CallTables | None = None) -> TokenTable:
     """The grammar's `TokenTable`: factored rows, `dfa`'s acceptance, byte ranges and state
-    labels, the distances to acceptance, and the call tensors of a grammar with calls."""
+    labels, the distances to acceptance, and the call tables of a grammar with calls."""
     byte_ptr, byte_ranges, byte_next = dfa.ranges()
     return TokenTable(rows.token_class, rows.state_row, rows.row_ptr, rows.row_class,
                       rows.row_delta, dfa.accepting, min_tokens_to_accept, byte_ptr,
-                      byte_ranges, byte_next, dfa.labels, calls or {})
+                      byte_ranges, byte_next, dfa.labels, calls)
 
 
 @dataclass(frozen=True)

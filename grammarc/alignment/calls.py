@@ -1,4 +1,4 @@
-"""Token alignment of machines linked by calls (see `automaton.machines`).
+"""Token alignment of machines linked by calls (see `automaton.pushdown`).
 
 Walking a token from state `q` either stays in `q`'s machine without a call (the bulk: the
 ordinary factored table), or opens calls inside the token and ends in a callee with return
@@ -14,7 +14,8 @@ the pushed return states, or the suffix after the return. Each suffix is then re
 every return state it can meet (the return states of calls to the machine it left), which
 may return again with a shorter suffix, until every suffix is resolved.
 
-Everything is a table; the runtime only looks things up (docs/FORMAT.md, version 2).
+Everything is a table (`format.table.CallTables`); the runtime only looks things up
+(docs/FORMAT.md, version 2).
 """
 
 from __future__ import annotations
@@ -23,74 +24,27 @@ import threading
 import time
 import weakref
 from collections import OrderedDict
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Callable
 
 import numpy as np
 
-from . import _core
-from .align import FactoredRows, TokenEntries, VocabTrie, factor, walk_entries
-from .automaton.machines import PushdownDFA, byte_dfa
-from .errors import GrammarError
-from .table import positions_within
+from .. import _core
+from .flat import FactoredRows, TokenEntries, VocabTrie, factor, token_table, walk_entries
+from ..automaton.pushdown import PushdownDFA, byte_dfa
+from ..errors import GrammarError
+from ..format.table import CallTables, CountRegisters, TokenTable, positions_within
 
 _FEW_PUSHES = 4  # room per walk in the first pass; walks that push more are walked again
 _DIES, _STAYS, _RETURNS = 0, 1, 2  # the walk kinds of `_core.pushdown_walk`
 
 
-@dataclass(frozen=True)
-class CallTable:
-    """The token-level tables of a pushdown automaton (docs/FORMAT.md, version 2).
-
-    `rows` hold the tokens that stay in their state's machine without a call. The stack
-    tokens of state q are `x_token[x_ptr[q]:x_ptr[q+1]]` (sorted), each with `x_next` (the
-    state it ends in, or -1 when it returns past the frame) and `x_arg` (the push sequence it
-    leaves on the stack, or the id of the suffix read after the return). A suffix read from a
-    return state has one entry in the `s_*` arrays, sorted by (state, suffix), with the same
-    meaning of next and arg; a missing entry means the text dies there.
-    """
-
-    rows: FactoredRows
-    x_ptr: np.ndarray
-    x_token: np.ndarray
-    x_next: np.ndarray
-    x_arg: np.ndarray
-    s_state: np.ndarray
-    s_suffix: np.ndarray
-    s_next: np.ndarray
-    s_arg: np.ndarray
-    push_ptr: np.ndarray     # int64 [P + 1]; sequence 0 is empty
-    push_states: np.ndarray  # int32, bottom of the stack first
-    return_cost: np.ndarray  # int32 [S]: tokens that finish the state's machine, -1 if none
-    x_count: np.ndarray      # int32 [X]: the count of the counted frame a stack token ends in
-    s_count: np.ndarray      # int32: the same for a suffix
-    counts: CountRows | None  # None when no machine keeps a count
-
-
-@dataclass(frozen=True)
-class CountRows:
-    """What a token does to the count of a counted machine, per state inside its loop.
-
-    `row[q]` (-1 outside loops) is a row of `table`: token t starts `table[row, t] >> 1`
-    repetitions from q, and leaves the loop when `table[row, t] & 1`. With count c in a
-    machine bounded by [min, max], t is allowed only if c + started <= max, and if it leaves,
-    c + started >= min. For budgets: `complete_cost[q]` tokens end the repetition under way
-    without starting one (back at the loop state), `item_cost[m]` tokens read exactly one
-    repetition from the loop state (-1: none can); `cost[q]` (the return cost) counts only
-    tokens that start none.
-    """
-
-    row: np.ndarray            # int32 [S]
-    table: np.ndarray          # uint8 or uint16 [R, V]
-    complete_cost: np.ndarray  # int32 [S]
-    item_cost: np.ndarray      # int32 [M]
-
-
 def align_calls(pd: PushdownDFA, trie: VocabTrie, vocab_size: int,
                 eos_token_ids: tuple[int, ...],
                 progress: Callable[[int, int], None] | None = None,
-                timings: dict[str, float] | None = None) -> CallTable:
-    """The token tables of `pd` over the vocabulary in `trie`."""
+                timings: dict[str, float] | None = None) -> TokenTable:
+    """The token tables of `pd` over the vocabulary in `trie`: the ordinary table of the
+    tokens that stay in their state's machine without a call, and the `CallTables`."""
     started = time.perf_counter()
     table = pd.byte_table()
     num_states = len(table)
@@ -144,14 +98,20 @@ def align_calls(pd: PushdownDFA, trie: VocabTrie, vocab_size: int,
     x = (x_token[live][order], x_next[live][order], x_arg[live][order])
     x_count = x_count[live][order]
     push_ptr, push_states = push_ids.arrays()
-    counts = _count_rows(pd, kernel, trie) if pd.has_counters else None
+    counters = _count_registers(pd, kernel, trie, x_count, s_arrays[4]) \
+        if pd.has_counters else None
     cost = _return_cost(ordinary, pd, x_ptr, x[1], x[2], x_count, push_ptr, push_states,
-                        counts)
+                        counters)
+    calls = CallTables(machine_start=pd.machine_start, machine_first=pd.first,
+                       call_ptr=pd.call_ptr, call_machine=pd.call_machine,
+                       call_return=pd.call_return, stack_ptr=x_ptr, stack_token=x[0],
+                       stack_next=x[1], stack_arg=x[2], suffix_state=s_arrays[0],
+                       suffix_id=s_arrays[1], suffix_next=s_arrays[2], suffix_arg=s_arrays[3],
+                       push_ptr=push_ptr, push_states=push_states, counters=counters)
     if timings is not None:
         timings["alignment"] = timings.get("alignment", 0.0) + walked - started
         timings["factoring"] = timings.get("factoring", 0.0) + time.perf_counter() - walked
-    return CallTable(ordinary, x_ptr, *x, *s_arrays[:4], push_ptr, push_states, cost, x_count,
-                     s_arrays[4], counts)
+    return token_table(ordinary, pd.dfa, cost, calls)
 
 
 def _pairs_into(states: np.ndarray, classes: np.ndarray,
@@ -354,10 +314,12 @@ class _Kernel:
         return kind, nxt, pos, pushes, count
 
 
-def _count_rows(pd: PushdownDFA, kernel: _Kernel, trie: VocabTrie) -> CountRows:
-    """Every token walked from every state inside a counted loop. Machines with the same
-    tables up to numbering (strings of different bounds) share their rows, within a compile
-    and across the compiles of one vocabulary (`LOOP_ROWS`)."""
+def _count_registers(pd: PushdownDFA, kernel: _Kernel, trie: VocabTrie, stack_reps: np.ndarray,
+                     suffix_reps: np.ndarray) -> CountRegisters:
+    """The count registers of `pd`'s counted machines, with the counts its stack tokens and
+    suffixes end with: every token walked from every state inside a counted loop. Machines
+    with the same tables up to numbering (strings of different bounds) share their rows,
+    within a compile and across the compiles of one vocabulary (`LOOP_ROWS`)."""
     counters, accepting = pd.counters, pd.dfa.accepting
     num_states, vocab_size = len(accepting), len(trie.token_offsets) - 1
     ends = np.append(pd.machine_start[1:], num_states)
@@ -387,8 +349,12 @@ def _count_rows(pd: PushdownDFA, kernel: _Kernel, trie: VocabTrie) -> CountRows:
         item_cost[m] = item
     stacked = np.stack(rows)
     dtype = np.uint8 if stacked.max(initial=0) <= np.iinfo(np.uint8).max else np.uint16
-    return CountRows(row, stacked.astype(dtype), complete_cost.astype(np.int32),
-                     item_cost.astype(np.int32))
+    return CountRegisters(machine_loop=counters.loop, machine_count_min=counters.count_min,
+                          machine_count_max=counters.count_max,
+                          machine_item_cost=item_cost.astype(np.int32), count_row=row,
+                          count_table=stacked.astype(dtype),
+                          count_complete_cost=complete_cost.astype(np.int32),
+                          stack_reps=stack_reps, suffix_reps=suffix_reps)
 
 
 class LoopRows:
@@ -472,7 +438,7 @@ def _walk_loop(kernel: _Kernel, counters, machine: int, lo: int, hi: int, data, 
 
 
 def _return_cost(table: FactoredRows, pd: PushdownDFA, x_ptr, x_next, x_arg, x_count,
-                 push_ptr, push_states, counts: CountRows | None) -> np.ndarray:
+                 push_ptr, push_states, counts: CountRegisters | None) -> np.ndarray:
     """Tokens that take each state to a final state of its machine (`_core.least_costs`): a
     token of the table costs 1 plus finishing from where it goes; a stack token costs 1 plus
     finishing the callee it ends in and every frame it pushed. An upper bound of the
@@ -480,8 +446,8 @@ def _return_cost(table: FactoredRows, pd: PushdownDFA, x_ptr, x_next, x_arg, x_c
 
     Inside a counted loop only tokens that start no repetition count (they are allowed at
     any count that may leave); a stack token that ends in a counted frame below its minimum
-    costs the repetitions still needed (`complete_cost`, `item_cost`) and finishing from the
-    loop state instead of from the state it ends in."""
+    costs the repetitions still needed (`count_complete_cost`, `machine_item_cost`) and
+    finishing from the loop state instead of from the state it ends in."""
     final = pd.dfa.accepting
     num_states = len(final)
     # a row's many token classes lead to few states, and a distance only needs the states
@@ -496,11 +462,11 @@ def _return_cost(table: FactoredRows, pd: PushdownDFA, x_ptr, x_next, x_arg, x_c
     if counts is not None:  # ends in a counted frame with fewer repetitions than its minimum
         machine = pd.state_machine[target]
         reps = x_count[stays].astype(np.int64)
-        short = np.flatnonzero((counts.row[target] >= 0) &
+        short = np.flatnonzero((counts.count_row[target] >= 0) &
                                (reps < pd.counters.count_min[machine]))
         m = machine[short]
-        item = counts.item_cost[m].astype(np.int64)
-        complete = counts.complete_cost[target[short]].astype(np.int64)
+        item = counts.machine_item_cost[m].astype(np.int64)
+        complete = counts.count_complete_cost[target[short]].astype(np.int64)
         possible = (item >= 0) & (complete >= 0)
         extra[short] = complete + item * (pd.counters.count_min[m] - reps[short])
         target = target.copy()
@@ -529,14 +495,14 @@ def _return_cost(table: FactoredRows, pd: PushdownDFA, x_ptr, x_next, x_arg, x_c
     return np.minimum(cost, np.iinfo(np.int32).max).astype(np.int32)
 
 
-def _without_repetitions(table: FactoredRows, counts: CountRows, entry_ptr: np.ndarray,
+def _without_repetitions(table: FactoredRows, counts: CountRegisters, entry_ptr: np.ndarray,
                          entry_next: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The entries with those of loop states replaced by the moves of tokens that start no
     repetition there (a class may hold tokens that do and tokens that do not)."""
     num_states = len(entry_ptr) - 1
-    loop_states = np.flatnonzero(counts.row >= 0)
+    loop_states = np.flatnonzero(counts.count_row >= 0)
     owner = np.repeat(np.arange(num_states), np.diff(entry_ptr))
-    keep = counts.row[owner] < 0
+    keep = counts.count_row[owner] < 0
     new_owner, new_next = [owner[keep]], [entry_next[keep]]
     for q in loop_states.tolist():
         lo, hi = table.row_ptr[table.state_row[q]], table.row_ptr[table.state_row[q] + 1]
@@ -544,7 +510,7 @@ def _without_repetitions(table: FactoredRows, counts: CountRows, entry_ptr: np.n
         allowed = np.zeros(len(delta), bool)
         delta[table.row_class[lo:hi]] = table.row_delta[lo:hi]
         allowed[table.row_class[lo:hi]] = True
-        free = allowed[table.token_class] & (counts.table[counts.row[q]] >> 1 == 0)
+        free = allowed[table.token_class] & (counts.count_table[counts.count_row[q]] >> 1 == 0)
         targets = np.unique(q + delta[table.token_class[free]])
         new_owner.append(np.full(len(targets), q))
         new_next.append(targets)

@@ -1,4 +1,5 @@
-"""`grammarc compile`: a grammar source and a tokenizer to an artifact."""
+"""`grammarc compile`: a grammar source and a tokenizer to an artifact; the front-end options
+it shares with `grammarc dot`."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from ..artifact import artifact_suffix
+from ..format.artifact import artifact_suffix
 from ..automaton import DEFAULT_MAX_STATES
 from ..errors import GrammarcError
 from ..frontends import KINDS, FrontendOptions, grammar_stem

@@ -1,5 +1,5 @@
 """A compiled grammar's tables in memory: one numpy-only value that the aligner produces, the
-artifact codec writes and reads in every layout (`grammarc.artifact`), and the runtime masks
+artifact codec writes and reads in every layout (`grammarc.format.artifact`), and the runtime masks
 with (`grammarc.runtime`, numpy and torch).
 
 The token table is factored (docs/FORMAT.md): `token_class[t]` is token t's class, state `s`
@@ -7,13 +7,14 @@ uses row `state_row[s]`, and row `r`'s entries `row_ptr[r]:row_ptr[r + 1]` are t
 allowed there (`row_class`, sorted) with the step to the next state (`row_delta`, so the next
 state is `s + row_delta[j]`). Class 0 is never allowed. Beside it: acceptance, the fewest
 tokens to acceptance, the byte DFA (CSR over byte ranges), optional state labels, and for
-grammars with calls (format version 2) the call tensors by name.
+grammars with calls (format version 2) their `CallTables`, with `CountRegisters` where machines
+keep a count (version 3). Their fields are the artifact's tensor names: the aligner fills them,
+the format writes and reads them, the runtime looks them up, all by these names.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import Field, dataclass, field, fields
 from functools import cached_property
 
 import numpy as np
@@ -35,7 +36,7 @@ class TokenTable:
     byte_ranges: np.ndarray           # [E, 2] inclusive byte ranges
     byte_next: np.ndarray             # [E]
     state_labels: np.ndarray | None = None        # [S], index into the state names, -1: none
-    calls: Mapping[str, np.ndarray] = field(default_factory=dict)  # format version 2
+    calls: CallTables | None = None               # format versions 2 and 3
 
     def __post_init__(self) -> None:
         for name in ("token_class", "state_row", "row_ptr", "row_class", "row_delta",
@@ -44,9 +45,6 @@ class TokenTable:
         object.__setattr__(self, "accepting", frozen(self.accepting, np.bool_))
         if self.state_labels is not None:
             object.__setattr__(self, "state_labels", frozen(self.state_labels, np.int64))
-        object.__setattr__(self, "calls", {  # count_table: uint8/uint16 [rows, vocabulary]
-            name: frozen(values, values.dtype if name == "count_table" else np.int64)
-            for name, values in self.calls.items()})
 
     @property
     def num_states(self) -> int:
@@ -146,6 +144,99 @@ class TokenTable:
         ptr = np.zeros(self.num_states + 1, np.int64)
         np.cumsum(np.bincount(pair_state, minlength=self.num_states), out=ptr[1:])
         return ptr, tokens[pair_order], nxt[pair_order]
+
+
+def _tensor(sign: str, ndim: int) -> Field:
+    """A field of the call tables: how the artifact stores it, unsigned (`u`) or signed (`i`)
+    and its number of dimensions (docs/FORMAT.md)."""
+    return field(metadata={"stored": (sign, ndim)})
+
+
+def stored_tensors(tables: type) -> dict[str, tuple[str, int]]:
+    """Tensor name -> (signedness, dimensions) of the array fields of `CallTables` or
+    `CountRegisters`: the artifact's specification of those tensors."""
+    return {f.name: f.metadata["stored"] for f in fields(tables) if "stored" in f.metadata}
+
+
+def _freeze_tensors(tables: CallTables | CountRegisters) -> None:
+    """Every array field of `tables` as a read-only int64 array (`count_table` keeps its
+    narrow dtype) of the dimensions the format stores; a `ValueError` otherwise."""
+    for name, (_, ndim) in stored_tensors(type(tables)).items():
+        values = getattr(tables, name)
+        array = frozen(values, np.asarray(values).dtype if name == "count_table" else np.int64)
+        if array.ndim != ndim:
+            raise ValueError(f"{name} must have {ndim} dimension(s), not {array.ndim}")
+        object.__setattr__(tables, name, array)
+
+
+@dataclass(frozen=True, eq=False)
+class CountRegisters:
+    """The count registers of counted machines (format version 3, docs/FORMAT.md).
+
+    `count_row[q]` (-1 outside loops) is a row of `count_table`: token t starts
+    `count_table[row, t] >> 1` repetitions from q, and leaves the loop when
+    `count_table[row, t] & 1`. With count c in a machine bounded by [min, max], t is allowed
+    only if c + started <= max, and if it leaves, c + started >= min. For budgets:
+    `count_complete_cost[q]` tokens end the repetition under way without starting one,
+    `machine_item_cost[m]` tokens read exactly one repetition from the loop state (-1: none
+    can). `stack_reps` and `suffix_reps` are the counts a stack token or suffix ends with.
+    """
+
+    machine_loop: np.ndarray = _tensor("u", 1)         # [M] its loop state, 0: not counted
+    machine_count_min: np.ndarray = _tensor("u", 1)    # [M]
+    machine_count_max: np.ndarray = _tensor("i", 1)    # [M], -1: no bound
+    machine_item_cost: np.ndarray = _tensor("i", 1)    # [M]
+    count_row: np.ndarray = _tensor("i", 1)            # [S]
+    count_table: np.ndarray = _tensor("u", 2)          # uint8 or uint16 [rows, V]
+    count_complete_cost: np.ndarray = _tensor("i", 1)  # [S]
+    stack_reps: np.ndarray = _tensor("u", 1)           # [stack tokens]
+    suffix_reps: np.ndarray = _tensor("u", 1)          # [suffix entries]
+
+    def __post_init__(self) -> None:
+        _freeze_tensors(self)
+
+
+@dataclass(frozen=True, eq=False)
+class CallTables:
+    """The tables of machines linked by calls (format version 2, docs/FORMAT.md), beside the
+    ordinary table of the tokens that stay in their state's machine without a call.
+
+    Machine m starts at `machine_start[m]` and begins with the bytes `machine_first[m]`;
+    state q calls `call_machine[k]` returning to `call_return[k]`, for k in
+    `call_ptr[q]:call_ptr[q + 1]`. The stack tokens of q are
+    `stack_token[stack_ptr[q]:stack_ptr[q + 1]]` (sorted), each with `stack_next` (the state it
+    ends in, or -1 when it returns past the frame) and `stack_arg` (the push sequence it
+    leaves on the stack, or the id of the suffix read after the return). A suffix read from a
+    return state has one entry in the `suffix_*` arrays, sorted by (state, suffix id), with the
+    same meaning of next and arg; a missing entry means the text dies there. Push sequence p
+    is `push_states[push_ptr[p]:push_ptr[p + 1]]`, bottom of the stack first; 0 is empty.
+    """
+
+    machine_start: np.ndarray = _tensor("u", 1)  # [M]
+    machine_first: np.ndarray = _tensor("u", 2)  # [M, 256] 0/1
+    call_ptr: np.ndarray = _tensor("u", 1)       # [S + 1]
+    call_machine: np.ndarray = _tensor("u", 1)   # [C]
+    call_return: np.ndarray = _tensor("u", 1)    # [C]
+    stack_ptr: np.ndarray = _tensor("u", 1)      # [S + 1]
+    stack_token: np.ndarray = _tensor("u", 1)    # [X]
+    stack_next: np.ndarray = _tensor("i", 1)     # [X]
+    stack_arg: np.ndarray = _tensor("u", 1)      # [X]
+    suffix_state: np.ndarray = _tensor("u", 1)   # [N]
+    suffix_id: np.ndarray = _tensor("u", 1)      # [N]
+    suffix_next: np.ndarray = _tensor("i", 1)    # [N]
+    suffix_arg: np.ndarray = _tensor("u", 1)     # [N]
+    push_ptr: np.ndarray = _tensor("u", 1)       # [P + 1]
+    push_states: np.ndarray = _tensor("u", 1)
+    counters: CountRegisters | None = None       # format version 3
+
+    def __post_init__(self) -> None:
+        _freeze_tensors(self)
+
+    def tensors(self) -> dict[str, np.ndarray]:
+        """Every array by its field name, the counters' included: the artifact's tensors."""
+        parts = (self,) if self.counters is None else (self, self.counters)
+        return {name: getattr(part, name) for part in parts
+                for name in stored_tensors(type(part))}
 
 
 def frozen(values, dtype) -> np.ndarray:

@@ -10,10 +10,11 @@ from typing import Any
 import click
 import numpy as np
 
-from ..artifact import read_artifact
+from ..format.artifact import read_artifact
 from ..charsets import describe
 from ..errors import GrammarcError, line_column
 from ..runtime import Grammar, load, tokenizer_mismatches
+from ..runtime.loading import grammar_from_artifact
 from . import EXIT_CODES_HELP, main
 from .common import (artifact_tokenizer, describe_difference, echo_json, flat_differences,
                      parse_ids, read_text_argument, short, shown_text)
@@ -88,7 +89,7 @@ def verify_command(artifact: Path, tokenizer_spec: str | None, source: Path | No
 def inspect_command(artifact: Path, as_json: bool) -> None:
     """Show what ARTIFACT holds: grammar, options, tokenizer and table statistics."""
     data = read_artifact(artifact)
-    grammar = Grammar.from_artifact(data)
+    grammar = grammar_from_artifact(data)
     meta = data.metadata
     counts = grammar.allowed_counts()[1:]
     shortest = grammar.tokens_to_accept(grammar.initial_state)

@@ -8,7 +8,7 @@ of the product is explored by a compiled kernel (csrc/dfa.cpp), minimised, and r
 
 Operands that call machines are made flat first, by the `flatten` function the front end gives,
 unless the front end links machines (a `Linker`): then they keep their calls. The operands'
-DFAs are built with each call spelled by its code (machines.py), and the product reads a call
+DFAs are built with each call spelled by its code (callgraph.py), and the product reads a call
 of both operands at the same point as one call of a machine of the texts both callees accept
 (`Linker.meet`; a machine met with itself is itself). In a difference, a call of the same
 machine in both operands stays that call, and a call of `a` where `b` has failed (or cannot
@@ -42,7 +42,7 @@ from ..errors import GrammarError, TooManyStatesError
 from .bytedfa import ByteDFA
 from .dfa import SUBSET_FACTOR, build_dfa, minimize
 from .expr import NOTHING, Automaton, Call, Expr, exact_to
-from .machines import (
+from .callgraph import (
     CALL_DIGITS, CALL_PREFIX, CODE_BYTES, call_codes, called_names, code_paths, replace_calls,
     starting_bytes, without_codes,
 )

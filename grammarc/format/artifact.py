@@ -22,9 +22,9 @@ from typing import Any
 
 import numpy as np
 
-from .errors import ArtifactError, GrammarcError
-from .files import write_atomically
-from .table import TokenTable
+from ..errors import ArtifactError, GrammarcError
+from ..files import write_atomically
+from .table import CallTables, CountRegisters, TokenTable, stored_tensors
 
 FORMAT_NAME = "grammarc"
 FORMAT_VERSION = 1        # one table: next = T[state, token]
@@ -53,20 +53,10 @@ _COMMON = {
 # present exactly when the metadata names the states (`state_names`: state-machine specs)
 _STATE_NAMES = {"state_name": ("i", 1)}
 # version 2 (factored layout only): calls, stack tokens, suffixes, push sequences
-_CALL_TENSORS = {
-    "machine_start": ("u", 1), "machine_first": ("u", 2), "call_ptr": ("u", 1),
-    "call_machine": ("u", 1), "call_return": ("u", 1), "stack_ptr": ("u", 1),
-    "stack_token": ("u", 1), "stack_next": ("i", 1), "stack_arg": ("u", 1),
-    "suffix_state": ("u", 1), "suffix_id": ("u", 1), "suffix_next": ("i", 1),
-    "suffix_arg": ("u", 1), "push_ptr": ("u", 1), "push_states": ("u", 1),
-}
+_CALL_TENSORS = stored_tensors(CallTables)
 # version 3: version 2 and count registers (counted machines, the repetitions each token
 # starts inside their loops, the counts stack tokens and suffixes end with)
-_COUNTER_TENSORS = {
-    "machine_loop": ("u", 1), "machine_count_min": ("u", 1), "machine_count_max": ("i", 1),
-    "machine_item_cost": ("i", 1), "count_row": ("i", 1), "count_table": ("u", 2),
-    "count_complete_cost": ("i", 1), "stack_reps": ("u", 1), "suffix_reps": ("u", 1),
-}
+_COUNTER_TENSORS = stored_tensors(CountRegisters)
 _LAYOUT_TENSORS = {
     "factored": {"class_ptr": ("u", 1), "class_tokens": ("u", 1), "state_row": ("u", 1),
                  "row_ptr": ("u", 1), "row_class": ("u", 1), "row_delta": ("i", 1)},
@@ -84,12 +74,19 @@ class ArtifactData:
 
 
 # ------------------------------------------------------------------- layouts (docs/FORMAT.md)
+def format_version(table: TokenTable) -> int:
+    """The format version that holds `table`: 1, 2 with calls, 3 with count registers."""
+    if table.calls is None:
+        return FORMAT_VERSION
+    return CALLS_FORMAT_VERSION if table.calls.counters is None else COUNTERS_FORMAT_VERSION
+
+
 def encode_table(table: TokenTable, metadata: dict[str, Any],
                  layout: str) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     """The metadata and tensors that write `table` in `layout` (factored, csr or dense)."""
     if layout not in LAYOUTS:
         raise ValueError(f"unknown layout {layout!r}; use factored, csr or dense")
-    if table.calls and layout != "factored":
+    if table.calls is not None and layout != "factored":
         raise ValueError("a grammar with calls is saved in the factored layout only")
     metadata = dict(metadata, layout=layout, num_states=table.num_states)
     tensors = {"accepting": table.accepting.astype(np.uint8),
@@ -98,7 +95,8 @@ def encode_table(table: TokenTable, metadata: dict[str, Any],
                "byte_next": table.byte_next}
     if table.state_labels is not None:
         tensors["state_name"] = table.state_labels
-    tensors.update(table.calls)
+    if table.calls is not None:
+        tensors.update(table.calls.tensors())
     if layout == "factored":
         # a stable sort on 16-bit keys is a radix sort in numpy
         keys = table.token_class.astype(np.uint16 if table.num_classes <= 1 << 16 else np.int64)
@@ -154,8 +152,11 @@ def decode_table(data: ArtifactData) -> TokenTable:
         owner = np.repeat(np.arange(num_states), np.diff(ptr))
         rows = dict(token_class=np.arange(1, vocab + 1), state_row=np.arange(num_states),
                     row_ptr=ptr, row_class=tokens + 1, row_delta=nxt - owner)
-    calls = {name: t[name] for name in {**_CALL_TENSORS, **_COUNTER_TENSORS} if name in t} \
-        if data.metadata["format_version"] >= CALLS_FORMAT_VERSION else {}
+    version = data.metadata["format_version"]
+    counters = CountRegisters(**{name: t[name] for name in _COUNTER_TENSORS}) \
+        if version >= COUNTERS_FORMAT_VERSION else None
+    calls = CallTables(**{name: t[name] for name in _CALL_TENSORS}, counters=counters) \
+        if version >= CALLS_FORMAT_VERSION else None
     return TokenTable(**rows, accepting=t["accepting"].astype(bool),
                       min_tokens_to_accept=t["min_tokens_to_accept"], byte_ptr=t["byte_ptr"],
                       byte_ranges=t["byte_ranges"], byte_next=t["byte_next"],

@@ -1,0 +1,191 @@
+"""The linking strategy: a front end's language to machines linked by calls where the next
+byte decides them, and the fallback policy where it does not (`fallback_language`).
+
+`deterministic_pushdown` calls the copies of a machine (equal DFAs) as one, inlines the
+machines at fault that do not recurse and links again; when a recursive one is at fault,
+`language_automaton` takes what `fallback_language` gives instead: the front end's alternative
+machines, if it offers some, then one flat automaton.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from ..errors import GrammarError
+from .bytedfa import ByteDFA
+from .callgraph import (
+    call_codes, called_names, code_paths, reachable_machines, recursive_machines,
+    replace_calls, without_codes,
+)
+from .counters import counter_form
+from .dfa import build_dfa
+from .expr import NOTHING, Automaton, Call, Expr, MachineSet, fingerprint, same_spelling
+from .pushdown import PushdownDFA, build_pushdown, built_dfa
+from .signals import NotDeterministicError, UnresolvedCallError
+
+
+def language_automaton(language: Expr | MachineSet, max_states: int, max_depth: int,
+                       notice: Callable[[str], None]) -> ByteDFA | PushdownDFA:
+    """The automaton of a front end's result: machines linked by calls when the next byte
+    always decides between calling, returning and going on; otherwise what
+    `fallback_language` gives instead, in turn (with a notice where the calls are inlined,
+    recursion unrolled `max_depth` levels); a flat language's minimal DFA."""
+    while isinstance(language, MachineSet):
+        try:
+            return deterministic_pushdown(language, max_states)
+        except NotDeterministicError as failure:
+            linked = language
+
+            def inlined() -> Expr:
+                notice(f"calls inlined ({failure}); recursion unrolled to depth {max_depth} "
+                       "(--max-depth)")
+                return inline_calls(linked, max_depth, max_states)
+
+            language = fallback_language(failure, inlined, linked)
+    return build_dfa(language, max_states=max_states)
+
+
+def fallback_language(failure: NotDeterministicError | UnresolvedCallError,
+                      flat: Callable[[], Expr | MachineSet],
+                      linked: MachineSet | None = None) -> Expr | MachineSet:
+    """The fallback policy, in one place: the language to take instead of machines linked by
+    calls that failed.
+
+    - A boolean operation needed a call flat while its machine was still being built
+      (`UnresolvedCallError`, raised while a front end builds its language): `flat()`, the
+      language built again without calls.
+    - The next byte cannot decide the calls of the machine set `linked`
+      (`NotDeterministicError`, from `deterministic_pushdown`): the front end's alternative
+      machines if it offers some, else its own flat under-approximation (`unrolled`), else
+      `flat()`: the calls inlined, recursion unrolled (`inline_calls`).
+    """
+    if isinstance(failure, NotDeterministicError):
+        if linked.alternative is not None:
+            return linked.alternative()
+        if linked.unrolled is not None:
+            return linked.unrolled()
+    return flat()
+
+
+def deterministic_pushdown(machines: MachineSet, max_states: int) -> PushdownDFA:
+    """`build_pushdown`, after inlining the machines whose calls the next byte cannot decide,
+    as long as they do not recurse (inlining them is then exact); `NotDeterministicError`
+    when a recursive one is at fault."""
+    built: dict[tuple, tuple] = {}
+    codes = call_codes(["", *(name for name, _ in machines.machines)])
+    while True:
+        machines = _without_copies(machines, max_states, built, codes)
+        try:
+            return build_pushdown(machines, max_states, built, codes)
+        except NotDeterministicError as exc:
+            if not exc.machines or exc.machines & recursive_machines(dict(machines.machines)):
+                raise
+            machines = _inlined(machines, exc.machines, built, codes)
+
+
+def _without_copies(machines: MachineSet, max_states: int, built: dict[tuple, tuple],
+                    codes: dict[str, bytes]) -> MachineSet:
+    """The machine set with each group of machines whose DFAs are equal (so their languages,
+    calls included) called as one, the first of the group; again until no two are equal (the
+    callers of merged machines may become equal in turn). A machine that recurses and one
+    that does not are never merged: the latter stays free to be inlined. A machine whose DFA
+    is the root's lends the root its body, so that the two, rewritten alike by later
+    inlining, are built once (`build_pushdown` links that machine as the root)."""
+    while True:
+        first_of: dict[tuple, str] = {}
+        alias: dict[str, str] = {}
+        keys: dict[str, tuple] = {}
+        recursive = recursive_machines(dict(machines.machines))
+        for name, body in machines.machines:
+            keys[name] = built_dfa(body, True, max_states, built, codes)[3]
+            alias[name] = first_of.setdefault((name in recursive, *keys[name]), name)
+        if all(name == kept for name, kept in alias.items()):
+            root_key = built_dfa(machines.root, False, max_states, built, codes)[3]
+            copy = next((body for name, body in machines.machines if keys[name] == root_key),
+                        machines.root)
+            return machines if copy is machines.root else MachineSet(
+                copy, machines.machines, machines.unrolled, machines.alternative)
+
+        def renamed(name: str) -> Expr:
+            return Call(alias.get(name, name))
+
+        merged = [name for name, kept in alias.items() if name != kept]
+        machines = MachineSet(
+            replace_calls(machines.root, renamed, merged),
+            tuple((name, replace_calls(body, renamed, merged)) for name, body in machines.machines
+                  if alias[name] == name), machines.unrolled, machines.alternative)
+
+
+def _inlined(machines: MachineSet, names: frozenset[str], built: dict[tuple, tuple],
+             codes: dict[str, bytes]) -> MachineSet:
+    """The machine set with the (non-recursive) machines `names` inlined where called, and
+    without the machines no longer called. A body whose DFA is in `built` (the inlined ones,
+    and their callers) becomes that DFA with its calls as edges (`_respelled`), so that the
+    next build determinises minimal DFAs, not the bodies' expressions again."""
+    bodies = dict(machines.machines)
+    flat: dict[str, Expr] = {}
+
+    def body_of(name: str) -> Expr:
+        if name not in names:
+            return Call(name)
+        if name not in flat:
+            flat[name] = rewritten(bodies[name])
+        return flat[name]
+
+    def rewritten(body: Expr) -> Expr:
+        respelled = _respelled(body, body_of, built, codes)
+        return replace_calls(body, body_of, names) if respelled is None else respelled
+
+    kept = {name: body if names.isdisjoint(called_names(body)) else rewritten(body)
+            for name, body in bodies.items() if name not in names}
+    root = machines.root if names.isdisjoint(called_names(machines.root)) else \
+        rewritten(machines.root)
+    reached = reachable_machines(called_names(root), kept)
+    return MachineSet(root, tuple((name, body) for name, body in kept.items()
+                                  if name in reached), machines.unrolled,
+                      machines.alternative)
+
+
+def _respelled(body: Expr, replacement: Callable[[str], Expr], built: dict[tuple, tuple],
+               codes: dict[str, bytes]) -> Automaton | None:
+    """The language of `body` with every `Call(name)` replaced by `replacement(name)`, as
+    the body's DFA (in `built`) whose call codes are edges reading the replacements: the
+    substitution of a DFA's code symbols, so the same language as the body's expression so
+    replaced. None where the DFA was not built or the body keeps a counter (its shape
+    matters)."""
+    hit = built.get((fingerprint(body), False))
+    if hit is None or counter_form(body) is not None or not same_spelling(hit[0], body):
+        return None
+    dfa = hit[1]
+    name_of = {code: name for name, code in codes.items()}
+    return Automaton(without_codes(dfa), None, tuple(
+        (state, replacement(name_of[code]), ret)
+        for state, code, ret in code_paths(dfa.trans, dfa.byte_class, len(codes[""]) - 1)))
+
+
+def inline_calls(machines: MachineSet, depth: int, max_states: int) -> Expr:
+    """The root with every call replaced by its machine, nested calls `depth` levels deep at
+    most (deeper ones match nothing): the flat under-approximation of recursive machines.
+    Each machine level becomes a minimal DFA, so every use embeds it once."""
+    bodies = dict(machines.machines)
+    levels: dict[tuple[str, int], Expr] = {}
+
+    def machine(name: str, level: int) -> Expr:
+        if level <= 0:
+            return NOTHING
+        if (name, level) not in levels:
+            body = replace_calls(bodies[name], lambda callee: machine(callee, level - 1))
+            levels[(name, level)] = flat_language(body, max_states)
+        return levels[(name, level)]
+
+    return replace_calls(machines.root, lambda callee: machine(callee, depth))
+
+
+def flat_language(expr: Expr, max_states: int) -> Expr:
+    """`expr` (with no call) as one minimal DFA leaf, or NOTHING for the empty language."""
+    try:
+        return Automaton(build_dfa(expr, max_states=max_states))
+    except GrammarError as exc:
+        if "matches no string" not in str(exc):
+            raise
+        return NOTHING

@@ -1,0 +1,355 @@
+"""Machines linked by calls: a `MachineSet` to one byte-level pushdown automaton.
+
+The machines' DFAs (their calls spelled by call codes, `callgraph`) are read back into call
+edges `(state, machine, return state)`, and the machines' states are numbered in one table
+(dead 0, the root's start 1, then each machine's states).
+
+The automaton reads a byte `b` in state `q` with a stack of return states by the first rule
+that applies:
+
+1. `q` has a transition on `b`: take it;
+2. a call edge of `q` leads to a machine whose first bytes contain `b`: push its return state
+   and read `b` from that machine's start;
+3. `q` is final in its machine and the stack is not empty: pop a return state and read `b`
+   from there;
+4. otherwise the text has left the language.
+
+The text may end where `q` and every return state on the stack are final. The rules are
+exact only when they never have to choose, which `build_pushdown` checks (LL(1) at the byte
+level): no machine accepts the empty text; at each state the bytes of its transitions and the
+first bytes of its callees are disjoint; and in a final state, no byte that continues inside
+the machine may also follow the machine at any of its call sites. A set of machines that fails
+the check raises `NotDeterministicError` naming the machines at fault (what then, `linking`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .. import _core
+from ..errors import TooManyStatesError
+from .bytedfa import ByteDFA
+from .callgraph import CODE_BYTES, call_codes, code_paths
+from .counters import Counters, counter_form, dfa_with_counter
+from .dfa import SUBSET_FACTOR
+from .expr import Expr, MachineSet, fingerprint, same_spelling
+from .signals import NotDeterministicError
+
+
+@dataclass(frozen=True)
+class PushdownDFA:
+    """Machines in one numbering: byte transitions, final states and call edges.
+
+    `dfa.accepting[q]` means *final in its machine* (the root's final states are where the
+    whole text may end, given an empty stack).
+    """
+
+    dfa: ByteDFA
+    machine_names: tuple[str, ...]  # machine 0 is the root
+    machine_start: np.ndarray       # int32 [M]
+    state_machine: np.ndarray       # int32 [S] (the dead state: -1)
+    call_ptr: np.ndarray            # int64 [S + 1]: call edges of q are call_ptr[q]..call_ptr[q+1]
+    call_machine: np.ndarray        # int32 [C]
+    call_return: np.ndarray         # int32 [C]
+    first: np.ndarray               # bool [M, 256]: the bytes a machine's text can start with
+    follow: np.ndarray              # bool [M, 256]: the bytes that may follow a machine's text
+    counters: Counters
+
+    @property
+    def has_counters(self) -> bool:
+        return bool(self.counters.loop.any())
+
+    @property
+    def num_states(self) -> int:
+        return self.dfa.num_states
+
+    def byte_table(self) -> np.ndarray:
+        return self.dfa.byte_table()
+
+    def accepts(self, data: bytes) -> bool:
+        """Whether the whole text is in the language (the rules of the module docstring)."""
+        table = self.byte_table()
+        counters = self.counters
+        q, stack, count = 1, [], 0
+        for byte in data:
+            while q:
+                if table[q, byte]:
+                    q, count = counters.step(q, int(table[q, byte]), count,
+                                             int(self.state_machine[q]))
+                    break
+                calls = range(self.call_ptr[q], self.call_ptr[q + 1])
+                k = next((k for k in calls if self.first[self.call_machine[k], byte]), None)
+                if k is not None:
+                    stack.append(int(self.call_return[k]))
+                    q, count = int(self.machine_start[self.call_machine[k]]), 0
+                elif self.dfa.accepting[q] and stack:
+                    q = stack.pop()
+                else:
+                    q = 0
+            if not q:
+                return False
+        return bool(self.dfa.accepting[q]) and all(self.dfa.accepting[r] for r in stack)
+
+
+def build_pushdown(machines: MachineSet, max_states: int,
+                   built: dict[tuple, tuple] | None = None,
+                   codes: dict[str, bytes] | None = None) -> PushdownDFA:
+    """The pushdown automaton of a machine set; `NotDeterministicError` when the next byte
+    cannot decide between a machine's own transitions, its calls and its return. A machine
+    whose DFA is the root's (a copy of it, such as a schema's `$ref: "#"`) is the root,
+    called: its states are in the table once. `built` keeps each body's DFA and counter (by
+    its spelling) for a later call with the same `codes` (call codes of a superset of the
+    machines)."""
+    codes = call_codes(["", *(name for name, _ in machines.machines)]) if codes is None \
+        else codes
+    built = {} if built is None else built
+    root = built_dfa(machines.root, False, max_states, built, codes)  # it keeps no count
+    hits, names, code_of = [root], [""], {codes[""]: 0}
+    for name, body in machines.machines:
+        hit = built_dfa(body, True, max_states, built, codes)
+        if hit[3] == root[3]:
+            code_of[codes[name]] = 0
+            continue
+        code_of[codes[name]] = len(names)
+        hits.append(hit)
+        names.append(name)
+    width = len(codes[""]) - 1
+    steps, byte_classes, finals, calls, counters = [], [], [], [], []
+    for hit in hits:
+        dfa = hit[1]
+        calls.append([(state, code_of[code], ret)
+                      for state, code, ret in code_paths(dfa.trans, dfa.byte_class, width)])
+        steps.append(_text_steps(dfa))
+        byte_classes.append(dfa.byte_class)
+        finals.append(dfa.accepting)
+        counters.append(hit[2])
+    return _link(names, steps, byte_classes, finals, calls, counters, max_states)
+
+
+def built_dfa(body: Expr, counted: bool, max_states: int, built: dict[tuple, tuple],
+              codes: dict[str, bytes]) -> tuple:
+    """(body, DFA, counter, `_dfa_key` of the two) of `dfa_with_counter`, kept in `built` by the
+    body's spelling (the same body rebuilt by renaming calls is built once)."""
+    key = (fingerprint(body), counted and counter_form(body) is not None)
+    hit = built.get(key)
+    if hit is None or not same_spelling(hit[0], body):
+        dfa, counter = dfa_with_counter(body, counted, max_states, codes)
+        hit = built[key] = (body, dfa, counter, _dfa_key(dfa, counter))
+    return hit
+
+
+def _dfa_key(dfa: ByteDFA, counter: tuple | None) -> tuple:
+    """What tells a machine's DFA and counter from another's (equal: the same machine)."""
+    return (dfa.trans.shape, dfa.trans.tobytes(), dfa.byte_class.tobytes(),
+            dfa.accepting.tobytes(),
+            None if counter is None else (*counter[:3], counter[3].tobytes()))
+
+
+def _text_steps(dfa: ByteDFA) -> np.ndarray:
+    """`dfa`'s transitions per byte class with those of call codes left out (a class of
+    code bytes only; a byte of text never moves like a code byte unless both are dead)."""
+    code_only = np.ones(dfa.num_classes, bool)
+    text_bytes = np.ones(256, bool)
+    text_bytes[CODE_BYTES] = False
+    code_only[dfa.byte_class[text_bytes]] = False
+    return np.where(code_only, 0, dfa.trans) if code_only.any() else dfa.trans
+
+
+def _link(names: list[str], steps: list[np.ndarray], byte_classes: list[np.ndarray],
+          finals: list[np.ndarray], calls: list[list[tuple[int, int, int]]],
+          counters: list[tuple | None], max_states: int) -> PushdownDFA:
+    """Number every machine's live states in one table and check determinism. `steps` are
+    the machines' text transitions per byte class of their own (`_text_steps`), the table's
+    classes the bytes that every machine's classes put together."""
+    # the states of each machine reached from its start by text or by returning from a call
+    local_ids = []
+    for step, edges in zip(steps, calls):
+        # each state's distinct successors, ascending (each row sorted, repeats and the dead
+        # state dropped), then its calls' return states
+        size = len(step)
+        ordered = np.sort(step, axis=1)
+        distinct = ordered != 0
+        distinct[:, 1:] &= ordered[:, 1:] != ordered[:, :-1]
+        source, target = np.nonzero(distinct)[0], ordered[distinct]
+        if edges:
+            call_source = np.array([state for state, _, _ in edges], np.int64)
+            source = np.concatenate([source, call_source])
+            target = np.concatenate([target, [ret for _, _, ret in edges]])
+            by_source = np.argsort(source, kind="stable")  # a state's successors, then returns
+            source, target = source[by_source], target[by_source]
+        ptr = np.zeros(size + 1, np.int64)
+        np.cumsum(np.bincount(source, minlength=size), out=ptr[1:])
+        local_ids.append(_core.csr_bfs_order(ptr, target.astype(np.int32), 1))
+    total = 1 + sum(len(ids) for ids in local_ids)
+    if total > SUBSET_FACTOR * max_states:  # each machine is bounded by --max-states
+        raise TooManyStatesError(f"the machines need {total:,} states, more than "
+                                 f"{SUBSET_FACTOR} x --max-states {max_states:,}")
+    offsets, glob = [], []
+    next_id = 1
+    for ids, step in zip(local_ids, steps):
+        mapping = np.zeros(len(step), np.int32)
+        mapping[ids] = np.arange(next_id, next_id + len(ids))
+        glob.append(mapping)
+        offsets.append(next_id)
+        next_id += len(ids)
+    # a byte's class in the table: the tuple of its classes in every machine, numbered in the
+    # order of their first byte (code bytes are dead in every machine's steps)
+    _, first_of_tuple, tuple_of_byte = np.unique(np.stack(byte_classes), axis=1,
+                                                 return_index=True, return_inverse=True)
+    by_first_byte = np.argsort(first_of_tuple)
+    rank = np.empty_like(by_first_byte)
+    rank[by_first_byte] = np.arange(len(by_first_byte))
+    joint_class, first_byte = rank[tuple_of_byte.reshape(-1)], first_of_tuple[by_first_byte]
+    trans = np.zeros((total, len(first_byte)), np.int32)
+    accepting = np.zeros(total, bool)
+    state_machine = np.full(total, -1, np.int32)
+    edges = []
+    for m, (ids, step, byte_class, final, mapping) in enumerate(
+            zip(local_ids, steps, byte_classes, finals, glob)):
+        rows = mapping[ids]
+        trans[rows] = mapping[step[ids][:, byte_class[first_byte]]]
+        accepting[rows] = final[ids]
+        state_machine[rows] = m
+        edges.extend((int(mapping[s]), callee, int(mapping[r])) for s, callee, r in calls[m]
+                     if mapping[s])
+    edges.sort()
+    call_ptr = np.zeros(total + 1, np.int64)
+    np.cumsum(np.bincount([e[0] for e in edges], minlength=total), out=call_ptr[1:])
+    machine_start = np.array(offsets, np.int32)
+    call_machine = np.array([e[1] for e in edges], np.int32)
+    call_return = np.array([e[2] for e in edges], np.int32)
+    dfa = _canonical_dfa(trans, joint_class, accepting)
+    first = _first_bytes(dfa, machine_start, call_ptr, call_machine, names)
+    follow = _check_deterministic(dfa, state_machine, call_ptr, call_machine, call_return,
+                                  first, names)
+    loop = np.zeros(len(names), np.int32)
+    count_min = np.zeros(len(names), np.int64)
+    count_max = np.full(len(names), -1, np.int64)
+    in_loop = np.zeros(total, bool)
+    for m, (ids, counter, mapping) in enumerate(zip(local_ids, counters, glob)):
+        if counter is not None:
+            local_loop, count_min[m], count_max[m], local_in_loop = counter
+            loop[m] = mapping[local_loop]
+            in_loop[mapping[ids][local_in_loop[ids]]] = True
+    return PushdownDFA(dfa, tuple(names), machine_start,
+                       state_machine, call_ptr, call_machine, call_return, first, follow,
+                       Counters(loop, count_min, count_max, in_loop))
+
+
+def _first_bytes(dfa: ByteDFA, machine_start, call_ptr, call_machine, names) -> np.ndarray:
+    """FIRST sets by fixpoint; a machine that accepts the empty text, or calls itself before
+    reading a byte, is not deterministic."""
+    first = np.zeros((len(machine_start), 256), bool)
+    faults = _Faults(names)
+    for m, start in enumerate(machine_start):
+        if dfa.accepting[start] and (m or m in call_machine):  # an uncalled root may accept
+            # the empty text
+            faults.add(m, f"machine {names[m]!r} accepts the empty text")
+        first[m] = dfa.trans[start, dfa.byte_class] != 0
+    callees_at_start = [set(call_machine[call_ptr[s]:call_ptr[s + 1]].tolist())
+                        for s in machine_start]
+    for m in range(len(machine_start)):  # a machine that calls itself before reading a byte
+        reached, todo = set(), list(callees_at_start[m])
+        while todo:
+            callee = todo.pop()
+            if callee == m:
+                faults.add(m, f"machine {names[m] or 'root'!r} calls itself before reading a "
+                              "byte (left recursion)")
+                break
+            if callee not in reached:
+                reached.add(callee)
+                todo.extend(callees_at_start[callee])
+    faults.raise_any()
+    changed = True
+    while changed:
+        changed = False
+        for m, start in enumerate(machine_start):
+            for k in range(call_ptr[start], call_ptr[start + 1]):
+                merged = first[m] | first[call_machine[k]]
+                if not np.array_equal(merged, first[m]):
+                    first[m] = merged
+                    changed = True
+    return first
+
+
+def _check_deterministic(dfa: ByteDFA, state_machine, call_ptr, call_machine, call_return,
+                         first, names) -> np.ndarray:
+    """Raise `NotDeterministicError` where the next byte cannot decide, blaming every
+    machine whose calls are in doubt; the FOLLOW sets."""
+    num_machines = len(first)
+    faults = _Faults(names)
+    accepting = dfa.accepting
+    # the bytes a state can read next: its transitions and its callees' first bytes
+    reads = (dfa.trans != 0)[:, dfa.byte_class]
+    for q in np.flatnonzero(np.diff(call_ptr)):
+        own = reads[q].copy()
+        callees = call_machine[call_ptr[q]:call_ptr[q + 1]]
+        for i, callee in enumerate(callees):
+            clash = own.copy()
+            for j, other in enumerate(callees):
+                if j != i:
+                    clash |= first[other]
+            clash &= first[callee]
+            if clash.any():
+                faults.add(int(callee), f"in machine {names[state_machine[q]] or 'root'!r}, "
+                           f"byte {int(np.flatnonzero(clash)[0]):#04x} may start a call of "
+                           f"{names[callee]!r} or continue otherwise")
+            reads[q] |= first[callee]
+    # FOLLOW sets: what may come after a machine returns, by fixpoint over call sites
+    follow = np.zeros((num_machines, 256), bool)
+    changed = True
+    while changed:
+        changed = False
+        for k in range(len(call_machine)):
+            ret = call_return[k]
+            after = reads[ret] | (follow[state_machine[ret]] if accepting[ret] else False)
+            merged = follow[call_machine[k]] | after
+            if not np.array_equal(merged, follow[call_machine[k]]):
+                follow[call_machine[k]] = merged
+                changed = True
+    final = np.flatnonzero(accepting)
+    clashes = reads[final] & follow[state_machine[final]]
+    at_fault = clashes.any(axis=1)
+    for q, clash in zip(final[at_fault], clashes[at_fault]):
+        faults.add(int(state_machine[q]), f"machine {names[state_machine[q]] or 'root'!r} "
+                   f"may end or go on with byte {int(np.flatnonzero(clash)[0]):#04x}")
+    faults.raise_any()
+    return follow
+
+
+class _Faults:
+    """The machines blamed for conflicts, and the first conflict's message."""
+
+    def __init__(self, names: list[str]) -> None:
+        self.names = names
+        self.blamed: set[str] = set()
+        self.message: str | None = None
+
+    def add(self, machine: int, message: str) -> None:
+        self.message = self.message or message
+        self.blamed.add(self.names[machine])
+
+    def raise_any(self) -> None:
+        if self.message is not None:
+            # the root is never inlined: a fault of its own cannot be fixed that way
+            fixable = frozenset() if "" in self.blamed else frozenset(self.blamed)
+            raise NotDeterministicError(self.message, fixable)
+
+
+def byte_dfa(byte_table: np.ndarray, accepting: np.ndarray) -> ByteDFA:
+    """The byte table as a `ByteDFA` over byte classes (bytes with equal columns), numbered
+    in the order of their first byte."""
+    return _canonical_dfa(byte_table, np.arange(256), accepting)
+
+
+def _canonical_dfa(trans: np.ndarray, byte_class: np.ndarray,
+                   accepting: np.ndarray) -> ByteDFA:
+    """`trans` over the classes `byte_class` (numbered in the order of their first byte) as
+    a `ByteDFA` whose classes are the bytes with equal columns, numbered so too."""
+    table = np.ascontiguousarray(trans, dtype=np.int32)
+    group = _core.column_groups(table)  # groups numbered by their first column
+    first_column = np.unique(group, return_index=True)[1]
+    return ByteDFA(np.ascontiguousarray(table[:, first_column]), group[byte_class].astype(
+        np.int32), accepting)

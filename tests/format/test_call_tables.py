@@ -1,0 +1,81 @@
+"""The call tables as one typed value (`format.table.CallTables`, issue 42): its fields are
+the artifact's tensor names, the aligner fills them, the format writes and reads them by those
+names, and the format version follows from the value."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import fields, replace
+
+import numpy as np
+import pytest
+
+import grammarc
+from grammarc.format.artifact import (CALLS_FORMAT_VERSION, COUNTERS_FORMAT_VERSION,
+                                      FORMAT_VERSION, decode_table, format_version,
+                                      read_artifact)
+from grammarc.format.table import CallTables, CountRegisters, stored_tensors
+from grammarc.runtime.calls import CallGrammar
+
+RECURSIVE = {"type": "object", "properties": {"next": {"$ref": "#"}},
+             "additionalProperties": False}
+COUNTED = {"type": "array", "items": {"type": "string", "minLength": 130, "maxLength": 140}}
+
+
+@pytest.fixture(scope="module", params=["recursive", "counted"])
+def compiled(request, bpe_tokenizer_json) -> grammarc.Grammar:
+    """A grammar with calls: without count registers (recursion) or with them (a string
+    longer than `COUNTED_LENGTH`)."""
+    schema = RECURSIVE if request.param == "recursive" else COUNTED
+    grammar = grammarc.compile(json.dumps(schema), bpe_tokenizer_json, "json-schema")
+    assert (grammar.table.calls.counters is not None) == (schema is COUNTED)
+    return grammar
+
+
+def _arrays(tables: CallTables | CountRegisters) -> dict[str, np.ndarray]:
+    return {f.name: getattr(tables, f.name) for f in fields(tables) if f.name != "counters"}
+
+
+def test_the_fields_are_the_tensors_an_artifact_holds(compiled, tmp_path):
+    calls = compiled.table.calls
+    assert isinstance(compiled, CallGrammar) and calls is not None
+    expected = _arrays(calls) | (_arrays(calls.counters) if calls.counters else {})
+    assert calls.tensors().keys() == expected.keys()
+    compiled.save(tmp_path / "g.safetensors")
+    data = read_artifact(tmp_path / "g.safetensors")
+    for name, values in expected.items():  # stored under the field's name, value for value
+        assert np.array_equal(data.tensors[name], values), name
+    read = decode_table(data).calls
+    assert (read.counters is None) == (calls.counters is None)
+    for name, values in read.tensors().items():
+        assert np.array_equal(values, expected[name]) and not values.flags.writeable, name
+    assert read.tensors().keys() == expected.keys()
+
+
+def test_the_format_version_follows_the_tables(compiled, smollm2):
+    calls = compiled.table.calls
+    version = CALLS_FORMAT_VERSION if calls.counters is None else COUNTERS_FORMAT_VERSION
+    assert format_version(compiled.table) == compiled.metadata["format_version"] == version
+    flat = grammarc.compile("[a-z]+", smollm2, "regex")
+    assert flat.table.calls is None
+    assert format_version(flat.table) == flat.metadata["format_version"] == FORMAT_VERSION
+
+
+def test_the_storage_of_every_field_is_named_once():
+    names = [*stored_tensors(CallTables), *stored_tensors(CountRegisters)]
+    assert len(names) == len(set(names)) == 24
+    assert {f.name for f in fields(CallTables)} == set(stored_tensors(CallTables)) | {"counters"}
+    assert all(sign in "ui" and ndim in (1, 2) for sign, ndim in
+               [*stored_tensors(CallTables).values(), *stored_tensors(CountRegisters).values()])
+
+
+def test_arrays_of_the_wrong_dimensions_are_refused(compiled):
+    calls = compiled.table.calls
+    with pytest.raises(ValueError, match="machine_first must have 2 dimension"):
+        replace(calls, machine_first=calls.machine_first.reshape(-1))
+    with pytest.raises(ValueError, match="stack_ptr must have 1 dimension"):
+        replace(calls, stack_ptr=calls.stack_ptr.reshape(1, -1))
+    if calls.counters is not None:
+        with pytest.raises(ValueError, match="count_table must have 2 dimension"):
+            replace(calls.counters, count_table=calls.counters.count_table.reshape(-1))
+        assert calls.counters.count_table.dtype in (np.uint8, np.uint16)  # kept narrow
