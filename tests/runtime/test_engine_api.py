@@ -14,7 +14,7 @@ import grammarc
 from grammarc.runtime import Matcher, apply_bitmask, bitmask_width, unpack_bitmask
 from grammarc.runtime.calls import CallGrammar
 
-ROOT = __import__("pathlib").Path(__file__).resolve().parent.parent
+ROOT = __import__("pathlib").Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")

@@ -18,7 +18,7 @@ from grammarc.errors import GrammarError
 from grammarc.frontends import FrontendOptions
 from grammarc.frontends.fsm import parse_fsm
 
-GRAMMARS = Path(__file__).resolve().parent.parent / "grammars"
+GRAMMARS = Path(__file__).resolve().parents[2] / "grammars"
 FORM = GRAMMARS / "form-filling.fsm.yaml"
 TICKET = GRAMMARS / "support-ticket.fsm.yaml"
 

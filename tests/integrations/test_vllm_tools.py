@@ -1,5 +1,5 @@
 """Tool calls end to end through vLLM's OpenAI server (`--enable-auto-tool-choice
---tool-call-parser hermes` and grammarc's processor, tests/vllm_server.py) on SmolLM2: artifacts
+--tool-call-parser hermes` and grammarc's processor, vllm_server.py) on SmolLM2: artifacts
 of `compile_tools` named in `vllm_xargs` of `/v1/chat/completions` requests with `tools`, each
 call's arguments checked against its tool's `parameters` with `jsonschema`; and how each
 request `tool_choice` combines with an artifact (docs/tool-calling.md).
@@ -22,7 +22,7 @@ from vllm_server import post  # noqa: E402
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 TOOLS = json.loads((ROOT / "grammars" / "weather-tools.json").read_text(encoding="utf-8"))
 SCHEMAS = {t["function"]["name"]: t["function"]["parameters"] for t in TOOLS}
 SYSTEM = ("You can call these tools; answer with a call in <tool_call></tool_call> tags when one "

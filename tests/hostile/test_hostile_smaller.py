@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from helpers import assert_clean_error, compile_file, run_artifact_command, run_cli
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")

@@ -28,7 +28,7 @@ from vllm_server import post  # noqa: E402
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 DRIVER = Path(__file__).resolve().parent / "vllm_driver.py"
 DATE = r"[0-9]{4}-[0-9]{2}-[0-9]{2}"
 PERSON = json.loads((ROOT / "grammars" / "person.schema.json").read_text(encoding="utf-8"))

@@ -15,11 +15,10 @@ import json
 import math
 from collections import Counter
 from concurrent.futures import ProcessPoolExecutor
-from pathlib import Path
 
 import pytest
+from helpers import SHARED
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 SUITE = SHARED / "conformance" / "json-schema-test-suite" / "tests"
 MAX_DEPTH = 4
 # keyword files outside grammarc's scope, with the reason

@@ -175,7 +175,7 @@ def test_example_json_grammar_is_exact_at_any_depth(smollm2):
     spacing: json.dumps's separators, ASCII escapes)."""
     import json
 
-    path = Path(__file__).resolve().parent.parent / "grammars" / "json-value.gbnf"
+    path = Path(__file__).resolve().parents[2] / "grammars" / "json-value.gbnf"
     grammar = grammarc.compile(path, smollm2)
     assert isinstance(grammar, CallGrammar)
     rng = random.Random(4)

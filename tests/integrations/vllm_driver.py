@@ -1,7 +1,7 @@
 """Runs requests through a real vLLM engine (a subprocess of the tests: vLLM starts its engine
 in processes of its own, which wants a script with a `__main__` guard).
 
-    python tests/vllm_driver.py JOB.json      # prints one JSON line: the results
+    python tests/integrations/vllm_driver.py JOB.json      # prints one JSON line: the results
 
 JOB: {"model": folder, "processor": true|false, "batch": [request, ...], "each": [request, ...]}
 with request = {"prompt": str, "max_tokens": int, "artifact": path (optional), "chat": bool,

@@ -420,7 +420,7 @@ def test_fingerprint_stable_across_processes(smollm2: Tokenizer) -> None:
             "print(load_tokenizer('smollm2').fingerprint)\n"
             "print(Tokenizer.from_token_bytes([b'x', None, 'é'.encode()], [1]).fingerprint)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True, cwd=Path(__file__).parent.parent).stdout.split()
+                         check=True, cwd=Path(__file__).parents[2]).stdout.split()
     local = Tokenizer.from_token_bytes([b"x", None, "é".encode()], [1])
     assert out == [smollm2.fingerprint, local.fingerprint]
 

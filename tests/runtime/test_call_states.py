@@ -20,7 +20,7 @@ import pytest
 import grammarc
 from grammarc import CallState, Matcher
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ from grammarc.errors import GrammarError
 from grammarc.frontends import FrontendOptions
 from grammarc.frontends.lark_grammar import parse_lark
 
-GRAMMARS = Path(__file__).resolve().parent.parent / "grammars"
+GRAMMARS = Path(__file__).resolve().parents[2] / "grammars"
 LARK_FILES = sorted(GRAMMARS.glob("*.lark"))
 RECURSIVE = {"arithmetic.lark", "json.lark", "tool-call.lark"}
 ALPHABET = "abcxyz019 -+*/()[]{}\"',:.=\n\\_TZé"

@@ -18,7 +18,7 @@ import grammarc
 from grammarc.format.artifact import read_artifact
 from grammarc.frontends.json_schema.strings import COUNTED_LENGTH
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 HUGE = "9" * 5000  # past Python's 4,300-digit limit on int <-> str conversions
 TOO_LONG = "a number of more than 4,300 digits (grammarc's limit)"
@@ -214,7 +214,7 @@ def test_near_misses_of_schema_keywords_get_a_notice_with_their_pointer(tmp_path
 
 # ------------------------------------------------------------------ the serving surface
 # grammarc.integrations.served is what the vLLM processor does with the paths and stop ids a
-# client sends; it runs without vLLM (tests/test_vllm.py drives it in a real engine).
+# client sends; it runs without vLLM (tests/integrations/test_vllm.py drives it in a real engine).
 def served_project(tmp_path: Path, smollm2) -> tuple[Path, Path, Any]:
     """A served folder with an artifact, a link to one outside and a README; a folder beside
     it with another artifact; and an empty cache."""

@@ -24,7 +24,7 @@ from grammarc.integrations.transformers import GrammarLogitsProcessor  # noqa: E
 
 pytestmark = pytest.mark.slow
 
-GRAMMARS = Path(__file__).resolve().parent.parent / "grammars"
+GRAMMARS = Path(__file__).resolve().parents[2] / "grammars"
 PROMPTS = json.loads((GRAMMARS / "prompts.json").read_text())
 SCHEMAS = [name for name in PROMPTS if name.endswith(".schema.json")]
 
@@ -152,6 +152,6 @@ def test_generate_command_rejects_a_budget_no_text_fits(tmp_path):
 
 
 def test_generate_command_names_a_model_it_cannot_find():
-    result = run("generate", str(Path(__file__).resolve().parent.parent / "artifacts" /
+    result = run("generate", str(Path(__file__).resolve().parents[2] / "artifacts" /
                                  "person.safetensors"), "--prompt", "x", "--model", "/no/such")
     assert_clean_error(result, "model '/no/such' not found: expected smollm2, a .gguf file")

@@ -20,7 +20,7 @@ from helpers import SHARED, walk_within_budget
 
 import grammarc
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 MASKBENCH = SHARED / "conformance" / "maskbench-dev"
 pytestmark = pytest.mark.skipif(not MASKBENCH.is_dir(),

@@ -10,7 +10,7 @@ from helpers import run_cli as run
 
 import grammarc
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_version():

@@ -14,7 +14,7 @@ import jsonschema
 import pytest
 from grammar_oracles import greedy_tokens, token_walk
 from helpers import accepts, dfa_of, run_cli
-from test_json_schema import _random_object_schema
+from test_json_applicators import _random_object_schema
 
 import grammarc
 from grammarc.errors import GrammarError

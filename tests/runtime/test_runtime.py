@@ -149,7 +149,7 @@ def test_warm_masks_are_the_masks_of_the_table(smollm2, dense, source, kind):
     row's own)."""
     from pathlib import Path
 
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     grammar = grammarc.compile(source if kind else root / source, smollm2, kind=kind)
     cold = grammarc.compile(source if kind else root / source, smollm2, kind=kind)
     rows = grammar.table.mask_rows()

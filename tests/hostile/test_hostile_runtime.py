@@ -18,7 +18,7 @@ import grammarc
 from grammarc.runtime import Matcher, bitmask_width
 from grammarc.runtime.calls import CallGrammar
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")

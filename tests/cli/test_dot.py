@@ -15,7 +15,7 @@ from grammarc.automaton import build_dfa
 from grammarc.graphviz import char_automaton, describe
 from grammarc.frontends.regex import parse_regex
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PATTERNS = [r"[^\n]+\n", r"[a-z0-9_]+@(?:x|y)", r"[ぁ-ゟ]+|é|😀{2}", r"(?s).{1,3}",
             r"[\u0080-\u07ff\u0800-\uffff\U00010000-\U0010ffff]x", r"[^a-zé-ü\U0001F600]+",
             r"[\u00e0-\u00ff\u0400-\u04ff ]{2,4}z", r"\U0010fffe|\U00010000|[\ud7ff\ue000]"]

@@ -1,0 +1,196 @@
+"""JSON Schema numbers and strings: ranges and multipleOf against brute force, string
+spellings as json.dumps writes them, formats, ECMA-262 patterns, and integers against their
+spellings (with and without --integer-fractions)."""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+from decimal import Decimal
+
+import jsonschema
+import pytest
+from helpers import accepts, dfa_of
+
+from grammarc.automaton import Ops, build_dfa
+from grammarc.errors import UnsupportedError
+from grammarc.frontends.json_schema import numbers, strings
+
+
+# ------------------------------------------------------------------ numbers
+NUMBER = re.compile(r"-?(0|[1-9]\d*)(\.\d+)?")
+NUMBER_TEXTS = sorted({*(str(i) for i in range(-120, 121)), *(f"{i}.0" for i in range(-30, 31)),
+                       *(f"{a}.{f}" for a in range(-12, 13) for f in
+                         ("5", "25", "05", "50", "1", "99", "001", "75", "4999", "5001", "0")),
+                       *(f"-0.{f}" for f in ("5", "25", "05", "1")), "-0", "-0.0", "00", "01",
+                       "1.", ".5", "-", "1e5", "0.0"})
+BOUNDS = [None, Decimal(0), Decimal(1), Decimal("1.5"), Decimal("-2.5"), Decimal(10),
+          Decimal("0.05"), Decimal("-0.25"), Decimal("9.99"), Decimal(-7)]
+
+
+def _in_range(text, lo, hi, lo_excl, hi_excl, integer) -> bool:
+    if not NUMBER.fullmatch(text) or (text.startswith("-") and Decimal(text) == 0):
+        return False
+    value = Decimal(text)
+    if integer and not re.fullmatch(r"-?\d+(\.0+)?", text):
+        return False
+    if lo is not None and (value <= lo if lo_excl else value < lo):
+        return False
+    return not (hi is not None and (value >= hi if hi_excl else value > hi))
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_number_ranges_against_brute_force(seed):
+    rng = random.Random(seed)
+    ops = Ops(100_000)
+    for _ in range(10):
+        lo, hi = rng.choice(BOUNDS), rng.choice(BOUNDS)
+        lo_excl, hi_excl = rng.random() < 0.5, rng.random() < 0.5
+        for integer in (True, False):
+            expr = numbers.integers(lo, hi, lo_excl, hi_excl) if integer else \
+                numbers.decimals(ops, lo, hi, lo_excl, hi_excl)
+            dfa = ops.dfa(expr)
+            for text in NUMBER_TEXTS:
+                expected = _in_range(text, lo, hi, lo_excl, hi_excl, integer)
+                got = dfa is not None and dfa.accepts(text.encode())
+                assert got == expected, (lo, hi, lo_excl, hi_excl, integer, text)
+
+
+def _nodes(expr) -> int:
+    parts = getattr(expr, "parts", None) or getattr(expr, "options", None) or \
+        ([expr.item] if hasattr(expr, "item") else [])
+    return 1 + sum(_nodes(p) for p in parts)
+
+
+def test_wide_integer_ranges_are_linear_in_digits_and_exact():
+    # issue 15: the int64 range took minutes and gigabytes (a node per number of each width)
+    lo, hi = -(2 ** 63), 2 ** 63 - 1
+    expr = numbers.integers(Decimal(lo), Decimal(hi))
+    assert _nodes(expr) < 3000
+    dfa = Ops(100_000).dfa(expr)
+    rng = random.Random(7)
+    samples = [lo, hi, lo - 1, hi + 1, 0, 10 ** 18, -(10 ** 18), 9 * 10 ** 18, 10 ** 19,
+               *(rng.randrange(-(2 ** 64), 2 ** 64) for _ in range(300))]
+    for value in samples:
+        assert dfa.accepts(str(value).encode()) == (lo <= value <= hi), value
+    for lo, hi in ((0, 10 ** 16), (123456789012, 987654321098765)):
+        dfa = Ops(100_000).dfa(numbers.integers(Decimal(lo), Decimal(hi)))
+        values = [lo, hi, lo - 1, hi + 1, *(rng.randrange(lo - 10, hi * 10) for _ in range(200))]
+        for value in values:
+            assert dfa.accepts(str(value).encode()) == (lo <= value <= hi), (lo, hi, value)
+
+
+@pytest.mark.parametrize("step", ["0.5", "0.25", "3", "0.01", "7", "1.5", "10"])
+def test_multiple_of_against_brute_force(step):
+    ops = Ops(100_000)
+    for integer in (True, False):
+        base = numbers.integers(None, None) if integer else numbers.decimals(ops, None, None)
+        dfa = ops.dfa(ops.intersect(base, numbers.multiple_of(Decimal(step), integer)))
+        for text in NUMBER_TEXTS:
+            expected = _in_range(text, None, None, False, False, integer) and \
+                Decimal(text) % Decimal(step) == 0
+            assert dfa.accepts(text.encode()) == expected, (step, integer, text)
+
+
+def test_multiple_of_with_a_huge_modulus_is_unsupported():
+    with pytest.raises(UnsupportedError, match="remainder automaton"):
+        dfa_of({"type": "integer", "multipleOf": Decimal("0.123456789")})
+
+
+# ------------------------------------------------------------------ strings
+def test_string_spellings_match_json_dumps():
+    dfa = build_dfa(strings.json_string(strings.length_between(0, 3)))
+    rng = random.Random(0)
+    chars = ["a", '"', "\\", "/", "\n", "\x01", "\x7f", "é", "😀", "\u2028", "\uffff", "\U0010ffff"]
+    for _ in range(3000):
+        value = "".join(rng.choice(chars) for _ in range(rng.randint(0, 4)))
+        for ensure_ascii in (True, False):
+            text = json.dumps(value, ensure_ascii=ensure_ascii)
+            assert accepts(dfa, text) == (len(value) <= 3), text
+    for text, ok in [('"\\u00E9"', True), ('"\\/"', True), ('"\\uD83D\\uDE00"', True),
+                     ('"\\u0041"', False), ('"\\ud83d"', False), ('"\\x41"', False),
+                     ('"\x01"', False), ('"\\u000a"', True)]:
+        assert accepts(dfa, text) == ok, text
+
+
+@pytest.mark.parametrize("fmt,text,ok", [
+    ("date", "2024-02-29", True), ("date", "2023-02-29", False), ("date", "1900-02-29", False),
+    ("date", "2000-02-29", True), ("date", "2024-04-31", False),
+    ("time", "23:59:60Z", True), ("time", "22:59:60Z", False), ("time", "08:30:06.5+01:00", True),
+    ("time", "12:00:00", False), ("date-time", "2024-01-31T23:59:59z", True),
+    ("duration", "P4DT12H30M5S", True), ("duration", "P1Y2D", False), ("duration", "P2W", True),
+    ("email", "joe.bloggs@example.com", True), ("email", '"joe bloggs"@example.com', True),
+    ("email", "te..st@example.com", False), ("email", "joe@[IPv6:::1]", True),
+    ("hostname", "a--b.example.com", True), ("hostname", "XN--aa---o47jg78q", False),
+    ("hostname", "a" * 63 + ".com", True), ("hostname", "a" * 64 + ".com", False),
+    ("ipv4", "192.168.0.1", True), ("ipv4", "192.168.0.01", False),
+    ("ipv6", "::ffff:192.168.0.1", True), ("ipv6", "1::2::3", False),
+    ("uri", "http://foo.bar/?baz=qux#quux", True), ("uri", "//foo.bar", False),
+    ("uri-reference", "//foo.bar", True), ("uuid", "2EB8AA08-AA98-11EA-B4AA-73B441D16380", True),
+    ("uuid", "2eb8aa08-aa98-11ea-b4aa-73b441d1638", False),
+])
+def test_formats(fmt, text, ok):
+    dfa, _ = dfa_of({"type": "string", "format": fmt})
+    assert accepts(dfa, json.dumps(text)) == ok
+
+
+@pytest.mark.parametrize("pattern,yes,no", [
+    ("^a", ["a", "abc"], ["ba"]), ("a$", ["ba"], ["ab"]), ("b", ["abc"], ["ac", ""]),
+    ("^a|c$", ["ax", "xc"], ["xa"]), ("^\\s+$", ["\u00a0 \t"], ["x"]), ("^.$", ["é"], ["\n"]),
+    ("^(?<word>[a-z]+)-\\d$", ["ab-1"], ["ab-"]), ("^[^]$", ["\n"], [""]),
+])
+def test_ecma_patterns_search_semantics(pattern, yes, no):
+    dfa, _ = dfa_of({"type": "string", "pattern": pattern})
+    for value in yes:
+        assert accepts(dfa, json.dumps(value)), value
+    for value in no:
+        assert not accepts(dfa, json.dumps(value)), value
+
+
+@pytest.mark.parametrize("pattern", [
+    r"^(?!internal\.)[a-z][a-z0-9.]*$", r"^(?!a)", r"(?!a)b", r"^(?:(?!ab)a|c)", r"(a$|b)",
+    r"^(?=.*x)(?!.*\.\.).{2,}$", r"^(?!.*[\\\"])", r"^x(?!y)",
+    r"^$|(^(?:\S+\s+){0,3}\S+$)", r"(?:^x$)|(y$|^a)",
+])
+def test_ecma_lookaheads_are_exact(pattern):
+    """Lookaheads (compiled by difference and intersection) against Python's re.search, on
+    random strings spelled by json.dumps with and without ensure_ascii."""
+    dfa, _ = dfa_of({"type": "string", "pattern": pattern})
+    rng = random.Random(7)
+    alphabet = 'abxy.int\\"é'
+    values = ["", "internal.a", "internal", "ab", "xy", "x", "a..b"] + [
+        "".join(rng.choice(alphabet) for _ in range(rng.randint(1, 9))) for _ in range(1500)]
+    for value in values:
+        expected = bool(re.search(pattern, value))
+        assert accepts(dfa, json.dumps(value)) == expected, value
+        assert accepts(dfa, json.dumps(value, ensure_ascii=False)) == expected, value
+
+
+def test_integers_numbers_and_negative_zero():
+    integer, _ = dfa_of({"type": "integer", "minimum": 0})
+    assert accepts(integer, "0") and not accepts(integer, "7.0") and not accepts(integer, "-0")
+    assert not accepts(integer, "-7") and not accepts(integer, "07") and not accepts(integer, "1e2")
+    number, _ = dfa_of({"type": "number"})
+    assert accepts(number, "-1.5e-3") and not accepts(number, "-0") and not accepts(number, "-0e1")
+    bounded, _ = dfa_of({"type": "number", "maximum": 1000})
+    assert accepts(bounded, "999.5") and not accepts(bounded, "1e2")  # no exponent when bounded
+
+
+@pytest.mark.parametrize("draft", ["http://json-schema.org/draft-04/schema#",
+                                   "https://json-schema.org/draft/2020-12/schema"])
+def test_integers_have_no_fraction_unless_asked(draft):
+    """Draft 4 counts 12345.0 as a number, not an integer; later drafts count it as both, but
+    no one wants a model to write an id that way: only --integer-fractions allows it there."""
+    for schema in ({"$schema": draft, "type": "integer"},
+                   {"$schema": draft, "type": "integer", "minimum": 0},
+                   {"$schema": draft, "type": "integer", "enum": [12345, 7]}):
+        dfa, _ = dfa_of(schema)
+        assert accepts(dfa, "12345") and not accepts(dfa, "12345.0")
+        asked, _ = dfa_of(schema, integer_fractions=True)
+        later = "2020-12" in draft
+        assert accepts(asked, "12345") and accepts(asked, "12345.0") == later
+        validator = jsonschema.validators.validator_for(schema)(schema)
+        assert validator.is_valid(json.loads("12345.0")) == later
+    number, _ = dfa_of({"$schema": draft, "enum": [12345]})  # no type: any spelling of it
+    assert accepts(number, "12345.0")
