@@ -7,17 +7,15 @@ which truncated languages are exact."""
 from __future__ import annotations
 
 from functools import cached_property
-from typing import TYPE_CHECKING, Callable
+from typing import Callable
 
 from ...automaton import NOTHING, Automaton, Expr, alt, charset, concat, literal, repeat
 from ...automaton.expr import Call
 from ...charsets import MAX_CODE_POINT, complement_ranges
 from . import numbers, strings
-from .part import CompilerPart
+from .objects import Objects
+from .part import CompilerPart, Document
 from .positions import Position
-
-if TYPE_CHECKING:
-    from .schema import Compiler
 
 ANY_MACHINE = "any"  # the machine of any JSON value (where no schema applies)
 
@@ -25,8 +23,9 @@ ANY_MACHINE = "any"  # the machine of any JSON value (where no schema applies)
 class AnyValues(CompilerPart):
     """The texts of any JSON value at a position: called machines or flat automata."""
 
-    def __init__(self, compiler: Compiler) -> None:
+    def __init__(self, compiler: Document, objects: Objects) -> None:
         super().__init__(compiler)
+        self.objects = objects
         self._cache: dict[tuple, Expr] = {}  # flat, by position (or "bare") and budget
         self._names: dict[frozenset[int], str] = {}  # machines at positions, by schemas
         self.positions: dict[str, Position] = {}   # the position of each such machine
@@ -79,10 +78,19 @@ class AnyValues(CompilerPart):
                        repeat(concat(item, repeat(concat(layout.comma, item), 0, None)), 0, 1),
                        layout.close_array)
         members = [(k, inner(position.child(k)), False) for k in position.ranking]
-        objects = self.compiler.objects
+        objects = self.objects
         return alt(self._scalars, array, objects.object_language(
             position, members, objects.unranked_key(position), inner(position.additional),
             (0, None)))
+
+    def object_with_key(self, key: str, position: Position) -> Expr:
+        """Objects at this position (any values) that contain `key`."""
+        budget = self.options.max_depth - 1
+        objects = self.objects
+        slots = [(k, self.flat(position.child(k), budget), k == key)
+                 for k in position.ranking]
+        return objects.object_language(position, slots, objects.unranked_key(position),
+                                       self.flat(position.additional, budget), (0, None))
 
     @cached_property
     def _scalars(self) -> Expr:

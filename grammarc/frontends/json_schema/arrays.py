@@ -4,18 +4,16 @@ over small explicit sets of values."""
 from __future__ import annotations
 
 from math import comb
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ...automaton import EMPTY, NOTHING, Expr, alt, concat, repeat
 from ...errors import GrammarError, UnsupportedError
 from .conditions import value_key
 from .node import count_keyword
-from .part import CompilerPart
+from .part import CompilerPart, Document
 from .positions import Position
 from .resolution import Ref
-
-if TYPE_CHECKING:
-    from .schema import Compiler
+from .scalars import Scalars
 
 _MAX_INLINE_REPEAT = 16    # more counted array items than this: the item is a machine
 _MAX_UNIQUE_SETS = 1 << 12  # sets of values an array with uniqueItems may have used
@@ -24,8 +22,9 @@ _MAX_UNIQUE_SETS = 1 << 12  # sets of values an array with uniqueItems may have 
 class Arrays(CompilerPart):
     """The texts of the arrays a schema allows."""
 
-    def __init__(self, compiler: Compiler) -> None:
+    def __init__(self, compiler: Document, scalars: Scalars) -> None:
         super().__init__(compiler)
+        self.scalars = scalars
         self._item_names: dict[tuple, str] = {}
 
     def _item_machine(self, items: Expr, node: dict, position: Position) -> Expr:
@@ -139,7 +138,7 @@ class Arrays(CompilerPart):
         node = ref.node
         pointer = self.registry.pointer(node)
         schemas = list(prefix) + [rest]
-        choices = [self.compiler.scalars.finite_values(s, ref.base) for s in schemas]
+        choices = [self.scalars.finite_values(s, ref.base) for s in schemas]
         universe: list[Any] = []
         keys: list[Any] = []
         for values in choices:
@@ -165,7 +164,7 @@ class Arrays(CompilerPart):
             return self._array_language(
                 [self.value(Ref(s, ref.base), item_pos) for s in prefix],
                 self.value(Ref(rest, ref.base), item_pos), min_items, max_items, contains, node)
-        literals = [self.compiler.scalars.literal_value(v, item_pos) for v in universe]
+        literals = [self.scalars.literal_value(v, item_pos) for v in universe]
         allowed = [{keys.index(value_key(v)) for v in values} for values in choices]
         # each value as its schema writes it (`1`, not `1.0`, for an integer)
         spelled = [{v: self.ops.intersect(literals[v], self.value(Ref(s, ref.base), item_pos))

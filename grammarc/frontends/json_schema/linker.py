@@ -5,7 +5,7 @@ as its `Linker`)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable
+from typing import Callable, Protocol
 
 import numpy as np
 
@@ -16,22 +16,27 @@ from ...automaton.callgraph import (
 )
 from ...automaton.linking import flat_language
 from ...automaton.signals import UnresolvedCallError
-from .any_value import ANY_MACHINE, nested_at_most
+from .any_value import ANY_MACHINE, AnyValues, nested_at_most
 from .node import first_bytes
+from .part import Document
 from .positions import Position
 from .resolution import Ref
 
-if TYPE_CHECKING:
-    from .schema import Compiler
-
 CANONICAL = " (canonical numbers)"  # a machine's copy with numbers spelled canonically
+
+
+class LinkedDocument(Document, Protocol):
+    """What the linker reads of the document: what a room does, and its any values (their
+    machines are made flat from their positions)."""
+
+    any_values: AnyValues
 
 
 class Machines:
     """The machines of one document by name (`$ref` targets, array items, any value, products
     that keep calls), and the bytes their values start with where known before their bodies."""
 
-    def __init__(self, compiler: Compiler) -> None:
+    def __init__(self, compiler: LinkedDocument) -> None:
         self.compiler = compiler
         self.bodies: dict[str, Expr] = {}  # $ref targets, array items, any value; by name
         self.building: set[str] = set()      # machines whose body is not complete yet

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 from itertools import combinations
-from typing import TYPE_CHECKING, Any, Callable, NamedTuple
+from typing import Any, Callable, NamedTuple
 
 import numpy as np
 
@@ -21,12 +21,10 @@ from .conditions import (
     value_key,
 )
 from .node import KEYWORDS, TYPES, count_keyword, distinct_schemas, types_tested
-from .part import CompilerPart
+from .part import CompilerPart, Document
 from .positions import Position, pattern_properties
 from .resolution import Ref, escape_token
-
-if TYPE_CHECKING:
-    from .schema import Compiler
+from .scalars import Scalars
 
 _MAX_PATTERN_REGIONS = 8   # patternProperties per object (2^n key regions)
 _MAX_COPIED_VALUE = 8     # states of a value copied into each set of keys in any order
@@ -35,8 +33,9 @@ _MAX_COPIED_VALUE = 8     # states of a value copied into each set of keys in an
 class Objects(CompilerPart):
     """The texts of the objects a schema allows."""
 
-    def __init__(self, compiler: Compiler) -> None:
+    def __init__(self, compiler: Document, scalars: Scalars) -> None:
         super().__init__(compiler)
+        self.scalars = scalars
         self._key_dfas: dict[str, Any] = {}
         self._unranked_keys: dict[frozenset[str], Expr] = {}  # by the names they leave out
         self._slot_names: dict[Expr, str] = {}  # machines of values in any key order
@@ -315,15 +314,6 @@ class Objects(CompilerPart):
                 f"{where} (any key order {len(self._slot_names) + 1})"
         return self.machines.machine(name, lambda: language)
 
-    def object_with_key(self, key: str, position: Position) -> Expr:
-        """Objects at this position (any values) that contain `key`."""
-        budget = self.options.max_depth - 1
-        any_values = self.compiler.any_values
-        slots = [(k, any_values.flat(position.child(k), budget), k == key)
-                 for k in position.ranking]
-        return self.object_language(position, slots, self.unranked_key(position),
-                                    any_values.flat(position.additional, budget), (0, None))
-
     def _names_language(self, names_schema: Any, ref: Ref, position: Position) -> Expr:
         strings_only = strings.any_string()
         return self.ops.intersect(self.value(Ref(names_schema, ref.base), position),
@@ -398,7 +388,7 @@ class Objects(CompilerPart):
                 continue
             value_schema = self.registry.at(properties[key], part.base)
             for schema in self.registry.conjuncts(value_schema, set()):
-                values = self.compiler.scalars.finite_values(schema.node)
+                values = self.scalars.finite_values(schema.node)
                 if values is not None:
                     found = {value_key(v) for v in values}
                     allowed = found if allowed is None else allowed & found
@@ -412,7 +402,7 @@ class _KeyValues:
     product, or none where the first byte decides (a test of types only) or the key's own
     schema accepts any value (then the values that satisfy the test are the test's own)."""
 
-    def __init__(self, compiler: Compiler, language: Expr, anything: bool,
+    def __init__(self, compiler: Document, language: Expr, anything: bool,
                  tests: list[tuple[Any, str]], sets: list[frozenset[int]],
                  position: Position) -> None:
         self.compiler = compiler

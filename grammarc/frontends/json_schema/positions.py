@@ -7,22 +7,35 @@ import json
 from functools import cached_property
 from graphlib import CycleError, TopologicalSorter
 from heapq import heapify, heappop, heappush
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from ...errors import GrammarError
-from .resolution import Ref
-
-if TYPE_CHECKING:
-    from .schema import Compiler
+from .. import FrontendOptions
+from .node import SchemaNode
+from .resolution import Ref, Registry
 
 _MAX_KEY_SETS = 1 << 12    # sets of ranked keys an object in any key order may have read
+
+
+class Schemas(Protocol):
+    """What a position reads of the document being compiled (`part.Document` reads more)."""
+
+    registry: Registry
+    options: FrontendOptions
+    draft: int
+
+    def read(self, node: dict) -> SchemaNode:
+        """The schema object `node` as dispatch reads it."""
+
+    def key_matches(self, pattern: str, name: str, node: dict) -> bool:
+        """Whether the `patternProperties` pattern matches the key `name`."""
 
 
 class Position:
     """A place in the document: the schemas that may apply to the value there, the key ranking
     they imply, and the positions of the values below it (shared by all branches)."""
 
-    def __init__(self, compiler: "Compiler", refs: tuple[Ref, ...]) -> None:
+    def __init__(self, compiler: Schemas, refs: tuple[Ref, ...]) -> None:
         self.compiler = compiler
         self.refs = refs
         self._children: dict[str, Position] = {}
@@ -131,7 +144,7 @@ class Position:
                     refs.append(self.compiler.registry.at(props[name], ref.base))
                     matched = True
                 for pattern, sub in pattern_properties(node).items():
-                    if self.compiler.objects.key_matches(pattern, name, node):
+                    if self.compiler.key_matches(pattern, name, node):
                         refs.append(self.compiler.registry.at(sub, ref.base))
                         matched = True
                 if not matched and "additionalProperties" in node:

@@ -108,9 +108,9 @@ class Compiler:
                        self.machines.nested_at_most, self.machines if self.calls else None)
         self.layout = Layout.from_style(self.options.whitespace)
         self.scalars = Scalars(self)
-        self.arrays = Arrays(self)
-        self.objects = Objects(self)
-        self.any_values = AnyValues(self)
+        self.arrays = Arrays(self, self.scalars)
+        self.objects = Objects(self, self.scalars)
+        self.any_values = AnyValues(self, self.objects)
         self._nodes: dict[int, SchemaNode] = {}  # each schema object read, by its identity
         self._active: dict[int, int] = {}
         self._tested: dict[int, int] = {}  # $ref targets read as conditions being compiled
@@ -253,7 +253,7 @@ class Compiler:
                              self.difference(otherwise, test)))
         for key, dependency in rest.get("dependentSchemas", {}).items():
             # objects with `key` must also satisfy the schema; others are unaffected
-            with_key = self.objects.object_with_key(key, position)
+            with_key = self.any_values.object_with_key(key, position)
             parts.append(alt(self.ops.difference(self.any_values.flat(position), with_key),
                              self.ops.intersect(with_key,
                                                 self.value(Ref(dependency, ref.base), position))))
@@ -534,6 +534,10 @@ class Compiler:
             return texts
         built = self.ops.automaton(texts)
         return Automaton(_CUT.dfa if built == NOTHING else built.dfa, depth + 1)
+
+    def key_matches(self, pattern: str, name: str, node: dict) -> bool:
+        """Whether the ECMA-262 `pattern` matches the key `name` (for positions)."""
+        return self.objects.key_matches(pattern, name, node)
 
     def in_progress(self, node: Any) -> bool:
         """Whether the values of `node`, a `$ref` target, are being compiled: inline (see
