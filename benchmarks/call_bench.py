@@ -2,14 +2,20 @@
 sequence per step when it passes `max_tokens` (issue 40).
 
     python benchmarks/call_bench.py [--tokenizer smollm2] [--steps 60] [--cache DIR]
+                                    [--modes fresh warm] [--repeat 1]
 
 Cases: llama.cpp's c.gbnf inside `int f(){` and n nested `while(x<1){`, the JSON-value GBNF
 inside n nested arrays, and grammars/tree.schema.json n nodes deep, for n = 1, 10, 100. Each
 case loads its artifact afresh (first uses included), follows the text's tokens (longest
 allowed token first) and then takes `--steps` random allowed steps; every step asks for the
 budgeted mask (`mask(state, budget=...)`), the budgeted bitmask (`fill_bitmask(...,
-budget=...)`) and steps the state. Prints p50 / p99 / max per step of each call. Artifacts
-are compiled once into `--cache`.
+budget=...)`) and steps the state. Prints p50 / p99 / max per step of each call. Modes:
+`fresh` steps a grammar as loaded (first uses included), `warm` calls `g.warm()` after loading
+(what a server does once) and prints its time and the resident memory it added. With
+`--repeat n`, each case runs n times, each on a grammar loaded afresh, and each step counts
+its fastest run (the walks are the same: the other engineers' processes on a shared machine
+stall a step now and then, a first use stalls it every run). Artifacts are compiled once into
+`--cache`.
 """
 
 from __future__ import annotations
@@ -64,8 +70,24 @@ def percentiles(times: list[float]) -> str:
     return f"p50 {np.percentile(a, 50):8.1f}  p99 {np.percentile(a, 99):9.1f}  max {a.max():9.1f} µs"
 
 
-def run_case(path: Path, name: str, depth: int, token_ids, steps: int, rng) -> dict[str, list]:
+def resident_bytes() -> int:
+    """The process's resident memory now (Linux)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    return 0
+
+
+def run_case(path: Path, name: str, depth: int, token_ids, steps: int, rng,
+             warm: bool) -> tuple[dict[str, list], dict[str, float]]:
+    """Per-step times of each call along the case's walk, and what `warm()` took."""
     g = grammarc.load(path)  # afresh: first uses included
+    warmed: dict[str, float] = {}
+    if warm:
+        before, t0 = resident_bytes(), time.perf_counter()
+        warmed["items"] = g.warm()
+        warmed["seconds"] = time.perf_counter() - t0
+        warmed["rss_mb"] = (resident_bytes() - before) / 2**20
     _, _, level, head = CASES[name]
     text = (head + level * depth).encode()
     tokens = prefix_tokens(grammarc.load(path), token_ids, text)
@@ -94,7 +116,7 @@ def run_case(path: Path, name: str, depth: int, token_ids, steps: int, rng) -> d
         timing["fill_bitmask(budget)"].append(t2 - t1)
         timing["next_state"].append(t4 - t3)
         budget -= 1
-    return timing
+    return timing, warmed
 
 
 def main() -> None:
@@ -103,16 +125,27 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=60)
     parser.add_argument("--cache", type=Path, default=Path("/tmp/grammarc-call-bench"))
     parser.add_argument("--cases", nargs="*", default=list(CASES))
+    parser.add_argument("--modes", nargs="*", choices=("fresh", "warm"),
+                        default=["fresh", "warm"])
+    parser.add_argument("--repeat", type=int, default=1)
     args = parser.parse_args()
     tok = grammarc.load_tokenizer(args.tokenizer)
     token_ids = {b: i for i, b in enumerate(tok.token_bytes) if b}
     for name in args.cases:
         path = artifact(name, tok, args.cache)
         for depth in (1, 10, 100):
-            timing = run_case(path, name, depth, token_ids, args.steps, np.random.default_rng(0))
-            print(f"{name} nested {depth} ({len(timing['next_state'])} steps)")
-            for call, times in timing.items():
-                print(f"  {call:22s} {percentiles(times)}")
+            for mode in args.modes:
+                runs = [run_case(path, name, depth, token_ids, args.steps,
+                                 np.random.default_rng(0), mode == "warm")
+                        for _ in range(args.repeat)]
+                timing = {call: np.min([run[0][call] for run in runs], axis=0).tolist()
+                          for call in runs[0][0]}
+                warmed = runs[-1][1]
+                extra = f", warm(): {warmed['items']} items in {warmed['seconds'] * 1e3:.0f} " \
+                    f"ms, +{warmed['rss_mb']:.1f} MB resident" if warmed else ""
+                print(f"{name} nested {depth} {mode} ({len(timing['next_state'])} steps{extra})")
+                for call, times in timing.items():
+                    print(f"  {call:22s} {percentiles(times)}")
 
 
 if __name__ == "__main__":

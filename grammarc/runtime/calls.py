@@ -24,16 +24,15 @@ computes every per-state and per-pair table ahead. Numpy only.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import cached_property
-from itertools import islice
 from typing import Any
 
 import numpy as np
 
 from ..format.artifact import suffix_count
-from ..format.table import CallTables, TokenTable
+from ..format.table import CallTables, TokenTable, positions_within
 from .arrays import check_logits, integer, integer_array, is_torch, read_only
 from .bitmask import write_bitmask
 from .grammar import Grammar
@@ -195,9 +194,19 @@ class _Info:
         return table.min_tokens_to_accept[self._q + table.row_delta[self._lo:self._hi]]
 
     @cached_property
+    def row_tokens(self) -> int:
+        """How many ordinary tokens it has."""
+        class_ptr = self._grammar.table.tokens_by_class[1]
+        return int((class_ptr[self.row_classes + 1] - class_ptr[self.row_classes]).sum())
+
+    @cached_property
     def levels(self) -> np.ndarray:
         """The sorted distinct needs >= 0 of the ordinary and pushing tokens."""
         return np.union1d(self.row_need[self.row_need >= 0], self.push.levels)
+
+    def warm(self) -> None:
+        """Compute now what budgets use."""
+        self.levels, self.row_tokens  # noqa: B018 (cached properties)
 
 
 @dataclass(frozen=True)
@@ -385,32 +394,30 @@ class CallGrammar(Grammar):
 
     # ------------------------------------------------------------ warming
     def warm(self, limit: int | None = None) -> int:
-        """`Grammar.warm` (every distinct row's mask), then what a step otherwise computes
-        the first time it meets a table state or a pair of one and a return state on top:
-        per table state its stack tokens split with their budget costs, per table state and
-        return state that can lie on top of the stack there (`possible_tops`) its returning
-        tokens resolved, and for the rests those leave, their first step read from each
-        return state that can lie below. After it a step costs dictionary lookups and, for a
-        mask not met yet, one vectorised build. It holds per state, per pair and per triple,
-        bounded by the tables (c.gbnf: 1,500 items, benchmarks/README.md), never per stack;
-        masks stay in the bounded mask caches.
+        """`Grammar.warm` (every distinct row's mask, at most `limit`; returns how many), and
+        what a step otherwise computes the first time it meets a table state or a pair of
+        one and a return state on top: per table state its stack tokens split with their
+        budget costs, per table state and return state that can lie on top of the stack
+        there (`possible_tops`) its returning tokens resolved, and for the rests those leave,
+        their first step read from each return state that can lie below. After it a step
+        costs dictionary lookups and, for a mask not met yet, one vectorised build.
 
-        `limit`: at most that many items in all, the rows' masks first, then table states,
-        pairs and triples. Returns how many items are held (calling it again computes
-        nothing new and returns the same). For a server, once after loading; thread-safe,
-        like every method (it fills the caches a step fills, with the same values)."""
+        What it holds is per state, per pair and per triple, never per stack: bounded by the
+        artifact's stack tables (at most 16 bytes a stack token; c.gbnf over SmolLM2, 1.3
+        million stack tokens: 0.3 s, 14 MB, benchmarks/README.md), computed whatever the
+        `limit`; masks stay in the bounded mask caches. Calling it again computes nothing.
+        For a server, once after loading; thread-safe, like every method (it fills the
+        caches a step fills, with the same values)."""
         done = super().warm(limit)
-        left = None if limit is None else max(int(limit) - done, 0)
-        for compute, *args in islice(self._warm_items(), left):
+        for compute, *args in self._warm_items():
             compute(*args)
-            done += 1
         return done
 
     def _warm_items(self) -> Iterator[tuple]:
-        """What `warm` computes after the rows' masks, as (function, arguments...), in order."""
+        """What `warm` computes after the rows' masks, as (function, arguments...)."""
         tops = self.possible_tops
         states = range(1, self.num_states)
-        yield from ((getattr, self._info(q), "levels") for q in states)
+        yield from ((_Info.warm, self._info(q)) for q in states)
         pairs = [(q, ret) for q in states if len(self._info(q).ret_tokens)
                  for ret in tops[q] if ret]
         yield from ((self._top, q, ret) for q, ret in pairs)
@@ -567,7 +574,18 @@ class CallGrammar(Grammar):
     def mask(self, state: CallState, *, budget: int | None = None) -> np.ndarray:
         """Read-only booleans over the vocabulary (with `budget`: `mask_within`'s tokens),
         cached by what decides them (module docstring)."""
-        state = self._check_state(state)
+        key, build = self._mask_source(self._check_state(state), budget)
+        return read_only(build()) if key is None else self._state_masks.get(key, build)
+
+    def _mask_packed(self, state: CallState, budget: int | None) -> np.ndarray:
+        """`mask(state, budget=budget)` packed for a bitmask (`MaskCache.packed`)."""
+        key, build = self._mask_source(state, budget)
+        return np.packbits(build(), bitorder="little") if key is None else \
+            self._state_masks.packed(key, build)
+
+    def _mask_source(self, state: CallState, budget: int | None) -> tuple[Any, Callable]:
+        """The cache key of a state's mask (None: not cached, a budget inside a counted loop)
+        and what builds it."""
         budget = None if budget is None else integer(budget, "budget")
         q, frames, count = state.table_state, state.frames, state.count
         info = self._info(q)
@@ -575,23 +593,22 @@ class CallGrammar(Grammar):
         rests = self._rests(q, frames.top, top, frames.below)
         ends = self._accepting[q] and frames.ends
         if budget is None:
-            key = (q, frames.top, ends, *self._counts.key(q, count), rests.alive_key)
-            return self._state_masks.get(key, lambda: self._build_mask(
-                state, info, top, None, None, rests.within(), ends))
+            return (q, frames.top, ends, *self._counts.key(q, count), rests.alive_key), \
+                lambda: self._build_mask(state, info, top, None, None, rests.within(), ends)
         eos = ends and budget >= 1
         if self._counts.row[q] >= 0:  # the need of ordinary tokens follows the count
-            return read_only(self._build_mask(state, info, top, budget, None,
-                                              rests.within(budget - 2), eos))
+            return None, lambda: self._build_mask(state, info, top, budget, None,
+                                                  rests.within(budget - 2), eos)
         room = _room(budget, frames.cost)
         room_below = _room(budget, frames.below.cost) if frames.depth else -1
         levels = int(np.searchsorted(info.levels, room, "right"))
         stop_levels = int(np.searchsorted(top.stop.levels, room_below, "right"))
         deep_levels = int(np.searchsorted(rests.levels, budget - 2, "right"))
         key = (q, frames.top, eos, levels, stop_levels, "within", deep_levels, rests.need_key)
-        return self._state_masks.get(key, lambda: self._build_mask(
+        return key, lambda: self._build_mask(
             state, info, top, info.levels[levels - 1] if levels else -1,
             top.stop.levels[stop_levels - 1] if stop_levels else -1, rests.within(budget - 2),
-            eos))
+            eos)
 
     def _build_mask(self, state: CallState, info: _Info, top: _Top, within: int | None,
                     stop_within: int | None, deep: np.ndarray, eos: bool) -> np.ndarray:
@@ -617,8 +634,7 @@ class CallGrammar(Grammar):
             top.stop.add(mask, _room(budget, state.frames.below.cost)
                          if state.frames.depth else -1)
         else:
-            mask = self.table.classes_mask(
-                info.row_classes[(info.row_need >= 0) & (info.row_need <= within)])
+            mask = self._ordinary_within(q, info, within)
             info.push.add(mask, within)
             top.stop.add(mask, stop_within)
         if len(top.deep_tokens):
@@ -626,6 +642,23 @@ class CallGrammar(Grammar):
         if counted:
             mask &= self._counts.allowed(q, count)
         mask[self._eos] = eos
+        return mask
+
+    def _ordinary_within(self, q: int, info: _Info, within: int) -> np.ndarray:
+        """The ordinary tokens of q whose need is at most `within`, a fresh array: the row's
+        cached mask with the tokens of the classes that do not fit cleared, or those that
+        fit written (`classes_mask`), whichever writes fewer tokens (a budget far from its
+        end clears none)."""
+        keep = (info.row_need >= 0) & (info.row_need <= within)
+        dropped = info.row_classes[~keep]
+        order, class_ptr = self.table.tokens_by_class
+        sizes = class_ptr[dropped + 1] - class_ptr[dropped]
+        cleared = int(sizes.sum())
+        kept = info.row_tokens - cleared
+        if cleared > min(kept, self.vocab_size - kept):
+            return self.table.classes_mask(info.row_classes[keep])
+        mask = self._cached_mask(int(self.table.state_row[q]), allowed=True).copy()
+        mask[order[np.repeat(class_ptr[dropped], sizes) + positions_within(sizes)]] = False
         return mask
 
     def mask_within(self, state: CallState, budget: int) -> np.ndarray:
@@ -704,8 +737,8 @@ class CallGrammar(Grammar):
             integer_array(budget, "budgets").reshape(-1).tolist()
         if len(budgets) != len(states):
             raise ValueError(f"{len(states)} states but {len(budgets)} budgets")
-        masks = (self.mask(state, budget=limit) for state, limit in zip(states, budgets))
-        return write_bitmask(out, (len(states),), self.vocab_size, masks)
+        packed = (self._mask_packed(state, limit) for state, limit in zip(states, budgets))
+        return write_bitmask(out, (len(states),), self.vocab_size, packed, packed=True)
 
     def allowed_counts(self) -> np.ndarray:
         """Tokens each table state may allow: its ordinary tokens and all its stack tokens
