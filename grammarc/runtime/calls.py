@@ -461,12 +461,13 @@ class CallGrammar(Grammar):
     def _top(self, q: int, ret: int) -> _Top:
         top = self._tops.get((q, ret))
         if top is None:
-            top = self._tops[(q, ret)] = self._build_top(self._info(q), ret)
+            info = self._info(q)
+            if ret == 0 or not len(info.ret_tokens):  # nothing to return, or to return to
+                return _NO_TOP
+            top = self._tops[(q, ret)] = self._build_top(info, ret)
         return top
 
     def _build_top(self, info: _Info, ret: int) -> _Top:
-        if ret == 0 or not len(info.ret_tokens):  # nothing to return to
-            return _NO_TOP
         read = self._read(ret, info.ret_suffix)
         suffixes, group = np.unique(read.rests, return_inverse=True)
         return _Top(_Needs(info.ret_tokens[read.stops], read.stop_need, self.vocab_size),
