@@ -11,7 +11,8 @@ allowed token first) and then takes `--steps` random allowed steps; every step a
 budgeted mask (`mask(state, budget=...)`), the budgeted bitmask (`fill_bitmask(...,
 budget=...)`) and steps the state. Prints p50 / p99 / max per step of each call. Modes:
 `fresh` steps a grammar as loaded (first uses included), `warm` calls `g.warm()` after loading
-(what a server does once) and prints its time and the resident memory it added. With
+(what a server does once); its time and the resident memory it adds are measured once per
+grammar in a fresh process. With
 `--repeat n`, each case runs n times, each on a grammar loaded afresh, and each step counts
 its fastest run (the walks are the same: the other engineers' processes on a shared machine
 stall a step now and then, a first use stalls it every run). Artifacts are compiled once into
@@ -21,6 +22,8 @@ stall a step now and then, a first use stalls it every run). Artifacts are compi
 from __future__ import annotations
 
 import argparse
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -70,24 +73,37 @@ def percentiles(times: list[float]) -> str:
     return f"p50 {np.percentile(a, 50):8.1f}  p99 {np.percentile(a, 99):9.1f}  max {a.max():9.1f} µs"
 
 
-def resident_bytes() -> int:
-    """The process's resident memory now (Linux)."""
+WARM_COST = """
+import sys, time
+from pathlib import Path
+import grammarc
+
+def resident():
     for line in Path("/proc/self/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) * 1024
-    return 0
+
+g = grammarc.load(sys.argv[1])
+before, t0 = resident(), time.perf_counter()
+g.warm()
+print(time.perf_counter() - t0, resident() - before)
+"""
+
+
+def warm_cost(path: Path) -> tuple[float, float]:
+    """Seconds `warm()` takes and the resident memory it adds (MB), in a fresh process (in
+    this one, memory the earlier cases freed would be reused)."""
+    out = subprocess.run([sys.executable, "-c", WARM_COST, str(path)], check=True,
+                         capture_output=True, text=True).stdout.split()
+    return float(out[0]), int(out[1]) / 2**20
 
 
 def run_case(path: Path, name: str, depth: int, token_ids, steps: int, rng,
-             warm: bool) -> tuple[dict[str, list], dict[str, float]]:
-    """Per-step times of each call along the case's walk, and what `warm()` took."""
+             warm: bool) -> dict[str, list]:
+    """Per-step times of each call along the case's walk."""
     g = grammarc.load(path)  # afresh: first uses included
-    warmed: dict[str, float] = {}
     if warm:
-        before, t0 = resident_bytes(), time.perf_counter()
-        warmed["items"] = g.warm()
-        warmed["seconds"] = time.perf_counter() - t0
-        warmed["rss_mb"] = (resident_bytes() - before) / 2**20
+        g.warm()
     _, _, level, head = CASES[name]
     text = (head + level * depth).encode()
     tokens = prefix_tokens(grammarc.load(path), token_ids, text)
@@ -116,7 +132,7 @@ def run_case(path: Path, name: str, depth: int, token_ids, steps: int, rng,
         timing["fill_bitmask(budget)"].append(t2 - t1)
         timing["next_state"].append(t4 - t3)
         budget -= 1
-    return timing, warmed
+    return timing
 
 
 def main() -> None:
@@ -133,17 +149,17 @@ def main() -> None:
     token_ids = {b: i for i, b in enumerate(tok.token_bytes) if b}
     for name in args.cases:
         path = artifact(name, tok, args.cache)
+        if "warm" in args.modes:
+            seconds, added = warm_cost(path)
+            print(f"{name}: warm() {seconds * 1e3:.0f} ms, +{added:.1f} MB resident")
         for depth in (1, 10, 100):
             for mode in args.modes:
                 runs = [run_case(path, name, depth, token_ids, args.steps,
                                  np.random.default_rng(0), mode == "warm")
                         for _ in range(args.repeat)]
-                timing = {call: np.min([run[0][call] for run in runs], axis=0).tolist()
-                          for call in runs[0][0]}
-                warmed = runs[-1][1]
-                extra = f", warm(): {warmed['items']} items in {warmed['seconds'] * 1e3:.0f} " \
-                    f"ms, +{warmed['rss_mb']:.1f} MB resident" if warmed else ""
-                print(f"{name} nested {depth} {mode} ({len(timing['next_state'])} steps{extra})")
+                timing = {call: np.min([run[call] for run in runs], axis=0).tolist()
+                          for call in runs[0]}
+                print(f"{name} nested {depth} {mode} ({len(timing['next_state'])} steps)")
                 for call, times in timing.items():
                     print(f"  {call:22s} {percentiles(times)}")
 

@@ -46,8 +46,9 @@ def write_bitmask(out, rows: tuple[int, ...], vocab_size: int, masks: Iterable[n
     if not (isinstance(out, np.ndarray) or is_torch(out)):
         raise TypeError(f"out must be a numpy array or a torch tensor, not {type(out).__name__}")
     shape = tuple(out.shape)
-    if shape[:-1] != rows or len(shape) != len(rows) + 1 or \
-            str(out.dtype).rsplit(".", 1)[-1] != "int32":
+    int32 = out.dtype == np.int32 if isinstance(out, np.ndarray) else \
+        str(out.dtype) == "torch.int32"
+    if shape[:-1] != rows or len(shape) != len(rows) + 1 or not int32:
         wanted = ", ".join([*map(str, rows), "W"])
         raise ValueError(f"out must be an int32 array of shape ({wanted}), not {out.dtype} "
                          f"{shape}")

@@ -24,6 +24,7 @@ computes every per-state and per-pair table ahead. Numpy only.
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import cached_property
@@ -130,12 +131,13 @@ class _Needs:
 
     def __init__(self, tokens: np.ndarray, need: np.ndarray, vocab_size: int) -> None:
         self.size = len(tokens)
-        self.levels = np.unique(need[need >= 0])
+        levels = np.unique(need[need >= 0])
+        self.levels = tuple(levels.tolist())
         self.rank: np.ndarray | None = None
         self.tokens = self.needs = _NONE
-        if 16 * len(tokens) > vocab_size and len(self.levels) < 254:
+        if 16 * len(tokens) > vocab_size and len(levels) < 254:
             self.rank = np.full(vocab_size, 255, np.uint8)
-            self.rank[tokens] = np.where(need < 0, 254, np.searchsorted(self.levels, need))
+            self.rank[tokens] = np.where(need < 0, 254, np.searchsorted(levels, need))
         elif len(tokens):
             key = np.where(need < 0, _NEVER, need)
             order = np.argsort(key, kind="stable")
@@ -144,7 +146,7 @@ class _Needs:
     def add(self, mask: np.ndarray, limit: int | None = None) -> None:
         """Allow in `mask` the tokens whose need is at most `limit` (None: all of them)."""
         if self.rank is not None:
-            cut = 255 if limit is None else int(np.searchsorted(self.levels, limit, "right"))
+            cut = 255 if limit is None else bisect_right(self.levels, limit)
             mask |= self.rank < cut
         elif self.size:
             mask[self.tokens if limit is None else
@@ -194,19 +196,25 @@ class _Info:
         return table.min_tokens_to_accept[self._q + table.row_delta[self._lo:self._hi]]
 
     @cached_property
+    def row_fits(self) -> float:
+        """The least budget need within which every ordinary token fits (inf: never)."""
+        need = self.row_need
+        return float("inf") if (need < 0).any() else int(need.max(initial=0))
+
+    @cached_property
     def row_tokens(self) -> int:
         """How many ordinary tokens it has."""
         class_ptr = self._grammar.table.tokens_by_class[1]
         return int((class_ptr[self.row_classes + 1] - class_ptr[self.row_classes]).sum())
 
     @cached_property
-    def levels(self) -> np.ndarray:
+    def levels(self) -> tuple[int, ...]:
         """The sorted distinct needs >= 0 of the ordinary and pushing tokens."""
-        return np.union1d(self.row_need[self.row_need >= 0], self.push.levels)
+        return tuple(np.union1d(self.row_need[self.row_need >= 0], self.push.levels).tolist())
 
     def warm(self) -> None:
         """Compute now what budgets use."""
-        self.levels, self.row_tokens  # noqa: B018 (cached properties)
+        self.levels, self.row_tokens, self.row_fits  # noqa: B018 (cached properties)
 
 
 @dataclass(frozen=True)
@@ -236,7 +244,7 @@ class _Rests:
         self.alive, self.need = alive.astype(np.int32), need.astype(np.int32)
         self.alive_key = self.alive.tobytes()  # bytes keep their hash once taken
         self.need_key = self.alive_key + self.need.tobytes()
-        self.levels = np.unique(self.need[self.need >= 0])
+        self.levels = tuple(np.unique(self.need[self.need >= 0]).tolist())
 
     def within(self, limit: int | None = None) -> np.ndarray:
         """Per rest, whether it lives and (unless `limit` is None) finishes every frame in
@@ -602,9 +610,9 @@ class CallGrammar(Grammar):
                                                   rests.within(budget - 2), eos)
         room = _room(budget, frames.cost)
         room_below = _room(budget, frames.below.cost) if frames.depth else -1
-        levels = int(np.searchsorted(info.levels, room, "right"))
-        stop_levels = int(np.searchsorted(top.stop.levels, room_below, "right"))
-        deep_levels = int(np.searchsorted(rests.levels, budget - 2, "right"))
+        levels = bisect_right(info.levels, room)
+        stop_levels = bisect_right(top.stop.levels, room_below)
+        deep_levels = bisect_right(rests.levels, budget - 2)
         key = (q, frames.top, eos, levels, stop_levels, "within", deep_levels, rests.need_key)
         return key, lambda: self._build_mask(
             state, info, top, info.levels[levels - 1] if levels else -1,
@@ -650,6 +658,9 @@ class CallGrammar(Grammar):
         cached mask with the tokens of the classes that do not fit cleared, or those that
         fit written (`classes_mask`), whichever writes fewer tokens (a budget far from its
         end clears none)."""
+        row = self._cached_mask(int(self.table.state_row[q]), allowed=True)
+        if within >= info.row_fits:
+            return row.copy()
         keep = (info.row_need >= 0) & (info.row_need <= within)
         dropped = info.row_classes[~keep]
         order, class_ptr = self.table.tokens_by_class
@@ -658,7 +669,7 @@ class CallGrammar(Grammar):
         kept = info.row_tokens - cleared
         if cleared > min(kept, self.vocab_size - kept):
             return self.table.classes_mask(info.row_classes[keep])
-        mask = self._cached_mask(int(self.table.state_row[q]), allowed=True).copy()
+        mask = row.copy()
         mask[order[np.repeat(class_ptr[dropped], sizes) + positions_within(sizes)]] = False
         return mask
 
