@@ -412,8 +412,8 @@ class CallGrammar(Grammar):
 
         What it holds is per state, per pair and per triple, never per stack: bounded by the
         artifact's stack tables (at most 16 bytes a stack token; c.gbnf over SmolLM2, 1.3
-        million stack tokens: 0.26 s, +17 MB resident, benchmarks/README.md), whatever the
-        `limit`; masks stay in the bounded mask caches. Calling it again computes nothing.
+        million stack tokens: 0.26 s, +17 MB resident, benchmarks/README.md), computed
+        whatever the `limit`; masks stay in the bounded mask caches. Calling it again computes nothing.
         For a server, once after loading; thread-safe, like every method (it fills the
         caches a step fills, with the same values)."""
         done = super().warm(limit)
