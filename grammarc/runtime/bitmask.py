@@ -23,7 +23,11 @@ def bitmask_width(vocab_size: int) -> int:
 def pack_mask(mask: np.ndarray, out: np.ndarray) -> np.ndarray:
     """Write boolean `mask` (V,) into the int32 words `out` (at least ceil(V/32), as
     `write_bitmask` checks); words past the mask are cleared. Returns `out`."""
-    packed = np.packbits(mask, bitorder="little")
+    return write_packed(np.packbits(mask, bitorder="little"), out)
+
+
+def write_packed(packed: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """`pack_mask` of a mask packed already (`np.packbits(mask, bitorder="little")`)."""
     words = -(-len(packed) // 4)
     padded = np.zeros(4 * words, np.uint8)
     padded[:len(packed)] = packed
@@ -32,16 +36,19 @@ def pack_mask(mask: np.ndarray, out: np.ndarray) -> np.ndarray:
     return out
 
 
-def write_bitmask(out, rows: tuple[int, ...], vocab_size: int, masks: Iterable[np.ndarray]):
-    """Pack each of `masks` (booleans over `vocab_size` tokens) into a row of `out`, the
+def write_bitmask(out, rows: tuple[int, ...], vocab_size: int, masks: Iterable[np.ndarray],
+                  packed: bool = False):
+    """Pack each of `masks` (booleans over `vocab_size` tokens, or with `packed` those
+    packed already, as `write_packed` takes them) into a row of `out`, the
     buffer of `Grammar.fill_bitmask` (rows `(B,)`) and `Matcher.fill_bitmask` (rows `()`):
     an int32 numpy array or torch tensor (any device) of shape `(*rows, W)` with W at least
     `bitmask_width(vocab_size)`; anything else is a `ValueError`. Returns `out`."""
     if not (isinstance(out, np.ndarray) or is_torch(out)):
         raise TypeError(f"out must be a numpy array or a torch tensor, not {type(out).__name__}")
     shape = tuple(out.shape)
-    if shape[:-1] != rows or len(shape) != len(rows) + 1 or \
-            str(out.dtype).rsplit(".", 1)[-1] != "int32":
+    int32 = out.dtype == np.int32 if isinstance(out, np.ndarray) else \
+        str(out.dtype) == "torch.int32"
+    if shape[:-1] != rows or len(shape) != len(rows) + 1 or not int32:
         wanted = ", ".join([*map(str, rows), "W"])
         raise ValueError(f"out must be an int32 array of shape ({wanted}), not {out.dtype} "
                          f"{shape}")
@@ -50,8 +57,9 @@ def write_bitmask(out, rows: tuple[int, ...], vocab_size: int, masks: Iterable[n
                          f"{vocab_size}")
     on_host = not is_torch(out) or (out.device.type == "cpu" and out.is_contiguous())
     host = (out.numpy() if is_torch(out) else out) if on_host else np.empty(shape, np.int32)
+    write = write_packed if packed else pack_mask
     for row, mask in zip(host.reshape(-1, shape[-1]), masks):
-        pack_mask(mask, row)
+        write(mask, row)
     if not on_host:
         out.copy_(sys.modules["torch"].from_numpy(host))
     return out

@@ -13,14 +13,19 @@ call; each *stack token* of the state either ends in a state with return states 
 (whatever the stack), or returns past the frame with a suffix read from the return state on
 top of the stack (docs/FORMAT.md). Per table state and top return state the returning tokens
 are resolved once (`_Top`): alive or dead there, or returning again with a rest that the
-frames further down decide (a few distinct rests, resolved per step). A mask, budgeted or
-not, is therefore a function of a short key (table state, top return state, the fates of the
-rests, acceptance, the count's distance to its bounds and, with a budget, how many distinct
-token costs fit), and is cached by it. Numpy only.
+frames further down decide (from a few to 32,000 distinct rests: resolved all at once, once
+per frame and kept on it, `_Rests`). A mask, budgeted or not, is therefore a function of a
+short key (table state, top return state, the rests alive with their costs, acceptance, the
+count's distance to its bounds and, with a budget, how many distinct token costs fit), and
+is cached by it. Tokens are kept ordered by cost, or ranked over the vocabulary where they
+are many (`_Needs`), so that a new key is a few vectorised passes. `CallGrammar.warm`
+computes every per-state and per-pair table ahead. Numpy only.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_right
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
@@ -28,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from ..format.artifact import suffix_count
-from ..format.table import CallTables, TokenTable
+from ..format.table import CallTables, TokenTable, positions_within
 from .arrays import check_logits, integer, integer_array, is_torch, read_only
 from .bitmask import write_bitmask
 from .grammar import Grammar
@@ -40,13 +45,13 @@ class _Frame:
     what the runtime asks of the whole stack kept at hand (depth, whether every return state
     is final, the tokens that finish every frame, a hash)."""
 
-    __slots__ = ("top", "below", "depth", "ends", "cost", "hash", "fates")
+    __slots__ = ("top", "below", "depth", "ends", "cost", "hash", "rests")
 
     def __init__(self, top: int, below: "_Frame | None", ends: bool, cost: int) -> None:
         self.top, self.below, self.ends, self.cost = top, below, ends, cost
-        # whether the rests that return past a frame above this one live on these frames,
-        # by (grammar, table state, return state) of that frame: filled by `CallGrammar.mask`
-        self.fates: dict[tuple[int, int, int], tuple[bool, ...]] | None = None
+        # the rests that return past a frame above this one resolved on these frames, by
+        # (grammar, table state, return state) of that frame: filled by `CallGrammar.mask`
+        self.rests: dict[tuple[int, int, int], _Rests] | None = None
         self.depth = below.depth + 1 if below is not None else 0
         self.hash = hash((top, below.hash)) if below is not None else 0
 
@@ -111,13 +116,51 @@ class CallState:
 
 DEAD = CallState(0)
 _NONE = np.zeros(0, np.int64)
+_NEVER = np.iinfo(np.int64).max  # the sort key of a need of -1 (never finishes)
+
+
+class _Needs:
+    """Tokens, each with the tokens that finish the frames after it (-1: never), kept to be
+    cut by need: ordered by need (those within a need are a prefix), or, where they are more
+    than a sixteenth of the vocabulary, as a rank of each token of the vocabulary (the index
+    of its need among the distinct ones, `levels`; 254: never, 255: not one of them), so
+    that a cut is one comparison over the vocabulary, not thousands of tokens written. At
+    most 16 bytes per token either way."""
+
+    __slots__ = ("size", "levels", "tokens", "needs", "rank")
+
+    def __init__(self, tokens: np.ndarray, need: np.ndarray, vocab_size: int) -> None:
+        self.size = len(tokens)
+        levels = np.unique(need[need >= 0])
+        self.levels = tuple(levels.tolist())
+        self.rank: np.ndarray | None = None
+        self.tokens = self.needs = _NONE
+        if 16 * len(tokens) > vocab_size and len(levels) < 254:
+            self.rank = np.full(vocab_size, 255, np.uint8)
+            self.rank[tokens] = np.where(need < 0, 254, np.searchsorted(levels, need))
+        elif len(tokens):
+            key = np.where(need < 0, _NEVER, need)
+            order = np.argsort(key, kind="stable")
+            self.tokens, self.needs = tokens[order], key[order]
+
+    def add(self, mask: np.ndarray, limit: int | None = None) -> None:
+        """Allow in `mask` the tokens whose need is at most `limit` (None: all of them)."""
+        if self.rank is not None:
+            cut = 255 if limit is None else bisect_right(self.levels, limit)
+            mask |= self.rank < cut
+        elif self.size:
+            mask[self.tokens if limit is None else
+                 self.tokens[:int(np.searchsorted(self.needs, limit, "right"))]] = True
+
+
+_NO_NEEDS = _Needs(_NONE, _NONE, 0)
 
 
 class _Info:
-    """What a table state's masks need whatever the stack: its stack tokens that push
-    (`push_*`) or return (`ret_*`), and, for budgets only (computed on first use), the
-    distinct token costs of its ordinary and pushing tokens (`levels`), excluding the frames
-    below."""
+    """What a table state's masks need whatever the stack: its tokens that push (`push`,
+    with the tokens to finish the frames after each, the pushed ones included) and that
+    return (`ret_*`), and, for budgets (computed on first use or by `warm`), the same for its
+    ordinary tokens and the distinct needs of both (`levels`); the frames below excluded."""
 
     def __init__(self, grammar: "CallGrammar", q: int) -> None:
         table = grammar.table
@@ -125,15 +168,18 @@ class _Info:
         self._lo, self._hi = table.row_ptr[table.state_row[q]], \
             table.row_ptr[table.state_row[q] + 1]
         s_lo, s_hi = grammar._stack_ptr[q], grammar._stack_ptr[q + 1]
+        self.push, self.ret_tokens, self.ret_suffix = _NO_NEEDS, _NONE, _NONE
         if s_lo == s_hi:  # most states: no token leaves or enters a frame
-            self._push_at = self._push_next = self._push_arg = self.push_tokens = _NONE
-            self.ret_tokens = self.ret_suffix = _NONE
             return
         nxt, arg = grammar._stack_next[s_lo:s_hi], grammar._stack_arg[s_lo:s_hi]
         pushing = np.flatnonzero(nxt >= 0)
-        self._push_at, self._push_next, self._push_arg = s_lo + pushing, nxt[pushing], \
-            arg[pushing]
-        self.push_tokens = grammar._stack_token[s_lo + pushing]
+        after, counts = nxt[pushing], grammar._counts
+        reps = np.where(counts.row[after] >= 0, counts.stack_reps[s_lo + pushing], 0) \
+            if counts.stack_reps is not None else np.zeros(len(after), np.int64)
+        own, pushed = counts.costs(after, reps), grammar._push_cost[arg[pushing]]
+        self.push = _Needs(grammar._stack_token[s_lo + pushing],
+                           np.where((own < 0) | (pushed < 0), -1, own + pushed),
+                           grammar.vocab_size)
         returning = np.flatnonzero(nxt < 0)
         self.ret_tokens = grammar._stack_token[s_lo + returning]
         self.ret_suffix = arg[returning]
@@ -150,36 +196,81 @@ class _Info:
         return table.min_tokens_to_accept[self._q + table.row_delta[self._lo:self._hi]]
 
     @cached_property
-    def push_need(self) -> np.ndarray:
-        """The same after a pushing token, the pushed frames included."""
-        grammar, after = self._grammar, self._push_next
-        counts = grammar._counts
-        reps = np.where(counts.row[after] >= 0, counts.stack_reps[self._push_at], 0) \
-            if counts.stack_reps is not None else np.zeros(len(after), np.int64)
-        own = counts.costs(after, reps)
-        pushed = grammar._push_cost[self._push_arg]
-        return np.where((own < 0) | (pushed < 0), -1, own + pushed)
+    def row_fits(self) -> float:
+        """The least budget need within which every ordinary token fits (inf: never)."""
+        need = self.row_need
+        return float("inf") if (need < 0).any() else int(need.max(initial=0))
 
     @cached_property
-    def levels(self) -> np.ndarray:
+    def row_tokens(self) -> int:
+        """How many ordinary tokens it has."""
+        class_ptr = self._grammar.table.tokens_by_class[1]
+        return int((class_ptr[self.row_classes + 1] - class_ptr[self.row_classes]).sum())
+
+    @cached_property
+    def levels(self) -> tuple[int, ...]:
         """The sorted distinct needs >= 0 of the ordinary and pushing tokens."""
-        needs = np.concatenate([self.row_need, self.push_need])
-        return np.unique(needs[needs >= 0])
+        return tuple(np.union1d(self.row_need[self.row_need >= 0], self.push.levels).tolist())
+
+    def warm(self) -> None:
+        """Compute now what budgets use."""
+        self.levels, self.row_tokens, self.row_fits  # noqa: B018 (cached properties)
+
+
+@dataclass(frozen=True)
+class _Read:
+    """Suffixes read from one return state, one step of docs/FORMAT.md's `resolve` for many
+    at once: the positions of those that stop in its frame (`stops`, alive) with the tokens
+    that finish the frames from there, those below the return state excluded (`stop_need`,
+    -1: never), and of those that return past the frame too (`further`), with the `rests`
+    they leave to read below. The others die."""
+
+    stops: np.ndarray
+    stop_need: np.ndarray
+    further: np.ndarray
+    rests: np.ndarray
+
+
+class _Rests:
+    """The rests of a (table state, top return state) resolved on the frames below the top:
+    the positions of those alive (`alive`) and the tokens that finish every frame after
+    each (`need`, -1: never). Equal sets give equal `alive_key`s, equal needs too equal
+    `need_key`s (the mask cache's keys); `levels`: the sorted distinct needs >= 0."""
+
+    __slots__ = ("size", "alive", "need", "alive_key", "need_key", "levels")
+
+    def __init__(self, size: int, alive: np.ndarray, need: np.ndarray) -> None:
+        self.size = size
+        self.alive, self.need = alive.astype(np.int32), need.astype(np.int32)
+        self.alive_key = self.alive.tobytes()  # bytes keep their hash once taken
+        self.need_key = self.alive_key + self.need.tobytes()
+        self.levels = tuple(np.unique(self.need[self.need >= 0]).tolist())
+
+    def within(self, limit: int | None = None) -> np.ndarray:
+        """Per rest, whether it lives and (unless `limit` is None) finishes every frame in
+        at most `limit` tokens."""
+        out = np.zeros(self.size, np.bool_)
+        out[self.alive if limit is None else
+            self.alive[(self.need >= 0) & (self.need <= limit)]] = True
+        return out
 
 
 @dataclass(frozen=True)
 class _Top:
     """The returning tokens of a table state resolved against one top return state: those
-    that stop in it (`stop_*`, alive whatever lies below; the need excludes the frames below
+    that stop in it (`stop`, alive whatever lies below; the need excludes the frames below
     the top) and those that return again (`deep_tokens`, with the index of their rest in
-    `deep_suffixes`, decided by the frames further down). Returning tokens not listed die."""
+    `deep_suffixes`, decided by the frames further down; `dead`: those rests on an empty
+    stack). Returning tokens not listed die."""
 
-    stop_tokens: np.ndarray
-    stop_need: np.ndarray
-    levels: np.ndarray        # sorted distinct stop_need >= 0
+    stop: _Needs
     deep_tokens: np.ndarray
     deep_group: np.ndarray
-    deep_suffixes: tuple[int, ...]
+    deep_suffixes: np.ndarray
+    dead: _Rests
+
+
+_NO_TOP = _Top(_NO_NEEDS, _NONE, _NONE, _NONE, _Rests(0, _NONE, _NONE))
 
 
 class CallGrammar(Grammar):
@@ -221,12 +312,12 @@ class CallGrammar(Grammar):
                                    np.bincount(owner, cost, len(lengths))).astype(np.int64)
         self._is_return = np.zeros(self.num_states, np.bool_)
         self._is_return[self._call_return] = self._is_return[self._push_states] = True
-        # caches shared by every sequence: bounded by the table, not by the stacks met
+        # caches shared by every sequence, bounded by the tables, not by the stacks met: per
+        # table state, per (table state, top return state) and, for the rests of that pair,
+        # their first step read from the return state below it
         self._infos: dict[int, _Info] = {}
-        # `_fates` of the rests of (table state, return state) on a return state below:
-        # bounded by the tables, whatever the stacks
-        self._first_fates: dict[tuple[int, int, int], tuple] = {}
         self._tops: dict[tuple[int, int], _Top] = {}
+        self._reads: dict[tuple[int, int, int], _Read] = {}
         self._state_masks = MaskCache(self.vocab_size)
 
     # ------------------------------------------------------------ configurations
@@ -309,6 +400,65 @@ class CallGrammar(Grammar):
         j = lo + int(np.searchsorted(self._stack_token[lo:hi], token))
         return j if j < hi and self._stack_token[j] == token else -1
 
+    # ------------------------------------------------------------ warming
+    def warm(self, limit: int | None = None) -> int:
+        """`Grammar.warm` (every distinct row's mask, at most `limit`; returns how many), and
+        what a step otherwise computes the first time it meets a table state or a pair of
+        one and a return state on top: per table state its stack tokens split with their
+        budget costs, per table state and return state that can lie on top of the stack
+        there (`possible_tops`) its returning tokens resolved, and for the rests those leave,
+        their first step read from each return state that can lie below. After it a step
+        costs dictionary lookups and, for a mask not met yet, one vectorised build.
+
+        What it holds is per state, per pair and per triple, never per stack: bounded by the
+        artifact's stack tables (at most 16 bytes a stack token; c.gbnf over SmolLM2, 1.3
+        million stack tokens: 0.26 s, +17 MB resident, benchmarks/README.md), computed
+        whatever the `limit`; masks stay in the bounded mask caches. Calling it again computes nothing.
+        For a server, once after loading; thread-safe, like every method (it fills the
+        caches a step fills, with the same values)."""
+        done = super().warm(limit)
+        for compute, *args in self._warm_items():
+            compute(*args)
+        return done
+
+    def _warm_items(self) -> Iterator[tuple]:
+        """What `warm` computes after the rows' masks, as (function, arguments...)."""
+        tops = self.possible_tops
+        states = range(1, self.num_states)
+        yield from ((_Info.warm, self._info(q)) for q in states)
+        pairs = [(q, ret) for q in states if len(self._info(q).ret_tokens)
+                 for ret in tops[q] if ret]
+        yield from ((self._top, q, ret) for q, ret in pairs)
+        yield from ((self._first_read, q, ret, below) for q, ret in pairs
+                    if len(self._top(q, ret).deep_suffixes) for below in tops[ret] if below)
+
+    @cached_property
+    def possible_tops(self) -> tuple[tuple[int, ...], ...]:
+        """Per table state, the return states that can lie on top of the stack in it (0: the
+        empty stack), by the byte rules of docs/FORMAT.md: the states of machine m are those
+        reached from `machine_start[m]` by byte transitions and by returning from its call
+        edges (q, m', r) to r; on top in them lies the return state r of a call edge
+        (q, m, r), or, in the root, nothing."""
+        table = self.table
+        byte_ptr, byte_next = table.byte_ptr.tolist(), table.byte_next.tolist()
+        call_ptr, call_return = self._call_ptr.tolist(), self._call_return.tolist()
+        callers: list[set[int]] = [set() for _ in range(len(self._machine_start))]
+        callers[0].add(0)
+        for m, ret in zip(self._call_machine.tolist(), call_return):
+            callers[m].add(ret)
+        tops: list[set[int]] = [set() for _ in range(self.num_states)]
+        for m, start in enumerate(self._machine_start.tolist()):
+            seen, todo = {start}, [start]
+            while todo:
+                q = todo.pop()
+                tops[q] |= callers[m]
+                for nxt in (*byte_next[byte_ptr[q]:byte_ptr[q + 1]],
+                            *call_return[call_ptr[q]:call_ptr[q + 1]]):
+                    if nxt and nxt not in seen:
+                        seen.add(nxt)
+                        todo.append(nxt)
+        return tuple(tuple(sorted(t)) for t in tops)
+
     # ------------------------------------------------------------ per table state
     def _info(self, q: int) -> _Info:
         info = self._infos.get(q)
@@ -319,28 +469,79 @@ class CallGrammar(Grammar):
     def _top(self, q: int, ret: int) -> _Top:
         top = self._tops.get((q, ret))
         if top is None:
-            top = self._tops[(q, ret)] = self._build_top(self._info(q), ret)
+            info = self._info(q)
+            if ret == 0 or not len(info.ret_tokens):  # nothing to return, or to return to
+                return _NO_TOP
+            top = self._tops[(q, ret)] = self._build_top(info, ret)
         return top
 
     def _build_top(self, info: _Info, ret: int) -> _Top:
-        if ret == 0 or not len(info.ret_tokens):  # nothing to return to
-            return _Top(_NONE, _NONE, _NONE, _NONE, _NONE, ())
-        keys = ret * self._num_suffixes + info.ret_suffix
+        read = self._read(ret, info.ret_suffix)
+        suffixes, group = np.unique(read.rests, return_inverse=True)
+        return _Top(_Needs(info.ret_tokens[read.stops], read.stop_need, self.vocab_size),
+                    info.ret_tokens[read.further], group.reshape(-1), suffixes,
+                    _Rests(len(suffixes), _NONE, _NONE))
+
+    def _read(self, ret: int, suffixes: np.ndarray) -> _Read:
+        """`_Read` of `suffixes` from return state `ret`: one vectorised pass."""
+        keys = ret * self._num_suffixes + suffixes
+        if not len(self._suffix_key):
+            return _Read(_NONE, _NONE, _NONE, _NONE)
         j = np.minimum(np.searchsorted(self._suffix_key, keys), len(self._suffix_key) - 1)
-        found = self._suffix_key[j] == keys if len(self._suffix_key) else \
-            np.zeros(len(keys), np.bool_)
+        found = self._suffix_key[j] == keys
         nxt, arg = self._suffix_next[j], self._suffix_arg[j]
-        stops = found & (nxt >= 0)
+        stops = np.flatnonzero(found & (nxt >= 1))
         after, entries = nxt[stops], j[stops]
         counts = self._counts
         reps = np.where(counts.row[after] >= 0, counts.suffix_reps[entries], 0) \
             if counts.suffix_reps is not None else np.zeros(len(after), np.int64)
         own, pushed = counts.costs(after, reps), self._push_cost[arg[stops]]
-        stop_need = np.where((own < 0) | (pushed < 0), -1, own + pushed)
-        deep = found & (nxt < 0)
-        suffixes, group = np.unique(arg[deep], return_inverse=True)
-        return _Top(info.ret_tokens[stops], stop_need, np.unique(stop_need[stop_need >= 0]),
-                    info.ret_tokens[deep], group.reshape(-1), tuple(suffixes.tolist()))
+        further = np.flatnonzero(found & (nxt < 0))
+        return _Read(stops, np.where((own < 0) | (pushed < 0), -1, own + pushed), further,
+                     arg[further])
+
+    def _first_read(self, q: int, ret: int, below: int) -> _Read:
+        """The rests of (q, ret) read from return state `below` (`warm` computes it ahead)."""
+        read = self._reads.get((q, ret, below))
+        if read is None:
+            read = self._reads[(q, ret, below)] = self._read(
+                below, self._top(q, ret).deep_suffixes)
+        return read
+
+    def _rests(self, q: int, ret: int, top: _Top, below: _Frame) -> _Rests:
+        """The rests of `top` (table state q under return state ret) resolved on the frames
+        `below`: once per frame and pair, kept on the frame (frames are shared by the states
+        of a walk; nothing per stack is kept in the grammar)."""
+        if not len(top.deep_suffixes) or not below.depth:  # no rest, or nowhere to return
+            return top.dead
+        key = (id(self), q, ret)
+        memo = below.rests
+        found = memo.get(key) if memo is not None else None
+        if found is None:
+            found = self._resolve_all(top.deep_suffixes, below,
+                                      self._first_read(q, ret, below.top))
+            if memo is None:
+                memo = below.rests = {}
+            memo[key] = found
+        return found
+
+    def _resolve_all(self, suffixes: np.ndarray, frames: _Frame, read: _Read) -> _Rests:
+        """docs/FORMAT.md's `resolve` of many suffixes at once on `frames` (not empty),
+        `read` its first step."""
+        alive, need = [], []
+        at = np.arange(len(suffixes))
+        while True:
+            below = frames.below.cost
+            alive.append(at[read.stops])
+            need.append(np.where((read.stop_need < 0) | (below < 0), -1,
+                                 read.stop_need + below))
+            at, frames = at[read.further], frames.below
+            if not len(at) or not frames.depth:
+                break
+            read = self._read(frames.top, read.rests)
+        alive, need = np.concatenate(alive), np.concatenate(need)
+        order = np.argsort(alive)
+        return _Rests(len(suffixes), alive[order], need[order])
 
     # ------------------------------------------------------------ the Grammar API
     def _check_state(self, state) -> CallState:
@@ -382,100 +583,94 @@ class CallGrammar(Grammar):
     def mask(self, state: CallState, *, budget: int | None = None) -> np.ndarray:
         """Read-only booleans over the vocabulary (with `budget`: `mask_within`'s tokens),
         cached by what decides them (module docstring)."""
-        state = self._check_state(state)
+        key, build = self._mask_source(self._check_state(state), budget)
+        return read_only(build()) if key is None else self._state_masks.get(key, build)
+
+    def _mask_packed(self, state: CallState, budget: int | None) -> np.ndarray:
+        """`mask(state, budget=budget)` packed for a bitmask (`MaskCache.packed`)."""
+        key, build = self._mask_source(state, budget)
+        return np.packbits(build(), bitorder="little") if key is None else \
+            self._state_masks.packed(key, build)
+
+    def _mask_source(self, state: CallState, budget: int | None) -> tuple[Any, Callable]:
+        """The cache key of a state's mask (None: not cached, a budget inside a counted loop)
+        and what builds it."""
         budget = None if budget is None else integer(budget, "budget")
         q, frames, count = state.table_state, state.frames, state.count
         info = self._info(q)
         top = self._top(q, frames.top)
+        rests = self._rests(q, frames.top, top, frames.below)
         ends = self._accepting[q] and frames.ends
-        below = frames.below
         if budget is None:
-            fates = self._fates(q, frames.top, top, below)
-            key = (q, frames.top, ends, *self._counts.key(q, count), *fates)
-            return self._state_masks.get(key, lambda: self._build_mask(
-                state, info, top, None, None, fates, ends))
-        fates = [self._fits(self._resolve(s, below), budget) for s in top.deep_suffixes]
+            return (q, frames.top, ends, *self._counts.key(q, count), rests.alive_key), \
+                lambda: self._build_mask(state, info, top, None, None, rests.within(), ends)
         eos = ends and budget >= 1
         if self._counts.row[q] >= 0:  # the need of ordinary tokens follows the count
-            return read_only(self._build_mask(state, info, top, budget, None, fates, eos))
+            return None, lambda: self._build_mask(state, info, top, budget, None,
+                                                  rests.within(budget - 2), eos)
         room = _room(budget, frames.cost)
-        room_below = _room(budget, below.cost) if frames.depth else -1
-        levels = int(np.searchsorted(info.levels, room, "right"))
-        stop_levels = int(np.searchsorted(top.levels, room_below, "right"))
-        key = (q, frames.top, eos, levels, stop_levels, "within", *fates)
-        return self._state_masks.get(key, lambda: self._build_mask(
+        room_below = _room(budget, frames.below.cost) if frames.depth else -1
+        levels = bisect_right(info.levels, room)
+        stop_levels = bisect_right(top.stop.levels, room_below)
+        deep_levels = bisect_right(rests.levels, budget - 2)
+        key = (q, frames.top, eos, levels, stop_levels, "within", deep_levels, rests.need_key)
+        return key, lambda: self._build_mask(
             state, info, top, info.levels[levels - 1] if levels else -1,
-            top.levels[stop_levels - 1] if stop_levels else -1, fates, eos))
-
-    def _fates(self, q: int, ret: int, top: _Top, below: _Frame) -> tuple[bool, ...]:
-        """Whether each rest of `top` that returns past its frame lives on the frames
-        `below`: resolved once per frame and (table state, return state), kept on the frame
-        (frames are shared by the states of a walk; nothing is kept in the grammar)."""
-        if not top.deep_suffixes or not below.depth:  # no rest, or nothing to return to
-            return (False,) * len(top.deep_suffixes)
-        key = (id(self), q, ret)
-        memo = below.fates
-        found = memo.get(key) if memo is not None else None
-        if found is None:
-            # decided by the return state below alone, but for the rests that return past
-            # it too (resolved on the frames further down)
-            first = self._first_fates.get((q, ret, below.top))
-            if first is None:
-                first = self._first_fates[(q, ret, below.top)] = tuple(
-                    self._first_fate(below.top, s) for s in top.deep_suffixes)
-            found = tuple(fate if isinstance(fate, bool) else
-                          bool(self._resolve(fate[0], below.below)) for fate in first)
-            if memo is None:
-                memo = below.fates = {}
-            memo[key] = found
-        return found
-
-    def _first_fate(self, ret: int, suffix: int) -> bool | tuple[int]:
-        """Reading the rest `suffix` from return state `ret`: whether it lives, or (the rest
-        that returns further) where the frames below decide."""
-        j = self._suffix_entry(ret, suffix)
-        if j < 0:
-            return False
-        nxt = int(self._suffix_next[j])
-        return nxt > 0 if nxt >= 0 else (int(self._suffix_arg[j]),)
-
-    def _fits(self, state: CallState, budget: int) -> bool:
-        need = self._cost(state)
-        return 0 <= need and need + 2 <= budget
+            top.stop.levels[stop_levels - 1] if stop_levels else -1, rests.within(budget - 2),
+            eos)
 
     def _build_mask(self, state: CallState, info: _Info, top: _Top, within: int | None,
-                    stop_within: int | None, fates: list[bool], eos: bool) -> np.ndarray:
+                    stop_within: int | None, deep: np.ndarray, eos: bool) -> np.ndarray:
         """The mask of `state`: unbudgeted (`within` None), or keeping the tokens whose need
         is at most `within` (ordinary, pushing) or `stop_within` (returning to the top
-        frame), or, inside a counted loop, the budget `within` itself (`stop_within` None)."""
+        frame), or, inside a counted loop, the budget `within` itself (`stop_within` None);
+        `deep`: which rests of `top` are allowed."""
         q, count = state.table_state, state.count
         counted = self._counts.row[q] >= 0
         if within is None:
             row = self._cached_mask(int(self.table.state_row[q]), allowed=True)
-            if not (len(info.push_tokens) or len(top.stop_tokens) or top.deep_suffixes
-                    or counted) and (row[self._eos] == eos).all():
+            if not (info.push.size or top.stop.size or len(top.deep_tokens) or counted) \
+                    and (row[self._eos] == eos).all():
                 return row  # the row's own mask, shared (`Grammar.warm` computes it ahead)
             mask = row.copy()
-            mask[info.push_tokens] = True
-            mask[top.stop_tokens] = True
+            info.push.add(mask)
+            top.stop.add(mask)
         elif counted and stop_within is None:
             budget, below = within, state.frames.cost
             mask = self._counts.row_within(self.table, q, count, budget - below) if below >= 0 \
                 else np.zeros(self.vocab_size, np.bool_)
-            room = _room(budget, below)
-            mask[info.push_tokens[(info.push_need >= 0) & (info.push_need <= room)]] = True
-            room_below = _room(budget, state.frames.below.cost) if state.frames.depth else -1
-            mask[top.stop_tokens[(top.stop_need >= 0) & (top.stop_need <= room_below)]] = True
+            info.push.add(mask, _room(budget, below))
+            top.stop.add(mask, _room(budget, state.frames.below.cost)
+                         if state.frames.depth else -1)
         else:
-            mask = self.table.classes_mask(
-                info.row_classes[(info.row_need >= 0) & (info.row_need <= within)])
-            mask[info.push_tokens[(info.push_need >= 0) & (info.push_need <= within)]] = True
-            mask[top.stop_tokens[(top.stop_need >= 0) & (top.stop_need <= stop_within)]] = True
-        if top.deep_suffixes:
-            mask[top.deep_tokens[np.asarray(fates, np.bool_)[top.deep_group]]] = True
+            mask = self._ordinary_within(q, info, within)
+            info.push.add(mask, within)
+            top.stop.add(mask, stop_within)
+        if len(top.deep_tokens):
+            mask[top.deep_tokens[deep[top.deep_group]]] = True
         if counted:
             mask &= self._counts.allowed(q, count)
         mask[self._eos] = eos
+        return mask
+
+    def _ordinary_within(self, q: int, info: _Info, within: int) -> np.ndarray:
+        """The ordinary tokens of q whose need is at most `within`, a fresh array: the row's
+        cached mask with the tokens of the classes that do not fit cleared, or those that
+        fit written (`classes_mask`), whichever writes fewer tokens (a budget far from its
+        end clears none)."""
+        row = self._cached_mask(int(self.table.state_row[q]), allowed=True)
+        if within >= info.row_fits:
+            return row.copy()
+        keep = (info.row_need >= 0) & (info.row_need <= within)
+        dropped = info.row_classes[~keep]
+        order, class_ptr = self.table.tokens_by_class
+        sizes = class_ptr[dropped + 1] - class_ptr[dropped]
+        cleared = int(sizes.sum())
+        kept = info.row_tokens - cleared
+        if cleared > min(kept, self.vocab_size - kept):
+            return self.table.classes_mask(info.row_classes[keep])
+        mask = row.copy()
+        mask[order[np.repeat(class_ptr[dropped], sizes) + positions_within(sizes)]] = False
         return mask
 
     def mask_within(self, state: CallState, budget: int) -> np.ndarray:
@@ -554,8 +749,8 @@ class CallGrammar(Grammar):
             integer_array(budget, "budgets").reshape(-1).tolist()
         if len(budgets) != len(states):
             raise ValueError(f"{len(states)} states but {len(budgets)} budgets")
-        masks = (self.mask(state, budget=limit) for state, limit in zip(states, budgets))
-        return write_bitmask(out, (len(states),), self.vocab_size, masks)
+        packed = (self._mask_packed(state, limit) for state, limit in zip(states, budgets))
+        return write_bitmask(out, (len(states),), self.vocab_size, packed, packed=True)
 
     def allowed_counts(self) -> np.ndarray:
         """Tokens each table state may allow: its ordinary tokens and all its stack tokens

@@ -3,7 +3,8 @@
 Two levels, each bounded in bytes and least recently used first out:
 
 * the recent masks as read-only boolean arrays (a hit is a dictionary lookup);
-* every mask met, packed eight tokens to a byte (a hit is one `np.unpackbits`, a few µs).
+* every mask met, packed eight tokens to a byte in a bitmask's bit order (a hit is one
+  `np.unpackbits`, a few µs, or, for a bitmask, a copy of the bytes).
 
 One level of boolean arrays alone thrashes as soon as a walk cycles through more masks than
 it holds (a 64 MB cache holds 1,365 masks of a 49k vocabulary; a large schema's instances meet
@@ -50,15 +51,33 @@ class MaskCache:
             except KeyError:  # another thread evicted it meanwhile
                 pass
             return mask
+        return self._fill(key, build)[0]
+
+    def packed(self, key: Hashable, build: Callable[[], np.ndarray]) -> np.ndarray:
+        """The mask of `key` packed (`np.packbits(mask, bitorder="little")`, what
+        `bitmask.write_packed` copies into an engine's bitmask row), read-only."""
+        with self._lock:
+            packed = self._packed.get(key)
+            if packed is not None:
+                self._packed.move_to_end(key)
+                return packed
+        return self._fill(key, build)[1]
+
+    def _fill(self, key: Hashable, build: Callable[[], np.ndarray]) \
+            -> tuple[np.ndarray, np.ndarray]:
+        """The mask of `key` and its packed bytes, unpacked from the packed level or built,
+        now held by both levels."""
         with self._lock:
             packed = self._packed.get(key)
             if packed is not None:
                 self._packed.move_to_end(key)
         if packed is None:
             mask = build()  # outside the lock: two threads may build one mask twice
-            packed = np.packbits(mask)
+            packed = np.packbits(mask, bitorder="little")
+            packed.flags.writeable = False
         else:
-            mask = np.unpackbits(packed, count=self._vocab_size).view(np.bool_)
+            mask = np.unpackbits(packed, count=self._vocab_size,
+                                 bitorder="little").view(np.bool_)
         mask.flags.writeable = False
         with self._lock:
             self._packed[key] = packed
@@ -67,4 +86,4 @@ class MaskCache:
             self._recent[key] = mask
             if len(self._recent) > self._max_recent:
                 self._recent.popitem(last=False)
-        return mask
+        return mask, packed
