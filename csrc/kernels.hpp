@@ -23,6 +23,8 @@ py::tuple product(In<int32_t> trans_a, In<bool> acc_a, In<int32_t> trans_b, In<b
 
 // align.cpp
 py::tuple build_trie(In<uint8_t> data, In<int64_t> offsets);
+py::array_t<int32_t> trie_code(In<int32_t> node_code, In<uint8_t> node_byte,
+                               In<int32_t> byte_class);
 py::tuple class_trie(In<uint8_t> node_byte, In<int32_t> node_depth, In<int32_t> byte_class,
                      int64_t n_classes);
 py::tuple canonical_classes(In<int32_t> forest_cls, In<int64_t> item_of_token);

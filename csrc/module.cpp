@@ -44,6 +44,10 @@ PYBIND11_MODULE(_core, m) {
     m.def("build_trie", &build_trie, py::arg("data"), py::arg("offsets"),
           "Pre-order trie of the byte strings data[offsets[i]:offsets[i+1]] (any order): "
           "(node_byte, node_depth, node_end, the node where each string ends).");
+    m.def("trie_code", &trie_code, py::arg("node_code"), py::arg("node_byte"),
+          py::arg("byte_class"),
+          "Each node's code for TrieWalk: node_code | byte_class[node_byte] << 1 (its "
+          "depth, its byte's class and whether a token ends there, in one int32).");
     m.def("class_trie", &class_trie, py::arg("node_byte"), py::arg("node_depth"),
           py::arg("byte_class"), py::arg("n_classes"),
           "Fold a pre-order byte trie into a trie over byte classes: (label, depth, end, "
