@@ -81,6 +81,10 @@ PYBIND11_MODULE(_core, m) {
           "The entries of the states below `sink` that lead to it, and the classes of the "
           "others: (new class id of each class, numbered 1.. over the classes the other "
           "entries use and 0 elsewhere; state and class of each entry into the sink).");
+    m.def("classes_below", &classes_below, py::arg("table"), py::arg("rows"),
+          py::arg("token_class"), py::arg("n_classes"), py::arg("below"),
+          "[len(rows), n_classes] bool: whether some token of the class has a value below "
+          "`below` in table[rows[i]] (the classes with a token that starts no repetition).");
     m.def("least_costs", &least_costs, py::arg("accepting"), py::arg("option_owner"),
           py::arg("option_cost"), py::arg("option_ptr"), py::arg("option_states"),
           "The least cost of each state to acceptance (0 in accepting states; -1: none), where "

@@ -504,14 +504,13 @@ def _without_repetitions(table: FactoredRows, counts: CountRegisters, entry_ptr:
     owner = np.repeat(np.arange(num_states), np.diff(entry_ptr))
     keep = counts.count_row[owner] < 0
     new_owner, new_next = [owner[keep]], [entry_next[keep]]
-    for q in loop_states.tolist():
+    num_classes = int(table.token_class.max(initial=0)) + 1
+    # per loop state, the classes with a token that starts no repetition (count 0: value < 2)
+    free = _core.classes_below(counts.count_table, counts.count_row[loop_states],
+                               table.token_class, num_classes, 2)
+    for q, free_class in zip(loop_states.tolist(), free):
         lo, hi = table.row_ptr[table.state_row[q]], table.row_ptr[table.state_row[q] + 1]
-        delta = np.zeros(int(table.token_class.max(initial=0)) + 1, np.int64)
-        allowed = np.zeros(len(delta), bool)
-        delta[table.row_class[lo:hi]] = table.row_delta[lo:hi]
-        allowed[table.row_class[lo:hi]] = True
-        free = allowed[table.token_class] & (counts.count_table[counts.count_row[q]] >> 1 == 0)
-        targets = np.unique(q + delta[table.token_class[free]])
+        targets = np.unique(q + table.row_delta[lo:hi][free_class[table.row_class[lo:hi]]])
         new_owner.append(np.full(len(targets), q))
         new_next.append(targets)
     owner, entry_next = np.concatenate(new_owner), np.concatenate(new_next)
