@@ -58,6 +58,24 @@ py::tuple build_trie(In<uint8_t> data, In<int64_t> offsets) {
                           to_numpy(node_of_item));
 }
 
+py::array_t<int32_t> trie_code(In<int32_t> node_code, In<uint8_t> node_byte,
+                               In<int32_t> byte_class) {
+    const int64_t n = length(node_code, "node_code");
+    length(node_byte, "node_byte", n);
+    length(byte_class, "byte_class", 256);
+    require_in_range(byte_class.data(), 256, 0, 0x8000, "byte_class");
+    py::array_t<int32_t> out(n);
+    int32_t* code = out.mutable_data();
+    const int32_t* known = node_code.data();
+    const uint8_t* byte_of = node_byte.data();
+    const int32_t* class_of = byte_class.data();
+    {
+        py::gil_scoped_release released;
+        for (int64_t i = 0; i < n; ++i) code[i] = known[i] | (class_of[byte_of[i]] << 1);
+    }
+    return out;
+}
+
 py::tuple class_trie(In<uint8_t> node_byte, In<int32_t> node_depth, In<int32_t> byte_class,
                      int64_t n_classes) {
     const int64_t n = length(node_byte, "node_byte");

@@ -196,4 +196,31 @@ py::array_t<int64_t> least_costs(In<bool> accepting, In<int32_t> option_owner,
     return to_numpy(cost);
 }
 
+py::array_t<bool> classes_below(In<uint16_t> table, In<int32_t> rows, In<int32_t> token_class,
+                                int64_t n_classes, int64_t below) {
+    require(table.ndim() == 2, "table is [rows, tokens]");
+    const int64_t n_rows = table.shape(0), n_tokens = table.shape(1);
+    const int64_t k = length(rows, "rows");
+    length(token_class, "token_class", n_tokens);
+    require(n_classes >= 1, "n_classes must be positive");
+    require_in_range(rows.data(), k, 0, n_rows, "rows");
+    require_in_range(token_class.data(), n_tokens, 0, n_classes, "token_class");
+    py::array_t<bool> out_array({k, n_classes});
+    bool* out = out_array.mutable_data();
+    const uint16_t* values = table.data();
+    const int32_t* klass = token_class.data();
+    const int32_t* row = rows.data();
+    {
+        py::gil_scoped_release released;
+        std::fill(out, out + k * n_classes, false);
+        for (int64_t i = 0; i < k; ++i) {
+            const uint16_t* value = values + row[i] * n_tokens;
+            bool* found = out + i * n_classes;
+            for (int64_t t = 0; t < n_tokens; ++t)
+                if (value[t] < below) found[klass[t]] = true;
+        }
+    }
+    return out_array;
+}
+
 }  // namespace grammarc

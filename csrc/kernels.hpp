@@ -23,6 +23,8 @@ py::tuple product(In<int32_t> trans_a, In<bool> acc_a, In<int32_t> trans_b, In<b
 
 // align.cpp
 py::tuple build_trie(In<uint8_t> data, In<int64_t> offsets);
+py::array_t<int32_t> trie_code(In<int32_t> node_code, In<uint8_t> node_byte,
+                               In<int32_t> byte_class);
 py::tuple class_trie(In<uint8_t> node_byte, In<int32_t> node_depth, In<int32_t> byte_class,
                      int64_t n_classes);
 py::tuple canonical_classes(In<int32_t> forest_cls, In<int64_t> item_of_token);
@@ -122,6 +124,8 @@ py::tuple pushdown_walk(In<int32_t> table, In<bool> final, In<int32_t> call_row,
                         In<bool> in_loop, In<int64_t> count_min, In<int64_t> count_max,
                         In<int32_t> starts, In<uint8_t> data, In<int64_t> lo, In<int64_t> hi,
                         int64_t max_push);
+py::array_t<bool> classes_below(In<uint16_t> table, In<int32_t> rows, In<int32_t> token_class,
+                                int64_t n_classes, int64_t below);
 py::array_t<int64_t> least_costs(In<bool> accepting, In<int32_t> option_owner,
                                  In<int64_t> option_cost, In<int64_t> option_ptr,
                                  In<int32_t> option_states);

@@ -44,6 +44,10 @@ PYBIND11_MODULE(_core, m) {
     m.def("build_trie", &build_trie, py::arg("data"), py::arg("offsets"),
           "Pre-order trie of the byte strings data[offsets[i]:offsets[i+1]] (any order): "
           "(node_byte, node_depth, node_end, the node where each string ends).");
+    m.def("trie_code", &trie_code, py::arg("node_code"), py::arg("node_byte"),
+          py::arg("byte_class"),
+          "Each node's code for TrieWalk: node_code | byte_class[node_byte] << 1 (its "
+          "depth, its byte's class and whether a token ends there, in one int32).");
     m.def("class_trie", &class_trie, py::arg("node_byte"), py::arg("node_depth"),
           py::arg("byte_class"), py::arg("n_classes"),
           "Fold a pre-order byte trie into a trie over byte classes: (label, depth, end, "
@@ -77,6 +81,10 @@ PYBIND11_MODULE(_core, m) {
           "The entries of the states below `sink` that lead to it, and the classes of the "
           "others: (new class id of each class, numbered 1.. over the classes the other "
           "entries use and 0 elsewhere; state and class of each entry into the sink).");
+    m.def("classes_below", &classes_below, py::arg("table"), py::arg("rows"),
+          py::arg("token_class"), py::arg("n_classes"), py::arg("below"),
+          "[len(rows), n_classes] bool: whether some token of the class has a value below "
+          "`below` in table[rows[i]] (the classes with a token that starts no repetition).");
     m.def("least_costs", &least_costs, py::arg("accepting"), py::arg("option_owner"),
           py::arg("option_cost"), py::arg("option_ptr"), py::arg("option_states"),
           "The least cost of each state to acceptance (0 in accepting states; -1: none), where "

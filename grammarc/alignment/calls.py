@@ -73,13 +73,12 @@ def align_calls(pd: PushdownDFA, trie: VocabTrie, vocab_size: int,
     kind, nxt, pos, pushes, count = kernel.walk(x_state, data, offsets[x_token],
                                                 offsets[x_token + 1])
     push_ids = _PushSequences()
-    suffixes = _Suffixes(data, offsets)
-    x_next, x_arg = _outcomes(kind, nxt, pos, pushes, x_token, push_ids, suffixes)
+    suffixes = _Suffixes(trie)
+    x_next, x_arg = _outcomes(kind, nxt, pos, pushes, x_token, offsets, push_ids, suffixes)
     x_count = np.where(kind == _STAYS, count, 0).astype(np.int32)
     live = x_next != -2
     back = x_next == -1
-    returned = set(map(tuple, np.unique(np.stack([pd.state_machine[x_state[back]],
-                                                  x_arg[back]], axis=1), axis=0).tolist()))
+    returned = set(zip(pd.state_machine[x_state[back]].tolist(), x_arg[back].tolist()))
     s_arrays = _resolve_suffixes(pd, kernel, suffixes, returned, push_ids)
 
     # a class only the sink used (its row allows every token) becomes class 0, "never
@@ -151,8 +150,15 @@ class _PushSequences:
             if length == 0:
                 continue
             rows = np.flatnonzero(pushes[:, 0] == length)
-            distinct, inverse = np.unique(pushes[rows, 1:1 + length], axis=0,
-                                          return_inverse=True)
+            seqs = pushes[rows, 1:1 + length]
+            if length <= 2:  # one int64 key per row (states are below 2**31), in row order
+                key = seqs[:, 0].astype(np.int64) << 31
+                if length == 2:
+                    key |= seqs[:, 1]
+                _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+                distinct = seqs[first]
+            else:
+                distinct, inverse = np.unique(seqs, axis=0, return_inverse=True)
             found = [self.id(tuple(row)) for row in distinct.tolist()]
             ids[rows] = np.asarray(found, np.int32)[inverse.reshape(-1)]
         return ids
@@ -167,24 +173,30 @@ class _PushSequences:
 class _Suffixes:
     """Interned suffixes of tokens (the bytes after a return), by content."""
 
-    def __init__(self, data: np.ndarray, offsets: np.ndarray) -> None:
-        self.data, self.offsets = data, offsets
+    def __init__(self, trie: VocabTrie) -> None:
+        self.data = trie.token_data
+        raw = trie.memo.get("token_bytes")  # the same bytes as one `bytes`, sliced fast
+        if raw is None:
+            raw = trie.memo["token_bytes"] = self.data.tobytes()
+        self.raw = raw
         self.ids: dict[bytes, int] = {}
         self.spans: list[tuple[int, int]] = []  # (lo, hi) into data
 
-    def id(self, token: int, pos: int) -> int:
-        return self.id_span(int(self.offsets[token]) + pos, int(self.offsets[token + 1]))
-
-    def id_span(self, lo: int, hi: int) -> int:
-        key = self.data[lo:hi].tobytes()
-        found = self.ids.get(key)
-        if found is None:
-            found = self.ids[key] = len(self.spans)
-            self.spans.append((lo, hi))
+    def ids_of_spans(self, lo: np.ndarray, hi: np.ndarray) -> list[int]:
+        """The id of each suffix data[lo[i]:hi[i]], new ones numbered in order."""
+        ids, spans, raw = self.ids, self.spans, self.raw
+        found = []
+        for start, end in zip(lo.tolist(), hi.tolist()):
+            key = raw[start:end]
+            at = ids.get(key)
+            if at is None:
+                at = ids[key] = len(spans)
+                spans.append((start, end))
+            found.append(at)
         return found
 
 
-def _outcomes(kind, nxt, pos, pushes, tokens, push_ids: _PushSequences,
+def _outcomes(kind, nxt, pos, pushes, tokens, offsets: np.ndarray, push_ids: _PushSequences,
               suffixes: _Suffixes) -> tuple[np.ndarray, np.ndarray]:
     """(next, arg) per walked pair: next -1 returns (arg: suffix), -2 dies. Push sequences and
     suffixes are interned once per distinct value."""
@@ -200,7 +212,8 @@ def _outcomes(kind, nxt, pos, pushes, tokens, push_ids: _PushSequences,
         width = int(pos[back].max()) + 1  # (token, position) as one key: a 1-D unique
         distinct, inverse = np.unique(tokens[back].astype(np.int64) * width + pos[back],
                                       return_inverse=True)
-        ids = [suffixes.id(int(token), int(at)) for token, at in zip(*np.divmod(distinct, width))]
+        token, at = np.divmod(distinct, width)
+        ids = suffixes.ids_of_spans(offsets[token] + at, offsets[token + 1])
         arg[back] = np.asarray(ids, np.int32)[inverse.reshape(-1)]
     return next_out, arg
 
@@ -236,14 +249,11 @@ def _resolve_suffixes(pd: PushdownDFA, kernel: _Kernel, suffixes: _Suffixes,
         found.append(np.stack([starts_array[stays], suffix_array[stays], nxt[stays],
                                push_ids.ids_of_rows(pushes), count[stays]], axis=1))
         back = np.flatnonzero(kind == _RETURNS)
-        rests = np.array([suffixes.id_span(start, end) for start, end in
-                          zip((lo[back] + pos[back]).tolist(), hi[back].tolist())], np.int64)
+        rests = np.array(suffixes.ids_of_spans(lo[back] + pos[back], hi[back]), np.int64)
         found.append(np.stack([starts_array[back], suffix_array[back],
                                np.full(len(back), -1), rests, np.zeros(len(back), np.int64)],
                               axis=1))
-        keys = np.unique(np.stack([pd.state_machine[starts_array[back]], rests], axis=1),
-                         axis=0)
-        pending = set(map(tuple, keys.tolist())) - done
+        pending = set(zip(pd.state_machine[starts_array[back]].tolist(), rests.tolist())) - done
     # one row per (state, suffix), sorted (a return state of calls to several machines may
     # meet a suffix more than once, always alike)
     rows = np.concatenate([*found, np.zeros((0, 5), np.int64)]).astype(np.int64)
@@ -270,11 +280,14 @@ class _Kernel:
         # [row, byte] -> (callee start, return state) of the call that byte opens, or -1
         self.call_start = np.full((max(len(callers), 1), 256), -1, np.int32)
         self.call_ret = np.zeros((max(len(callers), 1), 256), np.int32)
-        for row, q in enumerate(callers):
-            for k in range(pd.call_ptr[q], pd.call_ptr[q + 1]):
-                opens = pd.first[pd.call_machine[k]]
-                self.call_start[row, opens] = pd.machine_start[pd.call_machine[k]]
-                self.call_ret[row, opens] = pd.call_return[k]
+        # every (call, byte it opens on), in call order; where a state's calls open on one
+        # byte, its last call counts
+        call, byte = np.nonzero(pd.first[pd.call_machine])
+        row = self.call_row[np.repeat(np.arange(len(table)), np.diff(pd.call_ptr))[call]]
+        _, last = np.unique((row.astype(np.int64) * 256 + byte)[::-1], return_index=True)
+        call, row, byte = (a[len(call) - 1 - last] for a in (call, row, byte))
+        self.call_start[row, byte] = pd.machine_start[pd.call_machine[call]]
+        self.call_ret[row, byte] = pd.call_return[call]
 
     def walk(self, starts, data, lo, hi):
         """Walk data[lo[i]:hi[i]] from starts[i] with an empty frame: (kind, next state,
@@ -504,14 +517,13 @@ def _without_repetitions(table: FactoredRows, counts: CountRegisters, entry_ptr:
     owner = np.repeat(np.arange(num_states), np.diff(entry_ptr))
     keep = counts.count_row[owner] < 0
     new_owner, new_next = [owner[keep]], [entry_next[keep]]
-    for q in loop_states.tolist():
+    num_classes = int(table.token_class.max(initial=0)) + 1
+    # per loop state, the classes with a token that starts no repetition (count 0: value < 2)
+    free = _core.classes_below(counts.count_table, counts.count_row[loop_states],
+                               table.token_class, num_classes, 2)
+    for q, free_class in zip(loop_states.tolist(), free):
         lo, hi = table.row_ptr[table.state_row[q]], table.row_ptr[table.state_row[q] + 1]
-        delta = np.zeros(int(table.token_class.max(initial=0)) + 1, np.int64)
-        allowed = np.zeros(len(delta), bool)
-        delta[table.row_class[lo:hi]] = table.row_delta[lo:hi]
-        allowed[table.row_class[lo:hi]] = True
-        free = allowed[table.token_class] & (counts.count_table[counts.count_row[q]] >> 1 == 0)
-        targets = np.unique(q + delta[table.token_class[free]])
+        targets = np.unique(q + table.row_delta[lo:hi][free_class[table.row_class[lo:hi]]])
         new_owner.append(np.full(len(targets), q))
         new_next.append(targets)
     owner, entry_next = np.concatenate(new_owner), np.concatenate(new_next)

@@ -31,7 +31,7 @@ import threading
 import time
 import weakref
 from concurrent.futures import ThreadPoolExecutor, wait
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Collection
 
 import numpy as np
@@ -73,6 +73,8 @@ class VocabTrie:
     # the byte pairs of the depth-2 nodes (first byte * 256 + second), for estimating folds
     second_level: np.ndarray   # int64 [N2]
     node_code: np.ndarray      # int32 [N]: depth << 16, | 1 where a token ends
+    # what alignment derives from the trie alone, computed once (`_item_of_token`)
+    memo: dict = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def num_nodes(self) -> int:
@@ -203,38 +205,55 @@ def walk_entries(dfa: ByteDFA, trie: VocabTrie, vocab_size: int,
     accepting = np.ascontiguousarray(dfa.accepting, dtype=np.bool_)
     eos = sorted(set(eos_token_ids))
 
-    def bases_of(label, end, first):
-        return _core.walk_bases(label[first], (end[first] - first).astype(np.int64), trans_off,
+    def bases_of(first_label, end, first):
+        return _core.walk_bases(first_label, (end[first] - first).astype(np.int64), trans_off,
                                 num_classes, walked)
 
-    label, end = byte_class[trie.node_byte], trie.node_end
     # one int32 per node: depth, byte class and "ends a token", read by the walk in one load
     # (items: the nodes that end a token, plus one item for all EOS tokens)
-    depth_and_item, item_of_node = trie.node_code, trie.tok_node
-    bases, visits = bases_of(label, end, trie.first_level)
+    end, first = trie.node_end, trie.first_level
+    bases, visits = bases_of(byte_class[trie.node_byte[first]], end, first)
     if visits > _FOLD_COST * trie.num_nodes and _worth_folding(trie, byte_class, visits):
         # many walks: the trie folded over the DFA's byte classes, whose nodes group the
         # tokens no state can tell apart, is worth building
         label, depth, end, node_of_byte_node = _core.class_trie(
             trie.node_byte, trie.node_depth, byte_class, num_classes)
-        bases = bases_of(label, end, np.flatnonzero(depth == 1))[0]
+        first = np.flatnonzero(depth == 1)
+        bases = bases_of(label[first], end, first)[0]
         item_of_node = node_of_byte_node[trie.tok_node]
-        depth_and_item = depth.astype(np.int32) << 16
-        depth_and_item[item_of_node] |= 1
-    item_of_token = np.full(vocab_size, -1, np.int64)
-    item_of_token[trie.toks] = item_of_node
-    eos_item = len(label)
-    item_of_token[eos] = eos_item
-    code = depth_and_item | (label << 1)
+        code = (depth.astype(np.int32) << 16) | (label << 1)
+        code[item_of_node] |= 1
+        eos_item = len(code)
+        item_of_token = _item_of_token(vocab_size, trie.toks, item_of_node, eos, eos_item)
+    else:  # the trie's own codes and items (those depend on the vocabulary alone: memoised)
+        code = _core.trie_code(trie.node_code, trie.node_byte, byte_class)
+        eos_item = len(code)
+        key = ("item_of_token", vocab_size, tuple(eos))
+        item_of_token = trie.memo.get(key)
+        if item_of_token is None:
+            item_of_token = trie.memo[key] = _item_of_token(vocab_size, trie.toks,
+                                                            trie.tok_node, eos, eos_item)
+            item_of_token.flags.writeable = False
     walk = _core.TrieWalk(code, end, trans_off, num_classes, accepting, eos_item if eos else -1)
     threads = 2 if visits > _PARALLEL_AFTER_BUSY * trie.num_nodes or (
         visits > _PARALLEL_AFTER * trie.num_nodes and _a_core_is_idle()) else 1
     forests = _refine_all(walk, bases, eos_item + 1, num_states, walked, threads, progress)
     token_class, canon_of_item = _core.canonical_classes(
+        forests[0].classes[None] if len(forests) == 1 else
         np.stack([f.classes for f in forests]), item_of_token)
     state_ptr, entry_class, entry_next = _expand_all(forests, canon_of_item, num_states,
                                                      num_classes)
     return TokenEntries(token_class, state_ptr, entry_class, entry_next)
+
+
+def _item_of_token(vocab_size: int, toks: np.ndarray, item_of_node: np.ndarray,
+                   eos: list[int], eos_item: int) -> np.ndarray:
+    """The walk's item of each token: the node where it ends (`item_of_node` of the trie's
+    tokens `toks`), `eos_item` for the EOS tokens, -1 for the tokens left out."""
+    item_of_token = np.full(vocab_size, -1, np.int64)
+    item_of_token[toks] = item_of_node
+    item_of_token[eos] = eos_item
+    return item_of_token
 
 
 def factor(entries: TokenEntries, accepting: np.ndarray,

@@ -527,3 +527,41 @@ def test_least_costs_reject_malformed_options():
     with pytest.raises(ValueError, match=">= 0"):
         _core.least_costs(np.array([True]), np.array([0], np.int32), np.array([-1], np.int64),
                           np.array([0, 0]), np.zeros(0, np.int32))
+
+
+def test_trie_code_matches_numpy_on_a_real_trie():
+    rng = np.random.default_rng(7)
+    tokens = [bytes(rng.integers(0, 256, rng.integers(1, 6)).tolist()) for _ in range(300)]
+    node_byte, depth, _, node_of = _core.build_trie(
+        np.frombuffer(b"".join(tokens), np.uint8),
+        np.concatenate([[0], np.cumsum([len(t) for t in tokens])]).astype(i64))
+    node_code = depth.astype(i32) << 16
+    node_code[node_of] |= 1
+    byte_class = rng.integers(0, 40, 256).astype(i32)
+    code = _core.trie_code(node_code, node_byte, byte_class)
+    assert np.array_equal(code, node_code | (byte_class[node_byte] << 1))
+    with pytest.raises(ValueError, match="byte_class"):
+        _core.trie_code(node_code, node_byte, np.full(256, 0x8000, i32))
+    with pytest.raises(ValueError, match="node_byte"):
+        _core.trie_code(node_code, node_byte[:-1], byte_class)
+
+
+def test_classes_below_matches_numpy_on_random_tables():
+    rng = np.random.default_rng(11)
+    for _ in range(20):
+        n_rows, n_tokens, n_classes = rng.integers(1, 6), rng.integers(1, 200), rng.integers(1, 30)
+        table = rng.integers(0, 6, (n_rows, n_tokens)).astype(np.uint16)
+        token_class = rng.integers(0, n_classes, n_tokens).astype(i32)
+        rows = rng.integers(0, n_rows, rng.integers(0, 8)).astype(i32)
+        expected = np.zeros((len(rows), n_classes), bool)
+        for i, r in enumerate(rows):
+            expected[i, np.unique(token_class[table[r] < 2])] = True
+        found = _core.classes_below(table, rows, token_class, n_classes, 2)
+        assert np.array_equal(found, expected)
+        # a uint8 table (as count rows are where they fit) reads the same
+        assert np.array_equal(_core.classes_below(table.astype(np.uint8), rows, token_class,
+                                                  n_classes, 2), expected)
+    with pytest.raises(ValueError, match="rows"):
+        _core.classes_below(table, np.array([n_rows], i32), token_class, n_classes, 2)
+    with pytest.raises(ValueError, match="token_class"):
+        _core.classes_below(table, rows, np.full(n_tokens, n_classes, i32), n_classes, 2)
