@@ -12,7 +12,7 @@ import pytest
 import grammarc
 from helpers import SHARED, reloaded
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 GBNF_DIR = SHARED / "conformance" / "gbnf"
 pytestmark = pytest.mark.skipif(not GBNF_DIR.is_dir(),
                                 reason=f"conformance data not at {SHARED}")
