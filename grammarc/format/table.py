@@ -69,27 +69,33 @@ class TokenTable:
         return frozen(rows * self.num_classes + self.row_class, np.int64)
 
     def row_mask(self, row: int) -> np.ndarray:
-        """Booleans over the vocabulary: the tokens row `row` allows (a fresh array). Written
-        token by token, the allowed ones on zeros or the others on ones, whichever are fewer:
-        the cost follows the smaller side, not the vocabulary (a free-text row allows nearly
-        every token)."""
+        """Booleans over the vocabulary: the tokens row `row` allows (a fresh array), written
+        as `classes_mask` says."""
         return self.classes_mask(self.row_class[self.row_ptr[row]:self.row_ptr[row + 1]])
 
     def classes_mask(self, classes: np.ndarray) -> np.ndarray:
         """Booleans over the vocabulary: the tokens of `classes` (distinct class ids; a fresh
-        array), written over the smaller side as `row_mask` says."""
+        array). Where either side is small (a sixteenth of the vocabulary or less) its tokens
+        are written one by one on zeros or ones, so the cost follows the smaller side (a
+        free-text row allows nearly every token); otherwise one gather of the allowed classes
+        by `token_class`, which costs less than scattering thousands of tokens."""
         order, class_ptr = self.tokens_by_class
         sizes = class_ptr[classes + 1] - class_ptr[classes]
         allowed = int(sizes.sum())
-        if 2 * allowed > self.vocab_size:
+        written_on_zeros = 2 * allowed <= self.vocab_size
+        if 16 * min(allowed, self.vocab_size - allowed) > self.vocab_size:
+            kept = np.zeros(self.num_classes, np.bool_)
+            kept[classes] = True
+            return kept[self.token_class]
+        if not written_on_zeros:
             kept = np.ones(self.num_classes, np.bool_)
             kept[classes] = False
             classes = np.flatnonzero(kept)
             sizes = class_ptr[classes + 1] - class_ptr[classes]
-        mask = np.zeros(self.vocab_size, np.bool_) if 2 * allowed <= self.vocab_size \
+        mask = np.zeros(self.vocab_size, np.bool_) if written_on_zeros \
             else np.ones(self.vocab_size, np.bool_)
         mask[order[np.repeat(class_ptr[classes], sizes) + positions_within(sizes)]] = \
-            2 * allowed <= self.vocab_size
+            written_on_zeros
         return mask
 
     def mask_row(self, row: int) -> int:
