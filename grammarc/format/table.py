@@ -75,7 +75,7 @@ class TokenTable:
 
     def classes_mask(self, classes: np.ndarray) -> np.ndarray:
         """Booleans over the vocabulary: the tokens of `classes` (distinct class ids; a fresh
-        array). Where either side is small (a sixteenth of the vocabulary or less) its tokens
+        array). Where either side is small (an eighth of the vocabulary or less) its tokens
         are written one by one on zeros or ones, so the cost follows the smaller side (a
         free-text row allows nearly every token); otherwise one gather of the allowed classes
         by `token_class`, which costs less than scattering thousands of tokens."""
@@ -83,7 +83,7 @@ class TokenTable:
         sizes = class_ptr[classes + 1] - class_ptr[classes]
         allowed = int(sizes.sum())
         written_on_zeros = 2 * allowed <= self.vocab_size
-        if 16 * min(allowed, self.vocab_size - allowed) > self.vocab_size:
+        if 8 * min(allowed, self.vocab_size - allowed) > self.vocab_size:
             kept = np.zeros(self.num_classes, np.bool_)
             kept[classes] = True
             return kept[self.token_class]
