@@ -225,3 +225,19 @@ def reloaded(grammar: grammarc.Grammar, path: Path) -> grammarc.Grammar:
 def assert_same_mask(a: grammarc.Grammar, b: grammarc.Grammar, prefix: bytes) -> None:
     """Both grammars allow the same tokens after `prefix`."""
     assert np.array_equal(a.mask(a.walk_bytes(prefix)), b.mask(b.walk_bytes(prefix))), prefix
+
+
+def random_token_walk(grammar: grammarc.Grammar, rng: np.random.Generator, steps: int,
+                      opening: bytes = b""):
+    """States along a random token walk after `opening` (random allowed tokens, EOS never),
+    at most `steps` of them."""
+    state = grammar.walk_bytes(opening)
+    eos = list(grammar.eos_token_ids)
+    for _ in range(steps):
+        yield state
+        mask = grammar.mask(state).copy()
+        mask[eos] = False
+        allowed = np.flatnonzero(mask)
+        if not len(allowed):
+            return
+        state = grammar.next_state(state, int(rng.choice(allowed)))

@@ -19,6 +19,7 @@ import pytest
 
 import grammarc
 from grammarc import CallState, Matcher
+from helpers import random_token_walk
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -34,20 +35,6 @@ def grammars(smollm2) -> dict[str, grammarc.Grammar]:
             "counted": grammarc.compile_json_schema(counted, smollm2)}
 
 
-def _walk(grammar, rng: np.random.Generator, steps: int, opening: bytes = b""):
-    """States along a random token walk after `opening` (random allowed tokens, EOS never)."""
-    state = grammar.walk_bytes(opening)
-    eos = list(grammar.eos_token_ids)
-    for _ in range(steps):
-        yield state
-        mask = grammar.mask(state).copy()
-        mask[eos] = False
-        allowed = np.flatnonzero(mask)
-        if not len(allowed):
-            return
-        state = grammar.next_state(state, int(rng.choice(allowed)))
-
-
 OPENINGS = {"tree": b'{"value": 1, "children": [' * 30,
             "any": b'[{"a": ' * 40 + b'[1, "x", ',
             "counted": b'[[["' + b"x" * 135}
@@ -61,7 +48,7 @@ def test_budget_masks_are_exactly_the_brute_force_set(grammars, name):
     grammar = grammars[name]
     rng = np.random.default_rng(1)
     eos = set(grammar.eos_token_ids)
-    for i, state in enumerate(_walk(grammar, rng, 14, OPENINGS[name])):
+    for i, state in enumerate(random_token_walk(grammar, rng, 14, OPENINGS[name])):
         plain = np.flatnonzero(grammar.mask(state)).tolist()
         nexts = {t: grammar.tokens_to_accept(grammar.next_state(state, t))
                  for t in plain if t not in eos}
@@ -114,7 +101,7 @@ def test_states_travel_as_ints_to_another_process(grammars, tmp_path):
     path = tmp_path / "g.safetensors"
     grammar.save(path)
     rng = np.random.default_rng(7)
-    states = list(_walk(grammar, rng, 25, OPENINGS["counted"]))[::3]
+    states = list(random_token_walk(grammar, rng, 25, OPENINGS["counted"]))[::3]
     states.append(grammar.walk_bytes(b"[" * 300))
     probe = rng.choice(grammar.vocab_size, 200, replace=False).tolist()
 
@@ -214,7 +201,7 @@ def test_memory_stays_flat_after_deep_walks(grammars):
     def walks(count: int) -> None:
         for _ in range(count):
             depth = int(rng.integers(50, 400))
-            for _state in _walk(grammar, rng, 30, b"[" * depth):
+            for _state in random_token_walk(grammar, rng, 30, b"[" * depth):
                 pass
 
     walks(20)  # caches warm

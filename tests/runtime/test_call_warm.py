@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import grammarc
-from helpers import SHARED, reloaded
+from helpers import SHARED, random_token_walk, reloaded
 
 ROOT = Path(__file__).resolve().parents[2]
 GBNF_DIR = SHARED / "conformance" / "gbnf"
@@ -45,20 +45,12 @@ def sources(smollm2, tmp_path_factory) -> dict[str, Path]:
 def _walks(grammar, rng: np.random.Generator, openings: list[bytes], steps: int):
     """States along random token walks after each opening (random allowed tokens, never
     EOS), the budget left with each (the walk's length plus a margin that runs out)."""
-    eos = list(grammar.eos_token_ids)
     for opening in openings:
-        state = grammar.walk_bytes(opening)
-        assert state, opening
-        budget = grammar.tokens_to_accept(state) + steps // 2
-        for _ in range(steps):
-            yield state, budget
-            mask = grammar.mask(state).copy()
-            mask[eos] = False
-            allowed = np.flatnonzero(mask)
-            if not len(allowed):
-                break
-            state = grammar.next_state(state, int(rng.choice(allowed)))
-            budget -= 1
+        start = grammar.walk_bytes(opening)
+        assert start, opening
+        budget = grammar.tokens_to_accept(start) + steps // 2
+        for taken, state in enumerate(random_token_walk(grammar, rng, steps, opening)):
+            yield state, budget - taken
 
 
 def _sizes(grammar) -> tuple[int, ...]:
