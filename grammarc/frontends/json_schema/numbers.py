@@ -11,8 +11,10 @@ difference of two languages, which must remove every spelling of each value it r
 taken over *canonical* spellings only (`canonical_spellings`): no exponent, and no fraction of
 zeros alone (`1`, never `1.0`; `1.5` and `1.50`). Every number language here holds either all
 or none of the canonical spellings of a value, so a difference of two of them restricted to
-canonical spellings is exact, and every value keeps a text. Draft 4 tells `1.0` (a number)
-from `1` (an integer) by its spelling, so there a fraction of one zero is canonical too.
+canonical spellings is exact, and every value keeps a text; the texts of the minuend that
+spell a surviving value with a fraction of zeros alone are then given back (`respelled`).
+Draft 4 tells `1.0` (a number) from `1` (an integer) by its spelling, so there a fraction of
+one zero is canonical too.
 """
 
 from __future__ import annotations
