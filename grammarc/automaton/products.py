@@ -203,6 +203,23 @@ class Ops:
         product = self._pairs(side.spelled(codes, names, 0, digits_first=True), dfa, _AND)
         return self._linked(product, names, codes, False, expr, expr)
 
+    def mapped(self, expr: Expr, language: Callable[[ByteDFA], ByteDFA | None]) -> Expr:
+        """The texts of `language(dfa)`, a language made from `expr`'s DFA `dfa` that reads
+        each call of `expr` as the bytes of its code (`language` must keep each code a code,
+        read between values; the callees' texts are not read). Calls are kept."""
+        names = ["", *sorted(called_names(expr))]
+        if len(names) == 1:
+            built = self._built(expr)
+            dfa = None if built.dfa is None else language(built.dfa)
+            return NOTHING if dfa is None else Automaton(dfa, built.exact_to)
+        codes = call_codes(names)
+        dfa = language(self._call_table(expr, names, codes).spelled(codes, names, 0,
+                                                                  digits_first=True))
+        if dfa is None:
+            return NOTHING
+        product = _Pairs(dfa.trans, dfa.byte_class, dfa.accepting, dfa.accepting, dfa.accepting)
+        return self._linked(product, names, codes, False, expr, expr)
+
     # ------------------------------------------------------------ products that keep calls
     def _with_calls(self, a: Expr, b: Expr, op: int) -> Expr | None:
         """`a & b` or `a - b` with the operands' calls kept (module docstring); None where it

@@ -46,6 +46,7 @@ class Machines:
         self._first_hints: dict[str, np.ndarray] = {}
         self._meet_parts: dict[str, frozenset[str]] = {}  # the machines each meet meets
         self._product_names: dict[tuple, tuple[str, Expr, Expr]] = {}  # and the operands
+        self.products: set[str] = set()  # the names of the machines `later` made
         self._flat: dict[str, Expr] = {}      # machines inlined into boolean operations
         self.flat_unrolled: set[str] = set()
         self._nested: dict[int, Expr] = {}  # nested_at_most, by levels
@@ -138,6 +139,7 @@ class Machines:
             return None
         name = f"{'difference' if difference else 'intersection'} ({len(self._product_names) + 1})"
         self._product_names[key] = (name, a, b)
+        self.products.add(name)
         ops = self.compiler.ops
         return self.defer(name, waiting, lambda: ops.difference(a, b) if difference
                           else ops.intersect(a, b),

@@ -11,8 +11,10 @@ difference of two languages, which must remove every spelling of each value it r
 taken over *canonical* spellings only (`canonical_spellings`): no exponent, and no fraction of
 zeros alone (`1`, never `1.0`; `1.5` and `1.50`). Every number language here holds either all
 or none of the canonical spellings of a value, so a difference of two of them restricted to
-canonical spellings is exact, and every value keeps a text. Draft 4 tells `1.0` (a number)
-from `1` (an integer) by its spelling, so there a fraction of one zero is canonical too.
+canonical spellings is exact, and every value keeps a text; the texts of the minuend that
+spell a surviving value with a fraction of zeros alone are then given back (`respelled`).
+Draft 4 tells `1.0` (a number) from `1` (an integer) by its spelling, so there a fraction of
+one zero is canonical too.
 """
 
 from __future__ import annotations
@@ -85,6 +87,77 @@ def canonical_spellings(draft: int) -> ByteDFA:
     accepting = np.zeros(9, np.bool_)
     accepting[[out, integer, fraction] + ([zero] if draft == 4 else [])] = True
     return minimize(table, np.arange(256, dtype=np.int32), accepting)
+
+
+_OUT, _STRING, _ESCAPE, _INTEGER, _DOT, _ZEROS, _FRACTION = range(7)  # `respelled`'s modes
+_ZERO, _NONZERO, _POINT, _QUOTE, _BACKSLASH, _OTHER = range(6)  # and its kinds of bytes
+
+
+def respelled(dfa: ByteDFA, draft: int) -> ByteDFA | None:
+    """The texts whose numbers, spelled canonically (`canonical_spellings`) by dropping a
+    fraction of zeros alone (in draft 4, where `1.0` is no `1`, all of its zeros but the
+    first), spell a text of `dfa`, a language of canonical spellings: `1` is spelled also as
+    `1.0`, `1.00`, ... (in draft 4 `1.0` as `1.00`, ...); None where there are none. A text
+    with an exponent spells none. The DFA reads those zeros without knowing whether a nonzero
+    digit follows, so its state holds `dfa`'s state without them (where the number ends
+    there) and with them (where it goes on)."""
+    kind = np.full(256, _OTHER, np.int64)
+    kind[ord("0")], kind[49:58] = _ZERO, _NONZERO
+    kind[ord(".")], kind[ord('"')], kind[ord("\\")] = _POINT, _QUOTE, _BACKSLASH
+    _, first, byte_class = np.unique(dfa.byte_class.astype(np.int64) * 6 + kind,
+                                     return_index=True, return_inverse=True)
+    kinds, classes = kind[first].tolist(), dfa.byte_class[first].tolist()
+    trans = dfa.trans
+
+    def step(key: tuple[int, int, int], kind: int, cls: int) -> tuple[int, int, int]:
+        """The state after a byte; `key`: the mode, `dfa`'s state without the pending zeros
+        (or the point before them), `dfa`'s state with them."""
+        mode, kept, pending = key
+        if mode in (_DOT, _ZEROS):
+            if kind == _NONZERO:  # a fraction that is not all zeros: as it is written
+                return _FRACTION, int(trans[pending, cls]), 0
+            if kind == _ZERO:
+                if mode == _DOT and draft == 4:  # `1.0` is canonical: its zero is read
+                    kept = pending = int(trans[pending, cls])
+                    return _ZEROS, kept, pending
+                return _ZEROS, kept, int(trans[pending, cls])
+            if mode == _DOT:
+                return _OUT, 0, 0  # a point without digits: no JSON text
+            mode = _OUT  # the number ended: without its zeros
+        if mode == _INTEGER and kind == _POINT:
+            return _DOT, kept, int(trans[kept, cls])
+        state = int(trans[kept, cls])
+        if mode == _STRING:
+            mode = _ESCAPE if kind == _BACKSLASH else _OUT if kind == _QUOTE else _STRING
+        elif mode == _ESCAPE:
+            mode = _STRING
+        elif kind in (_ZERO, _NONZERO):
+            mode = _FRACTION if mode == _FRACTION else _INTEGER
+        else:
+            mode = _STRING if kind == _QUOTE else _OUT
+        return mode, state, 0
+
+    start = (_OUT, 1, 0)
+    index = {(_OUT, 0, 0): 0, start: 1}
+    keys = [(_OUT, 0, 0), start]
+    rows = [[0] * len(kinds)]
+    while len(rows) < len(keys):  # `keys` grows as states are found
+        key, row = keys[len(rows)], []
+        for kind, cls in zip(kinds, classes):
+            target = step(key, kind, cls)
+            if target[1] == 0 and target[2] == 0:
+                target = (_OUT, 0, 0)
+            found = index.get(target)
+            if found is None:
+                found = index[target] = len(keys)
+                keys.append(target)
+            row.append(found)
+        rows.append(row)
+    accepting = np.array([mode != _DOT and bool(dfa.accepting[kept]) for mode, kept, _ in keys])
+    if not accepting.any():
+        return None
+    return minimize(np.array(rows, np.int32), byte_class.reshape(-1).astype(np.int32),
+                    accepting)
 
 
 def canonical_text(value: int | float | Decimal, draft: int) -> str:

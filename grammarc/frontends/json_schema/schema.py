@@ -167,10 +167,29 @@ class Compiler:
         """The values of `a` that are not values of `b`, exact on numbers: `b` need not hold
         every spelling of a value it holds (`1e0`, `1.0` beside `1`), so where both may hold
         a number, both are taken over canonical spellings (`numbers.canonical_spellings`),
-        of which each holds all or none of a value's."""
+        of which each holds all or none of a value's; then the texts of `a` that spell a
+        value left without exponent are given back (`respelled`)."""
         if not (self._may_hold_numbers(a) and self._may_hold_numbers(b)):
             return self.ops.difference(a, b)
-        return self.ops.difference(self.canonical(a), self.canonical(b))
+        return self.respelled(self.ops.difference(self.canonical(a), self.canonical(b)), a)
+
+    def respelled(self, found: Expr, texts: Expr) -> Expr:
+        """The texts of `texts` whose numbers, spelled canonically, spell a text of `found`,
+        a language of canonical spellings whose machines are canonical copies of those of
+        `texts` (`canonical`): `1.0` and `1.00` where `found` holds `1` (`numbers.respelled`);
+        a call of a canonical copy becomes a call of its machine, whose texts spell the
+        copy's values in every way the machine does. A difference computed once the machines
+        it needs are is respelled then."""
+        if found == NOTHING:
+            return NOTHING
+        if isinstance(found, Call) and found.name in self.machines.products:
+            name = found.name
+            return self.machines.defer(f"{name} (respelled)", {name},
+                               lambda: self.respelled(self.machines.bodies[name], texts),
+                               self.machines.starting_bytes(found))
+        spelled = self.ops.mapped(found, lambda dfa: numbers.respelled(dfa, self.draft))
+        return self.ops.intersect(replace_calls(
+            spelled, lambda name: Call(name.removesuffix(CANONICAL))), texts)
 
     def _may_hold_numbers(self, expr: Expr) -> bool:
         """Whether a text of `expr` may hold a number (not where all are strings, booleans
