@@ -20,6 +20,7 @@ one zero is canonical too.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from decimal import Decimal
 from fractions import Fraction
 from functools import lru_cache
@@ -47,6 +48,52 @@ ZERO_FRACTION = repeat(concat(DOT, repeat(literal("0"), 1, None)), 0, 1)  # (\.0
 
 MAX_MODULUS = 100_000
 MAX_SPELLED_DIGITS = 100_000  # a canonical spelling longer than this is not written
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """The range a number must lie in: each end a value and whether it is excluded (None: no
+    bound on that side)."""
+
+    lo: Decimal | None = None
+    lo_exclusive: bool = False
+    hi: Decimal | None = None
+    hi_exclusive: bool = False
+
+    @classmethod
+    def of(cls, node: dict) -> Bounds:
+        """The bounds a schema's own keywords put on numbers (`minimum`, `maximum`, and
+        `exclusiveMinimum`/`exclusiveMaximum` as numbers or, in draft 4, as booleans)."""
+        bounds = cls()
+        for key, lower in (("minimum", True), ("maximum", False)):
+            value = node.get(key)
+            if isinstance(value, (int, Decimal)) and not isinstance(value, bool):
+                excluded = node.get("exclusiveM" + key[1:]) is True
+                bounds = bounds.meet(cls(Decimal(value), excluded) if lower else
+                                     cls(hi=Decimal(value), hi_exclusive=excluded))
+        for key, lower in (("exclusiveMinimum", True), ("exclusiveMaximum", False)):
+            value = node.get(key)
+            if isinstance(value, (int, Decimal)) and not isinstance(value, bool):
+                bounds = bounds.meet(cls(Decimal(value), True) if lower else
+                                     cls(hi=Decimal(value), hi_exclusive=True))
+        return bounds
+
+    def meet(self, other: Bounds) -> Bounds:
+        """The numbers within both ranges (at an end both share, excluded if either
+        excludes it)."""
+        lo, lo_exclusive, hi, hi_exclusive = self.lo, self.lo_exclusive, self.hi, self.hi_exclusive
+        if other.lo is not None and (lo is None or other.lo > lo or
+                                     other.lo == lo and other.lo_exclusive):
+            lo, lo_exclusive = other.lo, other.lo_exclusive
+        if other.hi is not None and (hi is None or other.hi < hi or
+                                     other.hi == hi and other.hi_exclusive):
+            hi, hi_exclusive = other.hi, other.hi_exclusive
+        return Bounds(lo, lo_exclusive, hi, hi_exclusive)
+
+    @property
+    def open(self) -> bool:
+        """Whether no end is bounded."""
+        return self.lo is None and self.hi is None
 
 
 @lru_cache(maxsize=None)

@@ -25,16 +25,18 @@ class Scalars(CompilerPart):
     """The scalar values of a schema, its enumerated values, and its values as explicit
     sets."""
 
-    def of_types(self, node: dict, types: frozenset[str]) -> list[Expr]:
+    def of_types(self, node: dict, types: frozenset[str],
+                 within: numbers.Bounds = numbers.Bounds()) -> list[Expr]:
         """The texts of the values of `node` of the scalar `types` (null, booleans, numbers,
-        strings), one option per type, in that order."""
+        strings), one option per type, in that order; its numbers only those `within` the
+        range given."""
         options = []
         if "null" in types:
             options.append(literal("null"))
         if "boolean" in types:
             options.append(alt(literal("true"), literal("false")))
         if "number" in types or "integer" in types:
-            options.append(self.number(node, integer="number" not in types))
+            options.append(self.number(node, integer="number" not in types, within=within))
         if "string" in types:
             options.append(self.string(node))
         return options
@@ -49,29 +51,17 @@ class Scalars(CompilerPart):
                    (json_type(v) == "integer" and "number" in types)]
         return alt(*(self.literal_value(v, position) for v in allowed))
 
-    def number(self, node: dict, integer: bool) -> Expr:
-        lo = hi = None
-        lo_excl = hi_excl = False
-        minimum, maximum = node.get("minimum"), node.get("maximum")
-        if isinstance(minimum, (int, Decimal)) and not isinstance(minimum, bool):
-            lo = Decimal(minimum)
-            lo_excl = node.get("exclusiveMinimum") is True
-        if isinstance(maximum, (int, Decimal)) and not isinstance(maximum, bool):
-            hi = Decimal(maximum)
-            hi_excl = node.get("exclusiveMaximum") is True
-        for key, is_lower in (("exclusiveMinimum", True), ("exclusiveMaximum", False)):
-            bound = node.get(key)
-            if isinstance(bound, (int, Decimal)) and not isinstance(bound, bool):
-                bound = Decimal(bound)
-                if is_lower and (lo is None or bound >= lo):
-                    lo, lo_excl = bound, True
-                elif not is_lower and (hi is None or bound <= hi):
-                    hi, hi_excl = bound, True
+    def number(self, node: dict, integer: bool, within: numbers.Bounds = numbers.Bounds()
+               ) -> Expr:
+        """The texts of `node`'s numbers (integers only if `integer`) that lie `within` a
+        range the schema around it puts on them."""
+        bounds = numbers.Bounds.of(node).meet(within)
+        lo, lo_excl, hi, hi_excl = bounds.lo, bounds.lo_exclusive, bounds.hi, bounds.hi_exclusive
         step = node.get("multipleOf")
         if integer:  # draft 4 integers have no fraction; later drafts allow `.0`, on request
             fractions = self.draft >= 6 and self.options.integer_fractions
             base = numbers.integers(lo, hi, lo_excl, hi_excl, zero_fraction=fractions)
-        elif lo is None and hi is None and step is None:
+        elif bounds.open and step is None:
             return numbers.any_number()
         else:
             base = numbers.decimals(self.ops, lo, hi, lo_excl, hi_excl)

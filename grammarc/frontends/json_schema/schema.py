@@ -56,6 +56,7 @@ from .node import (
     distinct_schemas, exact_numbers, first_bytes, is_container,
 )
 from .objects import Objects
+from .numbers import Bounds
 from .positions import Position
 from .resolution import (
     ROOT_URI, Ref, Registry, check_against_meta_schema, check_spelling, check_supported,
@@ -221,8 +222,11 @@ class Compiler:
                            lambda: self.canonical(self.machines.bodies[name]),
                            self.machines.starting_bytes(Call(name)))
 
-    def value(self, ref: Ref, position: Position) -> Expr:
-        """The JSON texts of the values `ref` accepts at `position`."""
+    def value(self, ref: Ref, position: Position, within: Bounds = Bounds()) -> Expr:
+        """The JSON texts of the values `ref` accepts at `position`, except that its numbers
+        outside `within` may be left out: a range the schema around it puts on the value
+        anyway, given to the numbers of its branches so that their products (`multipleOf`
+        in an `anyOf`) are taken over that range alone."""
         node = ref.node
         if node is True:
             return self.any_values.at(position)
@@ -238,11 +242,12 @@ class Compiler:
                 return self.merged_value(Ref(merged[0], ref.base), merged[1], position)
         parts: list[Expr] = []
         schema = self.read(node)
+        within = within.meet(self._bounds(node))
         type_only = schema.type_only
         if "$ref" in node:
             target = self.registry.resolve(ref)
             referenced = self._referenced(target, node["$ref"], position,
-                                          is_container(target.node))
+                                          is_container(target.node), within)
             if referenced is _CUT:
                 return _CUT
             if self.draft <= 7:
@@ -251,42 +256,52 @@ class Compiler:
         condition, rest = self.objects.key_condition(ref)
         if condition is not None or (schema.constrains_locally and not type_only):
             with self._testing(condition):
-                parts.append(self.local(ref, position, condition))
+                parts.append(self.local(ref, position, condition, within))
         for branch in rest.get("allOf", []) if isinstance(rest.get("allOf"), list) else []:
-            parts.append(self.value(Ref(branch, ref.base), position))
+            parts.append(self.value(Ref(branch, ref.base), position, within))
         if isinstance(rest.get("anyOf"), list):
-            parts.append(self.union([self.value(Ref(b, ref.base), position)
+            parts.append(self.union([self.value(Ref(b, ref.base), position, within)
                                      for b in rest["anyOf"]], open_calls=False))
         if isinstance(rest.get("oneOf"), list):
             branches = [self.registry.at(b, ref.base) for b in rest["oneOf"]]
-            parts.append(self.exactly_one([self.value(b, position) for b in branches],
+            parts.append(self.exactly_one([self.value(b, position, within) for b in branches],
                                           branches))
         if "not" in rest:
-            parts.append(self.difference(self.any_values.at(position),
-                                         self.value(Ref(rest["not"], ref.base), position)))
+            parts.append(self.difference(
+                self.any_values.at(position),
+                self.value(Ref(rest["not"], ref.base), position, within)))
         if "if" in rest and ("then" in rest or "else" in rest):
-            test = self.value(Ref(rest["if"], ref.base), position)
-            then = self.value(Ref(rest.get("then", True), ref.base), position)
-            otherwise = self.value(Ref(rest.get("else", True), ref.base), position)
+            test = self.value(Ref(rest["if"], ref.base), position, within)
+            then = self.value(Ref(rest.get("then", True), ref.base), position, within)
+            otherwise = self.value(Ref(rest.get("else", True), ref.base), position, within)
             parts.append(alt(self.ops.intersect(test, then),
                              self.difference(otherwise, test)))
         for key, dependency in rest.get("dependentSchemas", {}).items():
             # objects with `key` must also satisfy the schema; others are unaffected
             with_key = self.any_values.object_with_key(key, position)
             parts.append(alt(self.ops.difference(self.any_values.flat(position), with_key),
-                             self.ops.intersect(with_key,
-                                                self.value(Ref(dependency, ref.base), position))))
+                             self.ops.intersect(with_key, self.value(
+                                 Ref(dependency, ref.base), position, within))))
         if not type_only:
             return self.intersect_all(parts) if parts else self.any_values.at(position)
         if not parts:
-            return self.local(ref, position)
+            return self.local(ref, position, within=within)
         combined = self.intersect_all(parts)
         typed = self.of_types(combined, schema.types)
         return typed if typed is not None else \
-            self.ops.intersect(combined, self.local(ref, position))
+            self.ops.intersect(combined, self.local(ref, position, within=within))
+
+    def _bounds(self, node: dict) -> Bounds:
+        """The range every number a schema accepts lies in by its own keywords and those of
+        its `allOf` branches (a branch's own, not through its `$ref` or applicators)."""
+        bounds = Bounds.of(node)
+        for branch in node.get("allOf", []) if isinstance(node.get("allOf"), list) else []:
+            if isinstance(branch, dict) and ("$ref" not in branch or self.draft > 7):
+                bounds = bounds.meet(Bounds.of(branch))
+        return bounds
 
     def _referenced(self, target: Ref, reference: str, position: Position,
-                    container: bool) -> Expr:
+                    container: bool, within: Bounds = Bounds()) -> Expr:
         """The values of a schema reached through `reference` (a `$ref`): with calls, a call
         of its machine where it recurses or is a `container`; else inline, and nested past
         --max-depth levels no value, in a truncated automaton (see `Ops`), with a notice."""
@@ -298,7 +313,7 @@ class Compiler:
             return _CUT
         self._active[id(target.node)] = depth + 1
         try:
-            return self.value(target, position)
+            return self.value(target, position, within)
         finally:
             self._active[id(target.node)] = depth
 
@@ -507,10 +522,11 @@ class Compiler:
         needs = set().union(*(called_names(o) for o in options))
         return self.machines.defer(found[0], needs, lambda: self.union(options), first)
 
-    def local(self, ref: Ref, position: Position,
-              condition: KeyCondition | None = None) -> Expr:
+    def local(self, ref: Ref, position: Position, condition: KeyCondition | None = None,
+              within: Bounds = Bounds()) -> Expr:
         """The language of the schema's own (non-applicator) keywords, and of the `condition`
-        its applicators put on an object's keys."""
+        its applicators put on an object's keys (its numbers outside `within` may be left
+        out, as in `value`)."""
         node = ref.node
         schema = self.read(node)
         types = schema.types
@@ -524,8 +540,9 @@ class Compiler:
                 (self.draft == 4 or not self.options.integer_fractions)
             if not schema.type_specific and not integral_spelling and condition is None:
                 return literals
-            return self.ops.intersect(literals, self._typed(ref, position, types, condition))
-        return self._typed(ref, position, types, condition)
+            return self.ops.intersect(literals,
+                                      self._typed(ref, position, types, condition, within))
+        return self._typed(ref, position, types, condition, within)
 
     def read(self, node: dict) -> SchemaNode:
         """The schema object `node` as dispatch reads it (read once)."""
@@ -535,8 +552,8 @@ class Compiler:
         return found
 
     def _typed(self, ref: Ref, position: Position, types: frozenset[str],
-               condition: KeyCondition | None = None) -> Expr:
-        options = self.scalars.of_types(ref.node, types)
+               condition: KeyCondition | None = None, within: Bounds = Bounds()) -> Expr:
+        options = self.scalars.of_types(ref.node, types, within)
         if "array" in types:
             options.append(self._container(self.arrays.array(ref, position)))
         if "object" in types:
