@@ -106,19 +106,23 @@ def build_automaton(kind: str, text: str, name: str | None, options: FrontendOpt
     always decides between calling, returning and going on (otherwise the calls are inlined,
     recursion to `--max-depth`). Runs on a deep stack (`deepcall`), so grammars nested
     thousands of levels deep compile. Errors of the automaton stage name the source file, and
-    a too-many-states error repeats the front end's notices (e.g. which rules were unrolled)."""
+    a too-many-states error repeats the front end's notices (e.g. which rules were unrolled).
+
+    A JSON Schema with `key_order="any"` whose automaton needs more states than
+    `--max-states` is compiled again in the schema's key order (a subset of the same values'
+    texts, so still exact), with a notice; the first attempt's notices are then dropped."""
     notices: list[str] = []
 
     def notice(message: str) -> None:
         notices.append(message)
         options.notice(message)
 
-    def build() -> ByteDFA | PushdownDFA:
+    def automaton(opts: FrontendOptions, sink: Callable[[str], None]) -> ByteDFA | PushdownDFA:
         with _timed(timings, "front end"):
-            expr = parser_for(kind)(text, name, replace(options, notice=notice))
+            expr = parser_for(kind)(text, name, replace(opts, notice=sink))
         with _timed(timings, "byte DFA"):
             try:
-                return language_automaton(expr, options.max_states, options.max_depth, notice)
+                return language_automaton(expr, opts.max_states, opts.max_depth, sink)
             except GrammarError as exc:
                 if exc.line is not None:
                     raise
@@ -130,6 +134,25 @@ def build_automaton(kind: str, text: str, name: str | None, options: FrontendOpt
                 message = "; ".join([exc.message, *notices]) \
                     if isinstance(exc, TooManyStatesError) else exc.message
                 raise type(exc)(message, source_name=name) from None
+
+    def build() -> ByteDFA | PushdownDFA:
+        if kind != "json-schema" or options.key_order != "any":
+            return automaton(options, notice)
+        held: list[str] = []  # the notices of the attempt in any key order
+        try:
+            result = automaton(options, held.append)
+        except TooManyStatesError as exc:
+            if exc.line is not None:
+                for message in held:
+                    notice(message)
+                raise
+            notice(f"{exc.message.split('; ')[0]} with the keys of objects in any order; "
+                   "they follow the schema's order instead (as with --key-order schema): "
+                   "raise --max-states, or split large objects and unions of objects")
+            return automaton(replace(options, key_order="schema"), notice)
+        for message in held:
+            notice(message)
+        return result
 
     try:
         return call_with_deep_stack(build)
