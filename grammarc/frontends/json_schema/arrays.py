@@ -6,7 +6,7 @@ from __future__ import annotations
 from math import comb
 from typing import Any
 
-from ...automaton import EMPTY, NOTHING, Expr, alt, concat, repeat
+from ...automaton import EMPTY, NOTHING, Automaton, Expr, alt, concat, repeat
 from ...errors import GrammarError, UnsupportedError
 from .conditions import value_key
 from .node import count_keyword
@@ -16,6 +16,9 @@ from .resolution import Ref
 from .scalars import Scalars
 
 _MAX_INLINE_REPEAT = 16    # more counted array items than this: the item is a machine
+# an item built as an automaton (a product: a pattern with a length, ...) is a machine too where
+# the copies of it a bounded repeat would hold pass this many states
+_MAX_INLINE_COPIES = 50_000
 _MAX_UNIQUE_SETS = 1 << 12  # sets of values an array with uniqueItems may have used
 
 
@@ -60,7 +63,9 @@ class Arrays(CompilerPart):
             return self._unique_array(ref, item_pos, prefix, rest, min_items, max_items,
                                       contains)
         if (self.calls and contains is None and max_items is not None
-                and max_items > _MAX_INLINE_REPEAT and rest_language != NOTHING):
+                and rest_language != NOTHING and (max_items > _MAX_INLINE_REPEAT or
+                                                  _copied_states(rest_language, max_items)
+                                                  > _MAX_INLINE_COPIES)):
             rest_language = self._item_machine(rest_language, node, item_pos)
         return self._array_language(elements, rest_language, min_items, max_items, contains,
                                     node)
@@ -189,3 +194,12 @@ class Arrays(CompilerPart):
         body = tail(0, 0)
         return NOTHING if body == NOTHING else concat(layout.open_array, body,
                                                       layout.close_array)
+
+
+def _copied_states(item: Expr, copies: int) -> int:
+    """The states `copies` inline copies of an item built as an exact automaton hold (0 for
+    an item that is a tree, whose size is not known before its automaton is built, or a
+    truncated automaton)."""
+    if not isinstance(item, Automaton) or item.truncated:
+        return 0
+    return copies * item.dfa.num_states

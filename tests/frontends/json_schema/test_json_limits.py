@@ -1,0 +1,57 @@
+"""Schemas whose automata grow past the state limit unless a part is kept as a called machine:
+checked against `jsonschema` on texts near every bound."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import jsonschema
+
+from helpers import accepts, dfa_of
+
+# a string of at most 5 words and 40 characters: a product of about 10,000 states
+_WORDS = {"type": "string", "maxLength": 40, "pattern": "^(?:\\S+\\s+){0,4}\\S+$"}
+
+
+def _words(rng: random.Random) -> str:
+    """A text of a few words, near the word and length bounds of `_WORDS`."""
+    words = ["".join(rng.choice("ab\u00e9") for _ in range(rng.randint(0, 9)))
+             for _ in range(rng.randint(1, 6))]
+    return "".join(w + rng.choice([" ", "  ", "\t", ""]) for w in words).rstrip(
+        rng.choice(["", " "]))
+
+
+def _arrays(rng: random.Random, count: int) -> list[str]:
+    return [json.dumps([_words(rng) for _ in range(rng.choice([0, 1, 1, 2, 4, 5, 6]))],
+                       ensure_ascii=False) for _ in range(count)]
+
+
+def test_large_item_automaton_repeated_is_one_called_machine():
+    """Five copies of the item's product would hold about 50,000 states: the item is a
+    machine called per element, and the array's language is unchanged."""
+    schema = {"type": "array", "items": _WORDS, "minItems": 1, "maxItems": 5}
+    automaton, notices = dfa_of(schema)
+    assert not notices
+    assert "#/items (1)" in automaton.machine_names
+    validator = jsonschema.Draft202012Validator(schema)
+    rng = random.Random(41)
+    texts = _arrays(rng, 400)
+    valid = [t for t in texts if validator.is_valid(json.loads(t))]
+    assert 50 < len(valid) < len(texts) - 50  # both kinds, near the bounds
+    for text in texts:
+        assert accepts(automaton, text) == (text in valid), text
+
+
+def test_small_repeats_of_a_large_item_stay_inline_and_agree():
+    """Four copies stay inline (one flat DFA); both forms accept the same texts."""
+    inline, _ = dfa_of({"type": "array", "items": _WORDS, "maxItems": 4})
+    called, _ = dfa_of({"type": "array", "items": _WORDS, "maxItems": 5})
+    assert not hasattr(inline, "machine_names")
+    rng = random.Random(7)
+    for text in _arrays(rng, 300):
+        count = len(json.loads(text))
+        if count <= 4:
+            assert accepts(inline, text) == accepts(called, text), text
+        else:
+            assert not accepts(inline, text)
