@@ -2,7 +2,7 @@
 
 A runtime state is a *configuration* held by the sequence, not by the grammar: a `CallState`
 value of a table state, a stack of return states and, inside the loop of a counted machine,
-the count of repetitions started in its frame. Stacks are persistent (`_Frame`: a return
+the count of repetitions started in its frame. Stacks are persistent (`call_state.Frame`: a return
 state over the frames below, shared by every state that extends it), so a step makes at most
 a few frames, a fork or a rollback is keeping another reference, and memory follows the
 states alive. States are immutable: one grammar object serves any number of sequences and
@@ -33,88 +33,15 @@ from typing import Any
 import numpy as np
 
 from ..format.artifact import suffix_count
-from ..format.table import CallTables, TokenTable, positions_within
+from ..format.table import TokenTable, positions_within
 from .arrays import check_logits, integer, integer_array, is_torch, read_only
 from .bitmask import write_bitmask
+from .call_state import DEAD, EMPTY_STACK, CallState, Frame
+from .counts import Counts
 from .grammar import Grammar
 from .masks import MaskCache
 
 
-class _Frame:
-    """One frame of a persistent stack: return state `top` over the frames `below`, with
-    what the runtime asks of the whole stack kept at hand (depth, whether every return state
-    is final, the tokens that finish every frame, a hash)."""
-
-    __slots__ = ("top", "below", "depth", "ends", "cost", "hash", "rests")
-
-    def __init__(self, top: int, below: "_Frame | None", ends: bool, cost: int) -> None:
-        self.top, self.below, self.ends, self.cost = top, below, ends, cost
-        # the rests that return past a frame above this one resolved on these frames, by
-        # (grammar, table state, return state) of that frame: filled by `CallGrammar.mask`
-        self.rests: dict[tuple[int, int, int], _Rests] | None = None
-        self.depth = below.depth + 1 if below is not None else 0
-        self.hash = hash((top, below.hash)) if below is not None else 0
-
-    def returns(self) -> list[int]:
-        """The return states, the bottom of the stack first."""
-        out, frame = [], self
-        while frame.depth:
-            out.append(frame.top)
-            frame = frame.below
-        return out[::-1]
-
-
-_EMPTY = _Frame(0, None, True, 0)  # the empty stack
-
-
-def _same_stack(a: _Frame, b: _Frame) -> bool:
-    """Whether two stacks hold the same return states (shared tails compare at once)."""
-    while a is not b:
-        if a.hash != b.hash or a.depth != b.depth or a.top != b.top:
-            return False
-        a, b = a.below, b.below
-    return True
-
-
-class CallState:
-    """The state of one sequence in a grammar with calls: a table state, a stack of return
-    states (`stack`, bottom first) and a count (0 outside counted loops). An immutable value:
-    equal states compare and hash equal, and `bool(state)` is False for the dead state only.
-    `Grammar.state_to_ints` writes it as a short list of ints."""
-
-    __slots__ = ("table_state", "frames", "count")
-
-    def __init__(self, table_state: int, frames: _Frame = _EMPTY, count: int = 0) -> None:
-        self.table_state, self.frames, self.count = table_state, frames, count
-
-    @property
-    def stack(self) -> tuple[int, ...]:
-        return tuple(self.frames.returns())
-
-    @property
-    def depth(self) -> int:
-        """Return states on the stack."""
-        return self.frames.depth
-
-    def __bool__(self) -> bool:
-        return self.table_state != 0
-
-    def __eq__(self, other: object) -> bool:
-        return self is other or isinstance(other, CallState) and \
-            self.table_state == other.table_state and self.count == other.count and \
-            _same_stack(self.frames, other.frames)
-
-    def __hash__(self) -> int:
-        return hash((self.table_state, self.count, self.frames.hash))
-
-    def __repr__(self) -> str:
-        returns = self.frames.returns() if self.frames.depth <= 8 else \
-            ["...", *self.frames.returns()[-8:]]
-        count = f", count={self.count}" if self.count else ""
-        return f"CallState({self.table_state}, stack=[{', '.join(map(str, returns))}]{count})"
-
-
-DEAD = CallState(0)
 _NONE = np.zeros(0, np.int64)
 _NEVER = np.iinfo(np.int64).max  # the sort key of a need of -1 (never finishes)
 
@@ -301,7 +228,7 @@ class CallGrammar(Grammar):
         self._suffix_key = calls.suffix_state * self._num_suffixes + calls.suffix_id
         self._eos = np.asarray(self.eos_token_ids, np.int64)
         self._eos_set = frozenset(self.eos_token_ids)
-        self._counts = _Counts(calls, self.table.min_tokens_to_accept)
+        self._counts = Counts(calls, self.table.min_tokens_to_accept)
         self._accepting = self.table.accepting.tolist()
         self._min_tokens = self.table.min_tokens_to_accept.tolist()
         # tokens to finish the frames a push sequence pushes (-1: never)
@@ -356,19 +283,19 @@ class CallGrammar(Grammar):
         high = int(self._counts.high[q])
         if count < 0 or count and (self._counts.row[q] < 0 or 0 <= high < count):
             raise ValueError(f"count {count} is not one table state {q} can hold")
-        frames = _EMPTY
+        frames = EMPTY_STACK
         for ret in returns:
             if not (0 < ret < self.num_states and self._is_return[ret]):
                 raise ValueError(f"{ret} is not a return state of this grammar")
             frames = self._frame(frames, ret)
         return CallState(q, frames, count)
 
-    def _frame(self, below: _Frame, ret: int) -> _Frame:
+    def _frame(self, below: Frame, ret: int) -> Frame:
         cost, rest = self._min_tokens[ret], below.cost
-        return _Frame(ret, below, below.ends and self._accepting[ret],
+        return Frame(ret, below, below.ends and self._accepting[ret],
                       -1 if cost < 0 or rest < 0 else cost + rest)
 
-    def _push(self, frames: _Frame, sequence: int) -> _Frame:
+    def _push(self, frames: Frame, sequence: int) -> Frame:
         lo, hi = self._push_ptr[sequence], self._push_ptr[sequence + 1]
         if lo != hi:
             for ret in self._push_states[lo:hi].tolist():
@@ -381,7 +308,7 @@ class CallGrammar(Grammar):
         j = int(np.searchsorted(self._suffix_key, key))
         return j if j < len(self._suffix_key) and self._suffix_key[j] == key else -1
 
-    def _resolve(self, suffix: int, frames: _Frame) -> CallState:
+    def _resolve(self, suffix: int, frames: Frame) -> CallState:
         """The state after returning to the top of `frames` and reading the suffix (DEAD
         when the text dies)."""
         while frames.depth:
@@ -508,7 +435,7 @@ class CallGrammar(Grammar):
                 below, self._top(q, ret).deep_suffixes)
         return read
 
-    def _rests(self, q: int, ret: int, top: _Top, below: _Frame) -> _Rests:
+    def _rests(self, q: int, ret: int, top: _Top, below: Frame) -> _Rests:
         """The rests of `top` (table state q under return state ret) resolved on the frames
         `below`: once per frame and pair, kept on the frame (frames are shared by the states
         of a walk; nothing per stack is kept in the grammar)."""
@@ -525,7 +452,7 @@ class CallGrammar(Grammar):
             memo[key] = found
         return found
 
-    def _resolve_all(self, suffixes: np.ndarray, frames: _Frame, read: _Read) -> _Rests:
+    def _resolve_all(self, suffixes: np.ndarray, frames: Frame, read: _Read) -> _Rests:
         """docs/FORMAT.md's `resolve` of many suffixes at once on `frames` (not empty),
         `read` its first step."""
         alive, need = [], []
@@ -811,112 +738,3 @@ def _room(budget: int, below: int) -> int:
     """The largest need of a token that fits `budget` over frames needing `below` more
     tokens (-1: none fits)."""
     return budget - 2 - below if below >= 0 else -1
-
-
-class _Counts:
-    """The count registers of counted machines (docs/FORMAT.md): what a token does to the
-    count inside a loop, and the fewest-token bounds that depend on it. Without counters
-    every state is outside every loop."""
-
-    def __init__(self, calls: CallTables, min_tokens: np.ndarray) -> None:
-        num_states = len(min_tokens)
-        self.min_tokens = min_tokens
-        counters = calls.counters
-        self.row = np.full(num_states, -1, np.int64) if counters is None else counters.count_row
-        self.table = np.zeros((0, 0), np.uint8) if counters is None else counters.count_table
-        self.stack_reps = None if counters is None else counters.stack_reps
-        self.suffix_reps = None if counters is None else counters.suffix_reps
-        self.complete_cost = None if counters is None else counters.count_complete_cost
-        # per state, its machine's loop state, bounds and cost of one repetition
-        self.loop = np.zeros(num_states, np.int64)
-        self.low = np.zeros(num_states, np.int64)
-        self.high = np.full(num_states, -1, np.int64)
-        self.item_cost = np.full(num_states, -1, np.int64)
-        if counters is not None:
-            machine = np.searchsorted(calls.machine_start, np.arange(num_states),
-                                      side="right") - 1
-            inside = np.flatnonzero(self.row >= 0)
-            self.loop[inside] = counters.machine_loop[machine[inside]]
-            self.low[inside] = counters.machine_count_min[machine[inside]]
-            self.high[inside] = counters.machine_count_max[machine[inside]]
-            self.item_cost[inside] = counters.machine_item_cost[machine[inside]]
-        # the most repetitions a token starts: counts further from a bound share a mask
-        self.reach = int(self.table.max(initial=0)) // 2 + 1
-
-    def key(self, q: int, count: int) -> tuple[int, int]:
-        """What of the count decides the mask of loop state q (nothing outside loops)."""
-        if self.row[q] < 0:
-            return (0, 0)
-        room = self.reach if self.high[q] < 0 else min(int(self.high[q]) - count, self.reach)
-        return (room, min(max(int(self.low[q]) - count, 0), self.reach))
-
-    def allowed(self, q: int, count: int) -> np.ndarray:
-        """The tokens whose repetitions keep the count of loop state q within bounds."""
-        values = self.table[self.row[q]]
-        started = values >> 1
-        ok = ~(((values & 1) == 1) & (started < self.low[q] - count))
-        if self.high[q] >= 0:
-            ok &= started <= self.high[q] - count
-        return ok
-
-    def after(self, q: int, count: int, token: int) -> int | None:
-        """The count after `token` from loop state q (None: the bounds forbid it); 0 outside
-        loops."""
-        if self.row[q] < 0:
-            return 0
-        value = int(self.table[self.row[q], token])
-        total = count + (value >> 1)
-        if 0 <= self.high[q] < total or (value & 1 and total < self.low[q]):
-            return None
-        return total
-
-    def reps_after_stack(self, entry: int, nxt: int) -> int:
-        return int(self.stack_reps[entry]) if self.row[nxt] >= 0 else 0
-
-    def reps_after_suffix(self, entry: int, nxt: int) -> int:
-        return int(self.suffix_reps[entry]) if self.row[nxt] >= 0 else 0
-
-    def byte_step(self, q: int, nxt: int, count: int) -> tuple[int, int]:
-        """(next state, count) of a byte transition; state 0 when the count forbids it."""
-        if self.row[q] < 0 or q != self.loop[q]:
-            return nxt, count if self.row[nxt] >= 0 else 0
-        if self.row[nxt] >= 0:  # one more repetition
-            return (0, 0) if 0 <= self.high[q] <= count else (nxt, count + 1)
-        return (nxt, 0) if count >= self.low[q] else (0, 0)
-
-    def cost(self, q: int, count: int) -> int:
-        """Tokens that finish q's machine from q with `count` (an upper bound; -1: none):
-        below the minimum, end the repetition under way, read the missing ones, then leave."""
-        if self.row[q] < 0 or count >= self.low[q]:
-            return int(self.min_tokens[q])
-        parts = (int(self.complete_cost[q]), int(self.item_cost[q]),
-                 int(self.min_tokens[self.loop[q]]))
-        if min(parts) < 0:
-            return -1
-        return parts[0] + parts[1] * (int(self.low[q]) - count) + parts[2]
-
-    def costs(self, states: np.ndarray, counts: np.ndarray) -> np.ndarray:
-        """`cost` of each state with its count, vectorised."""
-        need = self.min_tokens[states].copy()
-        short = (self.row[states] >= 0) & (counts < self.low[states])
-        if short.any():
-            at = states[short]
-            parts = np.stack([self.complete_cost[at], self.item_cost[at],
-                              self.min_tokens[self.loop[at]]])
-            more = parts[0] + parts[1] * (self.low[at] - counts[short]) + parts[2]
-            need[short] = np.where((parts < 0).any(axis=0), -1, more)
-        return need
-
-    def row_within(self, table, q: int, count: int, budget: int) -> np.ndarray:
-        """The ordinary tokens of loop state q allowed with `count` after which its machine
-        can finish within `budget` tokens (`_row_within` with counts)."""
-        lo, hi = table.row_ptr[table.state_row[q]], table.row_ptr[table.state_row[q] + 1]
-        delta = np.zeros(table.num_classes, np.int64)
-        listed = np.zeros(table.num_classes, np.bool_)
-        delta[table.row_class[lo:hi]] = table.row_delta[lo:hi]
-        listed[table.row_class[lo:hi]] = True
-        nxt = q + delta[table.token_class]
-        values = self.table[self.row[q]].astype(np.int64)
-        need = self.costs(nxt, count + (values >> 1))
-        return listed[table.token_class] & self.allowed(q, count) & (need >= 0) & \
-            (need + 2 <= budget)

@@ -2,7 +2,7 @@
 count of characters is kept at run time, a few states for any bound (issue 14).
 
 Checked against `jsonschema` and against the byte-level walk of the machines, which reads the
-count by its own rule (`_Counts.byte_step`), at and around every bound."""
+count by its own rule (`runtime.counts.Counts.byte_step`), at and around every bound."""
 
 from __future__ import annotations
 
