@@ -40,8 +40,10 @@ grammars into its cache).
 from __future__ import annotations
 
 import argparse
+import cProfile
 import json
 import os
+import pstats
 import sys
 import tempfile
 import time
@@ -67,20 +69,26 @@ CASES = {
 
 
 class Clock:
-    """Seconds spent in wrapped functions, per part ("follow" the tokens, "mask")."""
+    """Seconds spent in wrapped functions, per part ("follow" the tokens, "mask"); while
+    `profile` is set, the calls are profiled too."""
 
     def __init__(self) -> None:
         self.seconds = {"follow": 0.0, "mask": 0.0}
+        self.profile: cProfile.Profile | None = None
 
     def wrap(self, owner, name: str, part: str) -> None:
         inner = getattr(owner, name)
 
         def timed(*args, **kwargs):
+            if self.profile is not None:
+                self.profile.enable()
             start = time.perf_counter()
             try:
                 return inner(*args, **kwargs)
             finally:
                 self.seconds[part] += time.perf_counter() - start
+                if self.profile is not None:
+                    self.profile.disable()
 
         setattr(owner, name, timed)
 
@@ -95,6 +103,9 @@ def main() -> None:
     parser.add_argument("--model-folder", type=Path,
                         default=Path(tempfile.gettempdir()) / "grammarc-bench-smollm2",
                         help="transformers folder of SmolLM2 (made from the GGUF if missing)")
+    parser.add_argument("--profile", type=Path,
+                        help="profile grammarc's processor calls (cProfile) into this file; "
+                             "its times then include the profiler's")
     args = parser.parse_args()
     os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # the engine in this process: timeable
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
@@ -127,6 +138,7 @@ def main() -> None:
     from vllm.v1.structured_output import StructuredOutputManager
     import vllm.v1.worker.gpu_model_runner as runner
 
+    profile = cProfile.Profile() if args.profile else None
     clocks = {"grammarc": Clock(), "xgrammar": Clock()}
     clocks["grammarc"].wrap(GrammarLogitsProcessor, "update_state", "follow")
     clocks["grammarc"].wrap(GrammarLogitsProcessor, "apply", "mask")
@@ -166,8 +178,9 @@ def main() -> None:
         requests = [cases[i % len(cases)] for i in range(count)]
         for engine in ("grammarc", "xgrammar"):
             clock = clocks[engine]
-            for _round in ("warm-up", "timed"):
+            for counted in (False, True):  # a warm-up round first: grammars compiled, cached
                 clock.reset()
+                clock.profile = profile if counted and engine == "grammarc" else None
                 outputs, steps, wall = [], 0, 0.0
                 for lo in range(0, count, batch):
                     chunk = requests[lo:lo + batch]
@@ -196,6 +209,9 @@ def main() -> None:
     print("grammarc / xgrammar, grammar time per step: " + ", ".join(
         f"batch {b} {per_step[b, 'grammarc'] / per_step[b, 'xgrammar']:.2f}x"
         for b in args.batch))
+    if profile is not None:
+        profile.dump_stats(args.profile)
+        pstats.Stats(profile).sort_stats("tottime").print_stats(25)
 
 
 def tokenizer_of(folder: Path):
