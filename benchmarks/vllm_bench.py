@@ -201,13 +201,15 @@ def main() -> None:
                     steps += max(len(o.outputs[0].token_ids) for o in done)
             tokens = sum(len(o.outputs[0].token_ids) for o in outputs)
             invalid: dict[str, int] = {}
+            cut = 0  # invalid outputs that stopped at max_tokens
             for output, (name, _, _, check, _) in zip(outputs, requests):
                 if not check(output.outputs[0].text):
                     invalid[name] = invalid.get(name, 0) + 1
+                    cut += output.outputs[0].finish_reason == "length"
             follow, mask = clock.seconds["follow"], clock.seconds["mask"]
             per_step[batch, engine] = (follow + mask) / max(steps, 1)
-            failed = f" (invalid: {', '.join(f'{n} {k}' for n, k in invalid.items())})" \
-                if invalid else ""
+            failed = f" (invalid: {', '.join(f'{n} {k}' for n, k in invalid.items())}; " \
+                f"{cut} of them cut at max_tokens)" if invalid else ""
             print(f"| {batch} | {engine} | {count - sum(invalid.values())}/{count}{failed} | "
                   f"{tokens} | {tokens / wall:.1f} | {per_step[batch, engine] * 1e3:.2f} ms "
                   f"({follow / max(steps, 1) * 1e3:.2f} + {mask / max(steps, 1) * 1e3:.2f}) | "
