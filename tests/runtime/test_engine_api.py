@@ -81,6 +81,38 @@ def test_fill_bitmask_into_torch_and_apply_bitmask_agree_with_apply(grammars):
     assert np.array_equal(one, grammar.apply(logits[0].numpy(), states[0]))
 
 
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64", "bfloat16"])
+def test_apply_bitmask_is_a_masked_fill_of_each_bit(dtype):
+    """Every byte value, logits that are NaN, infinite or signed zeros, a vocabulary past the
+    words and short of them, numpy (where it has the dtype) and torch, in place and not,
+    against bits read one by one with Python ints."""
+    rng = np.random.default_rng(7)
+    for rows, vocab, width in [(4, 2048, 64), (3, 70, 2), (2, 100, 4)]:
+        words = rng.integers(-2**31, 2**31, size=(rows, width)).astype(np.int32)
+        every = np.arange(256, dtype=np.uint8).view(np.int32)[:words.size]  # every byte value
+        words.reshape(-1)[:len(every)] = every
+        logits = torch.randn(rows, vocab).to(getattr(torch, dtype))
+        logits[0, :5] = torch.tensor([float("nan"), float("inf"), float("-inf"), -0.0, 0.0])
+        expected = logits.clone()
+        for row, t in np.ndindex(rows, vocab):
+            if t >= 32 * width or not (int(words[row, t // 32]) >> (t % 32)) & 1:
+                expected[row, t] = float("-inf")
+        for inplace in (False, True):
+            given = logits.clone()
+            with torch.inference_mode():  # as engines call it
+                out = apply_bitmask(given, torch.from_numpy(words), inplace=inplace)
+            assert (out is given) == inplace
+            assert torch.equal(out.isnan(), expected.isnan())
+            assert torch.equal(out.nan_to_num(), expected.nan_to_num())
+            assert torch.equal(out.signbit(), expected.signbit())
+            one = apply_bitmask(logits[1].clone(), words[1])
+            assert torch.equal(one.nan_to_num(), expected[1].nan_to_num())
+        if dtype != "bfloat16":
+            out = apply_bitmask(logits.numpy(), words)
+            assert np.array_equal(out, expected.numpy(), equal_nan=True)
+            assert np.array_equal(np.signbit(out), np.signbit(expected.numpy()))
+
+
 def test_fill_bitmask_rejects_what_it_cannot_fill(grammars):
     grammar = grammars["date"]
     with pytest.raises(ValueError, match="int32 array of shape"):
