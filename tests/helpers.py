@@ -241,3 +241,34 @@ def random_token_walk(grammar: grammarc.Grammar, rng: np.random.Generator, steps
         if not len(allowed):
             return
         state = grammar.next_state(state, int(rng.choice(allowed)))
+
+
+def check_number_schema(schema: dict, instances: list, rng: random.Random) -> tuple[int, int]:
+    """Compile `schema` (a schema with no value at all may be refused as such) and judge it
+    by jsonschema on exact numbers: no text of an instance spelled three random ways is
+    accepted unless valid, and every valid instance's canonical text is accepted. Returns
+    how many texts were checked and how many instances were valid."""
+    from grammar_oracles import exact_json, exact_validator, spelled_json
+
+    from grammarc.errors import GrammarError
+    from grammarc.frontends.json_schema import canonical_dumps
+
+    try:
+        automaton, _ = dfa_of(schema)
+    except GrammarError as exc:
+        assert "no value at all" in str(exc), (schema, exc)
+        automaton = None
+    validator = exact_validator(schema)
+    checked = valid_seen = 0
+    for instance in instances:
+        for _ in range(3):
+            text = spelled_json(instance, rng)
+            valid = validator.is_valid(exact_json(text))
+            assert not (automaton is not None and accepts(automaton, text)) or valid, \
+                (schema, text)
+            checked += 1
+        if validator.is_valid(instance):
+            valid_seen += 1
+            assert automaton is not None and \
+                accepts(automaton, canonical_dumps(schema, instance)), (schema, instance)
+    return checked, valid_seen
