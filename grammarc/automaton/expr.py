@@ -9,6 +9,7 @@ points; surrogates (U+D800..U+DFFF) cannot appear in UTF-8 text and are left out
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Union
 
@@ -25,10 +26,16 @@ class CharSet:
     ranges: tuple[tuple[int, int], ...]
 
 
+_comparison = threading.local()  # the pairs of nodes found equal in this thread's comparison
+
+
 class _CachedHash:
     """Hashes a tree node once: `alt` deduplicates options in a dict, and the same subtree
-    is an option of many unions. A subclass assigns `__hash__ = _CachedHash.__hash__` in its
-    body, so that `@dataclass(frozen=True)` keeps it instead of generating its own."""
+    is an option of many unions. Compares two nodes once per comparison too: a tree shares
+    subtrees (the sets of keys of an object in any order: 2^n nodes, n! paths), so two equal
+    trees built apart are compared node by node, each pair of nodes once, not path by path.
+    A subclass assigns `__hash__ = _CachedHash.__hash__` and `__eq__ = _CachedHash.__eq__`
+    in its body, so that `@dataclass(frozen=True)` keeps them instead of generating its own."""
 
     def __hash__(self) -> int:
         cached = self.__dict__.get("_hash")
@@ -36,6 +43,27 @@ class _CachedHash:
             cached = hash((type(self).__name__, *(getattr(self, f) for f in self._fields)))
             object.__setattr__(self, "_hash", cached)
         return cached
+
+    def __eq__(self, other: object) -> bool:
+        if self is other:
+            return True
+        if type(other) is not type(self) or hash(self) != hash(other):
+            return False
+        equal_pairs = getattr(_comparison, "equal_pairs", None)
+        outermost = equal_pairs is None
+        if outermost:
+            equal_pairs = _comparison.equal_pairs = set()
+        try:
+            pair = (id(self), id(other))
+            if pair in equal_pairs:
+                return True
+            equal = all(getattr(self, f) == getattr(other, f) for f in self._fields)
+            if equal:
+                equal_pairs.add(pair)  # both stay alive for the comparison: ids hold
+            return equal
+        finally:
+            if outermost:
+                _comparison.equal_pairs = None
 
     def __getstate__(self) -> dict:  # string hashes differ between processes
         return {k: v for k, v in self.__dict__.items() if k != "_hash"}
@@ -51,6 +79,7 @@ class Concat(_CachedHash):
     parts: tuple["Expr", ...]
     _fields = ("parts",)
     __hash__ = _CachedHash.__hash__
+    __eq__ = _CachedHash.__eq__
 
 
 @dataclass(frozen=True)
@@ -60,6 +89,7 @@ class Alt(_CachedHash):
     options: tuple["Expr", ...]
     _fields = ("options",)
     __hash__ = _CachedHash.__hash__
+    __eq__ = _CachedHash.__eq__
 
 
 @dataclass(frozen=True)
@@ -78,6 +108,7 @@ class Repeat(_CachedHash):
     counted: bool = False
     _fields = ("item", "min", "max", "counted")
     __hash__ = _CachedHash.__hash__
+    __eq__ = _CachedHash.__eq__
 
 
 @dataclass(frozen=True)
