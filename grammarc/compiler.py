@@ -109,8 +109,10 @@ def build_automaton(kind: str, text: str, name: str | None, options: FrontendOpt
     a too-many-states error repeats the front end's notices (e.g. which rules were unrolled).
 
     A JSON Schema with `key_order="any"` whose automaton needs more states than
-    `--max-states` is compiled again in the schema's key order (a subset of the same values'
-    texts, so still exact), with a notice; the first attempt's notices are then dropped."""
+    `--max-states` (its machines linked by calls counted together, which in the schema's
+    order may take ten times as many) is compiled again in the schema's key order (a subset
+    of the same values' texts, so still exact), with a notice; the first attempt's notices
+    are then dropped."""
     notices: list[str] = []
 
     def notice(message: str) -> None:
@@ -141,6 +143,9 @@ def build_automaton(kind: str, text: str, name: str | None, options: FrontendOpt
         held: list[str] = []  # the notices of the attempt in any key order
         try:
             result = automaton(options, held.append)
+            if result.num_states > options.max_states:  # machines linked by calls, in all
+                raise TooManyStatesError(f"the automaton needs {result.num_states:,} states, "
+                                         f"more than --max-states {options.max_states:,}")
         except TooManyStatesError as exc:
             if exc.line is not None:
                 for message in held:
