@@ -3,8 +3,10 @@
 Two levels, each bounded in bytes and least recently used first out:
 
 * the recent masks as read-only boolean arrays (a hit is a dictionary lookup);
-* every mask met, packed eight tokens to a byte in a bitmask's bit order (a hit is one
-  `np.unpackbits`, a few µs, or, for a bitmask, a copy of the bytes).
+* the masks the first level let go, and those asked for packed, eight tokens to a byte in a
+  bitmask's bit order (a hit is one `np.unpackbits`, a few µs, or, for a bitmask, a copy of
+  the bytes). A mask is packed when it leaves the first level, not when it is built: a first
+  use does not pay for packing.
 
 One level of boolean arrays alone thrashes as soon as a walk cycles through more masks than
 it holds (a 64 MB cache holds 1,365 masks of a 49k vocabulary; a large schema's instances meet
@@ -41,6 +43,11 @@ class MaskCache:
         """How many masks the cache holds (packed)."""
         return self._max_packed
 
+    def __len__(self) -> int:
+        """How many distinct masks it holds now (either level)."""
+        with self._lock:
+            return len(self._packed.keys() | self._recent.keys())
+
     def get(self, key: Hashable, build: Callable[[], np.ndarray]) -> np.ndarray:
         """The mask of `key`, read-only; `build()` makes it (a fresh boolean array) if it is
         held by neither level."""
@@ -51,7 +58,19 @@ class MaskCache:
             except KeyError:  # another thread evicted it meanwhile
                 pass
             return mask
-        return self._fill(key, build)[0]
+        with self._lock:
+            packed = self._packed.get(key)
+            if packed is not None:
+                self._packed.move_to_end(key)
+        if packed is None:
+            mask = build()  # outside the lock: two threads may build one mask twice
+        else:
+            mask = np.unpackbits(packed, count=self._vocab_size,
+                                 bitorder="little").view(np.bool_)
+        mask.flags.writeable = False
+        with self._lock:
+            self._remember(key, mask)
+        return mask
 
     def packed(self, key: Hashable, build: Callable[[], np.ndarray]) -> np.ndarray:
         """The mask of `key` packed (`np.packbits(mask, bitorder="little")`, what
@@ -61,29 +80,36 @@ class MaskCache:
             if packed is not None:
                 self._packed.move_to_end(key)
                 return packed
-        return self._fill(key, build)[1]
+            mask = self._recent.get(key)
+        if mask is None:
+            mask = build()
+            mask.flags.writeable = False
+        packed = _pack(mask)
+        with self._lock:
+            self._keep_packed(key, packed)
+            self._remember(key, mask)
+        return packed
 
-    def _fill(self, key: Hashable, build: Callable[[], np.ndarray]) \
-            -> tuple[np.ndarray, np.ndarray]:
-        """The mask of `key` and its packed bytes, unpacked from the packed level or built,
-        now held by both levels."""
-        with self._lock:
-            packed = self._packed.get(key)
-            if packed is not None:
-                self._packed.move_to_end(key)
-        if packed is None:
-            mask = build()  # outside the lock: two threads may build one mask twice
-            packed = np.packbits(mask, bitorder="little")
-            packed.flags.writeable = False
-        else:
-            mask = np.unpackbits(packed, count=self._vocab_size,
-                                 bitorder="little").view(np.bool_)
-        mask.flags.writeable = False
-        with self._lock:
-            self._packed[key] = packed
-            if len(self._packed) > self._max_packed:
-                self._packed.popitem(last=False)
-            self._recent[key] = mask
-            if len(self._recent) > self._max_recent:
-                self._recent.popitem(last=False)
-        return mask, packed
+    def _remember(self, key: Hashable, mask: np.ndarray) -> None:
+        """Hold `mask` in the recent level; the mask it evicts, if any, moves to the packed
+        level (packed only then: a mask met once costs no packing). Under the lock."""
+        self._recent[key] = mask
+        self._recent.move_to_end(key)
+        if len(self._recent) > self._max_recent:
+            old_key, old = self._recent.popitem(last=False)
+            if old_key not in self._packed:
+                self._keep_packed(old_key, _pack(old))
+
+    def _keep_packed(self, key: Hashable, packed: np.ndarray) -> None:
+        """Hold `packed` in the packed level, least recently used out. Under the lock."""
+        self._packed[key] = packed
+        self._packed.move_to_end(key)
+        if len(self._packed) > self._max_packed:
+            self._packed.popitem(last=False)
+
+
+def _pack(mask: np.ndarray) -> np.ndarray:
+    """A boolean mask as read-only bytes, eight tokens a byte, in a bitmask's bit order."""
+    packed = np.packbits(mask, bitorder="little")
+    packed.flags.writeable = False
+    return packed

@@ -122,12 +122,12 @@ def test_warm_is_idempotent_and_keeps_its_limit(sources):
     grammar = grammarc.load(sources["json.gbnf"])
     rows = len(grammar.table.mask_rows())
     assert rows > 3
-    assert grammar.warm(limit=0) == 0 and len(grammar._allowed_masks._packed) == 0
-    assert grammar.warm(limit=3) == 3 and len(grammar._allowed_masks._packed) == 3
+    assert grammar.warm(limit=0) == 0 and len(grammar._allowed_masks) == 0
+    assert grammar.warm(limit=3) == 3 and len(grammar._allowed_masks) == 3
     held = _sizes(grammar)
     tables = (dict(grammar._infos), dict(grammar._tops), dict(grammar._reads))
     assert grammar.warm() == rows == grammar.warm()
-    assert _sizes(grammar) == held and len(grammar._allowed_masks._packed) == rows
+    assert _sizes(grammar) == held and len(grammar._allowed_masks) == rows
     assert all(grammar._infos[k] is v for k, v in tables[0].items())
     assert all(grammar._tops[k] is v for k, v in tables[1].items())
     assert all(grammar._reads[k] is v for k, v in tables[2].items())

@@ -118,7 +118,8 @@ def test_torch_packed_mask_table(grammar, dense, monkeypatch):
 
 def test_mask_cache_keeps_more_masks_packed_than_it_keeps_unpacked():
     """A walk that cycles through more masks than the boolean level holds builds each mask
-    once while the packed level holds them all, and builds again only what that drops."""
+    once while the packed level holds them all; a mask is packed when the boolean level lets
+    it go, and built again only when the packed level has dropped it too."""
     from grammarc.runtime.masks import MaskCache
 
     vocab = 37  # not a multiple of 8: the packed masks end inside a byte
@@ -126,19 +127,33 @@ def test_mask_cache_keeps_more_masks_packed_than_it_keeps_unpacked():
     truth = {key: rng.random(vocab) < 0.5 for key in range(4)}
     built: list[int] = []
 
-    def build(key):
-        built.append(key)
-        return truth[key].copy()
+    def get(cache, key):
+        def build():
+            built.append(key)
+            return truth[key].copy()
+        mask = cache.get(key, build)
+        assert mask.dtype == np.bool_ and np.array_equal(mask, truth[key])
+        assert not mask.flags.writeable
 
     cache = MaskCache(vocab, recent_bytes=2 * vocab, packed_bytes=3 * 5)
     for _ in range(3):
         for key in range(3):
-            mask = cache.get(key, lambda: build(key))
-            assert mask.dtype == np.bool_ and np.array_equal(mask, truth[key])
-            assert not mask.flags.writeable
+            get(cache, key)
     assert built == [0, 1, 2]
-    cache.get(3, lambda: build(3))  # the packed level drops key 0, the least recently used
-    assert np.array_equal(cache.get(0, lambda: build(0)), truth[0]) and built == [0, 1, 2, 3, 0]
+
+    built.clear()
+    cache = MaskCache(vocab, recent_bytes=vocab, packed_bytes=2 * 5)  # one mask, two packed
+    # 0 is packed as 1 comes and found there; 1 is packed as 0 comes back (after 0 there);
+    # 2 is packed as 3 comes, and the packed level drops 0, its least recently used
+    for key in (0, 1, 0, 2, 3):
+        get(cache, key)
+    assert built == [0, 1, 2, 3]
+    get(cache, 1)
+    get(cache, 0)
+    assert built == [0, 1, 2, 3, 0]
+    packed = cache.packed(0, lambda: truth[0].copy())  # held unpacked only: packed now
+    assert np.array_equal(packed, np.packbits(truth[0], bitorder="little"))
+    assert not packed.flags.writeable and built == [0, 1, 2, 3, 0]
 
 
 @pytest.mark.parametrize("source,kind", [(PATTERN, "regex"),
