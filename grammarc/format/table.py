@@ -75,18 +75,25 @@ class TokenTable:
 
     def classes_mask(self, classes: np.ndarray) -> np.ndarray:
         """Booleans over the vocabulary: the tokens of `classes` (distinct class ids; a fresh
-        array). Where either side is small (an eighth of the vocabulary or less) its tokens
-        are written one by one on zeros or ones, so the cost follows the smaller side (a
-        free-text row allows nearly every token); otherwise one gather of the allowed classes
-        by `token_class`, which costs less than scattering thousands of tokens."""
+        array), written the cheapest of three ways (each cost measured in numpy passes): the
+        tokens of the smaller side one by one on zeros or ones (a free-text row allows nearly
+        every token, a punctuation row a few); the tokens outside the largest class
+        (`outside_largest`, typically a fifth of the vocabulary) by their classes over a fill
+        with the largest class's answer; or one gather of every token's class."""
         order, class_ptr = self.tokens_by_class
         sizes = class_ptr[classes + 1] - class_ptr[classes]
         allowed = int(sizes.sum())
         written_on_zeros = 2 * allowed <= self.vocab_size
-        if 8 * min(allowed, self.vocab_size - allowed) > self.vocab_size:
+        largest, outside, outside_class = self.outside_largest
+        by_class = min(_OUTSIDE_COST * len(outside), self.vocab_size)
+        if _SCATTER_COST * min(allowed, self.vocab_size - allowed) > by_class:
             kept = np.zeros(self.num_classes, np.bool_)
             kept[classes] = True
-            return kept[self.token_class]
+            if by_class == self.vocab_size:
+                return kept[self.token_class]
+            mask = np.full(self.vocab_size, kept[largest])
+            mask[outside] = kept[outside_class]
+            return mask
         if not written_on_zeros:
             kept = np.ones(self.num_classes, np.bool_)
             kept[classes] = False
@@ -94,9 +101,21 @@ class TokenTable:
             sizes = class_ptr[classes + 1] - class_ptr[classes]
         mask = np.zeros(self.vocab_size, np.bool_) if written_on_zeros \
             else np.ones(self.vocab_size, np.bool_)
-        mask[order[np.repeat(class_ptr[classes], sizes) + positions_within(sizes)]] = \
-            written_on_zeros
+        if len(classes) <= _FEW_CLASSES:  # a write per class costs less than indexing them
+            class_tokens = self.class_tokens
+            for one in classes.tolist():
+                mask[class_tokens[one]] = written_on_zeros
+        else:
+            mask[order[np.repeat(class_ptr[classes], sizes) + positions_within(sizes)]] = \
+                written_on_zeros
         return mask
+
+    @cached_property
+    def outside_largest(self) -> tuple[int, np.ndarray, np.ndarray]:
+        """The largest class, the tokens of every other class (ascending) and their classes."""
+        largest = int(np.argmax(np.bincount(self.token_class, minlength=self.num_classes)))
+        outside = np.flatnonzero(self.token_class != largest)
+        return largest, outside, self.token_class[outside]
 
     def mask_row(self, row: int) -> int:
         """The first row met that allows the same classes as `row` (itself if none): rows
@@ -130,6 +149,12 @@ class TokenTable:
         class_ptr = np.zeros(self.num_classes + 1, np.int64)
         np.cumsum(np.bincount(self.token_class, minlength=self.num_classes), out=class_ptr[1:])
         return order, class_ptr
+
+    @cached_property
+    def class_tokens(self) -> list[np.ndarray]:
+        """Per class, its token ids (views of `tokens_by_class`)."""
+        order, class_ptr = self.tokens_by_class
+        return np.split(order, class_ptr[1:-1])
 
     def transitions(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Every allowed (state, token) pair of the ordinary table with its next state, as
@@ -255,6 +280,12 @@ def frozen(values, dtype) -> np.ndarray:
     array = np.array(values, dtype=dtype)
     array.flags.writeable = False
     return array
+
+
+# costs of `TokenTable.classes_mask`'s ways, per token written, in gathers of one token
+_SCATTER_COST = 8   # a token of the smaller side: its position by class, then the write
+_OUTSIDE_COST = 3   # a token outside the largest class: its class's answer, then the write
+_FEW_CLASSES = 16   # at most this many classes written: one write per class
 
 
 def positions_within(sizes: np.ndarray) -> np.ndarray:

@@ -1,6 +1,7 @@
 """`TokenTable.classes_mask` against the definition (a token is allowed iff its class is), on
-a real table, for class sets of every size: both ways of writing a mask (token by token on
-the smaller side, or one gather by class) must give the same booleans."""
+a real table, for class sets of every size: every way of writing a mask (the tokens of the
+smaller side, a class at a time or all at once; by class outside the largest class; one
+gather by class) must give the same booleans."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import numpy as np
 import pytest
 
 import grammarc
+from grammarc.format import table as table_module
 
 
 @pytest.fixture(scope="module")
@@ -18,7 +20,7 @@ def table(smollm2):
                                           "n": {"type": "number"}}}, smollm2).table
 
 
-def test_classes_mask_is_the_tokens_of_the_classes(table):
+def test_classes_mask_is_the_tokens_of_the_classes(table, monkeypatch):
     rng = np.random.default_rng(7)
     sizes = np.bincount(table.token_class, minlength=table.num_classes)
     by_size = np.argsort(sizes)
@@ -27,14 +29,17 @@ def test_classes_mask_is_the_tokens_of_the_classes(table):
     cases += [np.arange(1, table.num_classes), np.arange(table.num_classes)]
     cases += [rng.choice(table.num_classes, k, replace=False)
               for k in rng.integers(1, table.num_classes, 40)]
-    written = set()
     for classes in cases:
         classes = np.unique(classes)
         expected = np.isin(table.token_class, classes)
         assert np.array_equal(table.classes_mask(classes), expected)
-        allowed = int(expected.sum())
-        written.add(8 * min(allowed, table.vocab_size - allowed) > table.vocab_size)
-    assert written == {True, False}  # both ways were taken
+        with monkeypatch.context() as patch:  # every way, whatever the costs choose
+            for scatter, outside, few in ((0, 1, 0), (0, 1, 10**9), (10**9, 1, 0),
+                                          (10**9, 10**9, 0)):
+                patch.setattr(table_module, "_SCATTER_COST", scatter)
+                patch.setattr(table_module, "_OUTSIDE_COST", outside)
+                patch.setattr(table_module, "_FEW_CLASSES", few)
+                assert np.array_equal(table.classes_mask(classes), expected)
 
 
 def test_row_masks_follow_the_rows(table):
