@@ -44,6 +44,24 @@ from .masks import MaskCache
 
 _NONE = np.zeros(0, np.int64)
 _NEVER = np.iinfo(np.int64).max  # the sort key of a need of -1 (never finishes)
+_FEW = 128  # up to this many values, Python's set and sort cost less than np.unique's
+
+
+def _levels(need: np.ndarray) -> tuple[int, ...]:
+    """The sorted distinct needs >= 0 of `need`."""
+    kept = need[need >= 0]
+    return tuple(sorted(set(kept.tolist())) if len(kept) <= _FEW else np.unique(kept).tolist())
+
+
+def _distinct_inverse(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """`np.unique(values, return_inverse=True)` of a flat array (a few µs when short)."""
+    if len(values) > _FEW:
+        distinct, inverse = np.unique(values, return_inverse=True)
+        return distinct, inverse.reshape(-1)
+    listed = values.tolist()
+    distinct = sorted(set(listed))
+    index = {value: position for position, value in enumerate(distinct)}
+    return np.array(distinct, values.dtype), np.array([index[v] for v in listed], np.int64)
 
 
 class _Needs:
@@ -58,13 +76,12 @@ class _Needs:
 
     def __init__(self, tokens: np.ndarray, need: np.ndarray, vocab_size: int) -> None:
         self.size = len(tokens)
-        levels = np.unique(need[need >= 0])
-        self.levels = tuple(levels.tolist())
+        self.levels = _levels(need)
         self.rank: np.ndarray | None = None
         self.tokens = self.needs = _NONE
-        if 16 * len(tokens) > vocab_size and len(levels) < 254:
+        if 16 * len(tokens) > vocab_size and len(self.levels) < 254:
             self.rank = np.full(vocab_size, 255, np.uint8)
-            self.rank[tokens] = np.where(need < 0, 254, np.searchsorted(levels, need))
+            self.rank[tokens] = np.where(need < 0, 254, np.searchsorted(self.levels, need))
         elif len(tokens):
             key = np.where(need < 0, _NEVER, need)
             order = np.argsort(key, kind="stable")
@@ -137,7 +154,7 @@ class _Info:
     @cached_property
     def levels(self) -> tuple[int, ...]:
         """The sorted distinct needs >= 0 of the ordinary and pushing tokens."""
-        return tuple(np.union1d(self.row_need[self.row_need >= 0], self.push.levels).tolist())
+        return tuple(sorted(set(_levels(self.row_need)) | set(self.push.levels)))
 
     def warm(self) -> None:
         """Compute now what budgets use."""
@@ -171,7 +188,7 @@ class _Rests:
         self.alive, self.need = alive.astype(np.int32), need.astype(np.int32)
         self.alive_key = self.alive.tobytes()  # bytes keep their hash once taken
         self.need_key = self.alive_key + self.need.tobytes()
-        self.levels = tuple(np.unique(self.need[self.need >= 0]).tolist())
+        self.levels = _levels(self.need)
 
     def within(self, limit: int | None = None) -> np.ndarray:
         """Per rest, whether it lives and (unless `limit` is None) finishes every frame in
@@ -404,9 +421,9 @@ class CallGrammar(Grammar):
 
     def _build_top(self, info: _Info, ret: int) -> _Top:
         read = self._read(ret, info.ret_suffix)
-        suffixes, group = np.unique(read.rests, return_inverse=True)
+        suffixes, group = _distinct_inverse(read.rests)
         return _Top(_Needs(info.ret_tokens[read.stops], read.stop_need, self.vocab_size),
-                    info.ret_tokens[read.further], group.reshape(-1), suffixes,
+                    info.ret_tokens[read.further], group, suffixes,
                     _Rests(len(suffixes), _NONE, _NONE))
 
     def _read(self, ret: int, suffixes: np.ndarray) -> _Read:
@@ -557,7 +574,7 @@ class CallGrammar(Grammar):
         if within is None:
             row = self._cached_mask(int(self.table.state_row[q]), allowed=True)
             if not (info.push.size or top.stop.size or len(top.deep_tokens) or counted) \
-                    and (row[self._eos] == eos).all():
+                    and all(row[token] == eos for token in self._eos_set):
                 return row  # the row's own mask, shared (`Grammar.warm` computes it ahead)
             mask = row.copy()
             info.push.add(mask)
