@@ -39,6 +39,18 @@ def integer(value, what: str) -> int:
     return int(array)
 
 
+def budgets_per_row(budget, rows: int) -> list:
+    """`fill_bitmask`'s `budget` as one entry per row: None or one int for every row, or
+    one per row (a list, numpy array or tensor of `rows` integers; a `ValueError` for
+    another count)."""
+    if budget is None or type(budget) is int or np.ndim(budget) == 0:
+        return [budget] * rows
+    budgets = integer_array(budget, "budgets").reshape(-1).tolist()
+    if len(budgets) != rows:
+        raise ValueError(f"{rows} states but {len(budgets)} budgets")
+    return budgets
+
+
 def byte_string(data, what: str = "data", *, text: bool = False) -> bytes:
     """`data` as bytes: bytes, bytearray or memoryview (with `text`, a str too, as UTF-8); a
     `TypeError` for anything else (an int would be that many NUL bytes to `bytes()`)."""

@@ -29,10 +29,13 @@ def pack_mask(mask: np.ndarray, out: np.ndarray) -> np.ndarray:
 def write_packed(packed: np.ndarray, out: np.ndarray) -> np.ndarray:
     """`pack_mask` of a mask packed already (`np.packbits(mask, bitorder="little")`)."""
     words = -(-len(packed) // 4)
-    padded = np.zeros(4 * words, np.uint8)
-    padded[:len(packed)] = packed
-    out[:words] = padded.view("<i4")
-    out[words:] = 0
+    if len(packed) % 4:  # the last word is partly past the vocabulary
+        padded = np.zeros(4 * words, np.uint8)
+        padded[:len(packed)] = packed
+        packed = padded
+    out[:words] = packed.view("<i4")
+    if words < len(out):
+        out[words:] = 0
     return out
 
 

@@ -34,7 +34,7 @@ import numpy as np
 
 from ..format.artifact import suffix_count
 from ..format.table import TokenTable, positions_within
-from .arrays import check_logits, integer, integer_array, is_torch, read_only
+from .arrays import budgets_per_row, check_logits, integer, integer_array, is_torch, read_only
 from .bitmask import write_bitmask
 from .call_state import DEAD, EMPTY_STACK, CallState, Frame
 from .counts import Counts
@@ -689,10 +689,7 @@ class CallGrammar(Grammar):
 
     def fill_bitmask(self, states, out, *, budget=None):
         states = self._state_list(states)
-        budgets = [budget] * len(states) if budget is None or np.ndim(budget) == 0 else \
-            integer_array(budget, "budgets").reshape(-1).tolist()
-        if len(budgets) != len(states):
-            raise ValueError(f"{len(states)} states but {len(budgets)} budgets")
+        budgets = budgets_per_row(budget, len(states))
         packed = (self._mask_packed(state, limit) for state, limit in zip(states, budgets))
         return write_bitmask(out, (len(states),), self.vocab_size, packed, packed=True)
 

@@ -23,7 +23,8 @@ from ..format.artifact import ArtifactData, dense_transitions, encode_table, wri
 from ..charsets import CharFolder, csr_byte_edges
 from ..errors import ArtifactError
 from ..format.table import TokenTable
-from .arrays import byte_string, check_logits, integer, integer_array, is_torch, read_only
+from .arrays import (budgets_per_row, byte_string, check_logits, integer, integer_array,
+                     is_torch, read_only)
 from .bitmask import bitmask_width, write_bitmask
 from .masks import MaskCache
 
@@ -270,10 +271,7 @@ class Grammar:
         every row, or one per row (as `mask_within`). Returns `out`."""
         states = integer_array(states, "states").reshape(-1)
         self._check_states(states)
-        budgets = [budget] * len(states) if budget is None or np.ndim(budget) == 0 else \
-            integer_array(budget, "budgets").reshape(-1).tolist()
-        if len(budgets) != len(states):
-            raise ValueError(f"{len(states)} states but {len(budgets)} budgets")
+        budgets = budgets_per_row(budget, len(states))
         masks = (self.mask(state, budget=limit) for state, limit in zip(states.tolist(), budgets))
         return write_bitmask(out, (len(states),), self.vocab_size, masks)
 
