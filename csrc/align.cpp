@@ -3,7 +3,9 @@
 // (grammarc/alignment/flat.py holds the algorithms' contracts).
 #include <algorithm>
 #include <memory>
+#include <cstring>
 #include <numeric>
+#include <string>
 #include <unordered_map>
 
 #include "kernels.hpp"
@@ -957,6 +959,70 @@ py::tuple sink_pairs(In<int64_t> state_ptr, In<int32_t> entry_class, In<int32_t>
     }
     return py::make_tuple(to_numpy(std::move(new_id)), to_numpy(std::move(pair_state)),
                           to_numpy(std::move(pair_class)));
+}
+
+}  // namespace grammarc
+
+namespace grammarc {
+
+py::tuple row_class_masks(In<int64_t> token_order, In<int64_t> class_ptr, In<int64_t> row_ptr,
+                          In<int64_t> row_class) {
+    const int64_t vocab = length(token_order, "token_order");
+    const int64_t n_classes = length(class_ptr, "class_ptr") - 1;
+    require(n_classes >= 0, "class_ptr has at least one entry");
+    require_csr(class_ptr, n_classes, vocab, "class_ptr");
+    require_in_range(token_order.data(), vocab, 0, vocab, "token_order");
+    const int64_t n_rows = length(row_ptr, "row_ptr") - 1;
+    require(n_rows >= 0, "row_ptr has at least one entry");
+    const int64_t n_entries = length(row_class, "row_class");
+    require_csr(row_ptr, n_rows, n_entries, "row_ptr");
+    require_in_range(row_class.data(), n_entries, 0, n_classes, "row_class");
+    const int64_t* order = token_order.data();
+    const int64_t* cptr = class_ptr.data();
+    const int64_t* rptr = row_ptr.data();
+    const int64_t* rcls = row_class.data();
+
+    // the first row of each distinct set of classes
+    py::array_t<int64_t> mask_row(n_rows);
+    int64_t* first_of = mask_row.mutable_data();
+    std::unordered_map<std::string, int64_t> first;
+    std::vector<int64_t> rows;
+    for (int64_t r = 0; r < n_rows; ++r) {
+        std::string key(reinterpret_cast<const char*>(rcls + rptr[r]),
+                        static_cast<size_t>(rptr[r + 1] - rptr[r]) * sizeof(int64_t));
+        auto [it, fresh] = first.emplace(std::move(key), r);
+        if (fresh) rows.push_back(r);
+        first_of[r] = it->second;
+    }
+
+    const int64_t width = (vocab + 7) / 8;
+    py::array_t<uint8_t> packed({static_cast<int64_t>(rows.size()), width});
+    uint8_t* bits = packed.mutable_data();
+    std::vector<uint8_t> allowed(static_cast<size_t>(n_classes), 0);
+    for (size_t k = 0; k < rows.size(); ++k) {
+        const int64_t r = rows[k];
+        uint8_t* out = bits + static_cast<int64_t>(k) * width;
+        int64_t count = 0;
+        for (int64_t j = rptr[r]; j < rptr[r + 1]; ++j) count += cptr[rcls[j] + 1] - cptr[rcls[j]];
+        if (2 * count <= vocab) {  // the allowed tokens set on zeros
+            std::memset(out, 0, static_cast<size_t>(width));
+            for (int64_t j = rptr[r]; j < rptr[r + 1]; ++j)
+                for (int64_t i = cptr[rcls[j]]; i < cptr[rcls[j] + 1]; ++i)
+                    out[order[i] >> 3] |= static_cast<uint8_t>(1u << (order[i] & 7));
+            continue;
+        }
+        // the others cleared from ones (bits past the vocabulary stay clear)
+        std::memset(out, 0xFF, static_cast<size_t>(width));
+        if (vocab & 7) out[width - 1] = static_cast<uint8_t>((1u << (vocab & 7)) - 1);
+        for (int64_t j = rptr[r]; j < rptr[r + 1]; ++j) allowed[rcls[j]] = 1;
+        for (int64_t c = 0; c < n_classes; ++c) {
+            if (allowed[c]) continue;
+            for (int64_t i = cptr[c]; i < cptr[c + 1]; ++i)
+                out[order[i] >> 3] &= static_cast<uint8_t>(~(1u << (order[i] & 7)));
+        }
+        for (int64_t j = rptr[r]; j < rptr[r + 1]; ++j) allowed[rcls[j]] = 0;
+    }
+    return py::make_tuple(mask_row, to_numpy(rows), packed);
 }
 
 }  // namespace grammarc

@@ -65,6 +65,12 @@ PYBIND11_MODULE(_core, m) {
           "Trim entries into dead ends, make them relative and share equal rows: (state_row, "
           "row_ptr, row_class, row_delta), the last two int64; with a class_map, entry "
           "classes are renumbered by it.");
+    m.def("row_class_masks", &row_class_masks, py::arg("token_order"), py::arg("class_ptr"),
+          py::arg("row_ptr"), py::arg("row_class"),
+          "The token masks of a table's distinct sets of row classes, packed eight tokens a "
+          "byte in a bitmask's order: (mask_row, rows, packed): mask_row[r] the first row "
+          "allowing the classes row r allows, rows those first rows ascending, packed "
+          "[len(rows), ceil(V / 8)] uint8, each written from its smaller side.");
     m.def("row_moves", &row_moves, py::arg("state_row"), py::arg("row_ptr"),
           py::arg("row_delta"),
           "The distinct states each state's shared row leads to: (ptr, next), CSR by state.");

@@ -19,6 +19,7 @@ from typing import Any, Callable, Iterator
 from ._version import __version__
 from .alignment.flat import align, tokenizer_trie
 from .alignment.calls import align_calls
+from .alignment.row_masks import row_masks
 from .format.artifact import FORMAT_NAME, FORMAT_VERSION, format_version
 from .automaton import ByteDFA
 from .automaton.linking import language_automaton
@@ -76,7 +77,10 @@ def compile(source: str | os.PathLike, tokenizer: Tokenizer | str | os.PathLike,
     elif automaton.labels is not None:
         metadata["state_names"] = list(automaton.label_names)
     metadata["format_version"] = format_version(table)
-    return grammar_for(metadata, table)
+    grammar = grammar_for(metadata, table)
+    with _timed(timings, "row masks"):
+        grammar.keep_row_masks(*row_masks(table))
+    return grammar
 
 
 def grammar_metadata(kind: str, text: str, name: str | None, tok: Tokenizer,

@@ -127,6 +127,13 @@ class TokenTable:
             seen = self._mask_rows[row] = self._class_sets.setdefault(classes, row)
         return int(seen)
 
+    def share_mask_rows(self, mask_row: np.ndarray) -> None:
+        """Take every row's `mask_row` answer from `mask_row` (computed ahead, by
+        `alignment.row_masks`): the first row that allows the same classes, per row."""
+        if mask_row.shape != (self.num_rows,):
+            raise ValueError(f"mask_row has shape {mask_row.shape}, not ({self.num_rows},)")
+        self._mask_rows[:] = mask_row
+
     def mask_rows(self) -> np.ndarray:
         """One row for each distinct set of allowed classes (`mask_row`), in row order."""
         return np.unique([self.mask_row(row) for row in range(self.num_rows)])

@@ -290,6 +290,18 @@ class Grammar:
             self._cached_mask(row, allowed=True)
         return min(len(rows), most)
 
+    def keep_row_masks(self, mask_row: np.ndarray, rows: np.ndarray,
+                       packed: np.ndarray) -> None:
+        """Hold the masks of the distinct rows computed ahead (by the compiler, in C++:
+        `alignment.row_masks`), packed, so that a row's first mask is one unpacking: every
+        row's first row allowing the same classes (`mask_row`), those rows (`rows`) and
+        their masks (`packed`, [len(rows), ceil(V / 8)], a bitmask's bit order). At most
+        what the mask cache holds, the first rows first."""
+        self.table.share_mask_rows(mask_row)
+        packed = read_only(packed)
+        for row, bits in zip(rows[:self._allowed_masks.capacity].tolist(), packed):
+            self._allowed_masks.keep_packed(row, bits)
+
     def forced(self, state: int) -> "Forced":
         """What every continuation of the text from `state` begins with (jump-forward).
 

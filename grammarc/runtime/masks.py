@@ -90,6 +90,12 @@ class MaskCache:
             self._remember(key, mask)
         return packed
 
+    def keep_packed(self, key: Hashable, packed: np.ndarray) -> None:
+        """Hold the mask of `key` given packed (as `packed` returns it: read-only bytes),
+        computed ahead by the caller; a later `get` unpacks it."""
+        with self._lock:
+            self._keep_packed(key, packed)
+
     def _remember(self, key: Hashable, mask: np.ndarray) -> None:
         """Hold `mask` in the recent level; the mask it evicts, if any, moves to the packed
         level (packed only then: a mask met once costs no packing). Under the lock."""
