@@ -888,10 +888,8 @@ py::tuple dedupe_rows(In<int64_t> state_ptr, In<int32_t> entry_class, In<int32_t
 
 py::tuple row_moves(In<int32_t> state_row, In<int64_t> row_ptr, In<int32_t> row_delta) {
     const int64_t n = length(state_row, "state_row");
-    const int64_t n_rows = length(row_ptr, "row_ptr") - 1;
-    require(n_rows >= 0, "row_ptr has at least one entry");
     const int64_t n_entries = length(row_delta, "row_delta");
-    require_csr(row_ptr, n_rows, n_entries, "row_ptr");
+    const int64_t n_rows = csr_rows(row_ptr, n_entries, "row_ptr");
     require_in_range(state_row.data(), n, 0, n_rows, "state_row");
     const int32_t* row_of = state_row.data();
     const int64_t* ptr = row_ptr.data();
@@ -935,7 +933,7 @@ py::tuple sink_pairs(In<int64_t> state_ptr, In<int32_t> entry_class, In<int32_t>
     const int64_t n_entries = length(entry_class, "entry_class");
     length(entry_next, "entry_next", n_entries);
     require(sink >= 0 && sink < length(state_ptr, "state_ptr"), "sink is a state");
-    require_csr(state_ptr, length(state_ptr, "state_ptr") - 1, n_entries, "state_ptr");
+    csr_rows(state_ptr, n_entries, "state_ptr");
     require(n_classes >= 1, "n_classes must be positive");
     require_in_range(entry_class.data(), n_entries, 0, n_classes, "entry_class");
     const int64_t* ptr = state_ptr.data();
@@ -968,14 +966,10 @@ namespace grammarc {
 py::tuple row_class_masks(In<int64_t> token_order, In<int64_t> class_ptr, In<int64_t> row_ptr,
                           In<int64_t> row_class) {
     const int64_t vocab = length(token_order, "token_order");
-    const int64_t n_classes = length(class_ptr, "class_ptr") - 1;
-    require(n_classes >= 0, "class_ptr has at least one entry");
-    require_csr(class_ptr, n_classes, vocab, "class_ptr");
+    const int64_t n_classes = csr_rows(class_ptr, vocab, "class_ptr");
     require_in_range(token_order.data(), vocab, 0, vocab, "token_order");
-    const int64_t n_rows = length(row_ptr, "row_ptr") - 1;
-    require(n_rows >= 0, "row_ptr has at least one entry");
     const int64_t n_entries = length(row_class, "row_class");
-    require_csr(row_ptr, n_rows, n_entries, "row_ptr");
+    const int64_t n_rows = csr_rows(row_ptr, n_entries, "row_ptr");
     require_in_range(row_class.data(), n_entries, 0, n_classes, "row_class");
     const int64_t* order = token_order.data();
     const int64_t* cptr = class_ptr.data();

@@ -69,6 +69,14 @@ inline void require_csr(const In<int64_t>& ptr, int64_t n, int64_t size, const c
         if (p[i + 1] < p[i]) fail(std::string(name) + " decreases at index " + std::to_string(i));
 }
 
+// The number of rows of CSR offsets `ptr` over `size` entries, checked as `require_csr` does.
+inline int64_t csr_rows(const In<int64_t>& ptr, int64_t size, const char* name) {
+    const int64_t n = length(ptr, name) - 1;
+    if (n < 0) fail(std::string(name) + " has no entry");
+    require_csr(ptr, n, size, name);
+    return n;
+}
+
 // A 1-D numpy array holding a copy of `values[0:count]`.
 template <class T>
 py::array_t<T> to_numpy(const T* values, int64_t count) {
