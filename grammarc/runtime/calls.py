@@ -245,6 +245,7 @@ class CallGrammar(Grammar):
         self._suffix_key = calls.suffix_state * self._num_suffixes + calls.suffix_id
         self._eos = np.asarray(self.eos_token_ids, np.int64)
         self._eos_set = frozenset(self.eos_token_ids)
+        self._eos_first = int(self._eos[0]) if len(self._eos) else -1  # the usual one EOS
         self._counts = Counts(calls, self.table.min_tokens_to_accept)
         self._accepting = self.table.accepting.tolist()
         self._min_tokens = self.table.min_tokens_to_accept.tolist()
@@ -574,7 +575,8 @@ class CallGrammar(Grammar):
         if within is None:
             row = self._cached_mask(int(self.table.state_row[q]), allowed=True)
             if not (info.push.size or top.stop.size or len(top.deep_tokens) or counted) \
-                    and all(row[token] == eos for token in self._eos_set):
+                    and (row[self._eos_first] == eos if len(self._eos_set) == 1
+                         else all(row[token] == eos for token in self._eos_set)):
                 return row  # the row's own mask, shared (`Grammar.warm` computes it ahead)
             mask = row.copy()
             info.push.add(mask)
