@@ -27,7 +27,7 @@ from .automaton.pushdown import PushdownDFA
 from .deepcall import call_with_deep_stack
 from .errors import AmbiguityError, GrammarcError, GrammarError, TooManyStatesError
 from .frontends import FrontendOptions, kind_for_path, parser_for, source_text
-from .runtime import Grammar
+from .runtime import CallGrammar, Grammar
 from .runtime.loading import grammar_for
 from .tokenizers import Tokenizer, load_tokenizer
 from .tokenizers.special import TokenNames
@@ -80,6 +80,9 @@ def compile(source: str | os.PathLike, tokenizer: Tokenizer | str | os.PathLike,
     grammar = grammar_for(metadata, table)
     with _timed(timings, "row masks"):
         grammar.keep_row_masks(*row_masks(table))
+    if isinstance(grammar, CallGrammar):
+        with _timed(timings, "stack tables"):
+            grammar.plan()
     return grammar
 
 

@@ -12,21 +12,21 @@ Masks: the ordinary table gives the tokens that stay in the state's machine fram
 call; each *stack token* of the state either ends in a state with return states pushed
 (whatever the stack), or returns past the frame with a suffix read from the return state on
 top of the stack (docs/FORMAT.md). Per table state and top return state the returning tokens
-are resolved once (`_Top`): alive or dead there, or returning again with a rest that the
-frames further down decide (from a few to 32,000 distinct rests: resolved all at once, once
-per frame and kept on it, `_Rests`). A mask, budgeted or not, is therefore a function of a
-short key (table state, top return state, the rests alive with their costs, acceptance, the
-count's distance to its bounds and, with a budget, how many distinct token costs fit), and
-is cached by it. Tokens are kept ordered by cost, or ranked over the vocabulary where they
-are many (`_Needs`), so that a new key is a few vectorised passes. `CallGrammar.warm`
-computes every per-state and per-pair table ahead. Numpy only.
+are resolved once (`call_tables.Top`): alive or dead there, or returning again with a rest
+that the frames further down decide (from a few to 32,000 distinct rests: resolved all at
+once, once per frame and kept on it, `Rests`). A mask, budgeted or not, is therefore a
+function of a short key (table state, top return state, the rests alive with their costs,
+acceptance, the count's distance to its bounds and, with a budget, how many distinct token
+costs fit), and is cached by it. Tokens are kept ordered by cost, or ranked over the
+vocabulary where they are many (`Needs`), so that a new key is a few vectorised passes.
+`CallGrammar.plan` computes every per-state and per-pair table at once (the compiler calls
+it), `warm` too every mask of a row and every first read of a rest. Numpy only.
 """
 
 from __future__ import annotations
 
 from bisect import bisect_right
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
@@ -37,184 +37,11 @@ from ..format.table import TokenTable, positions_within
 from .arrays import budgets_per_row, check_logits, integer, integer_array, is_torch, read_only
 from .bitmask import write_bitmask
 from .call_state import DEAD, EMPTY_STACK, CallState, Frame
+from .call_tables import (NO_NEEDS, NO_TOP, NONE, Read, Rests, StateInfo, StateTables, Top,
+                          TopTables, read_suffixes)
 from .counts import Counts
 from .grammar import Grammar
 from .masks import MaskCache
-
-
-_NONE = np.zeros(0, np.int64)
-_NEVER = np.iinfo(np.int64).max  # the sort key of a need of -1 (never finishes)
-_FEW = 128  # up to this many values, Python's set and sort cost less than np.unique's
-
-
-def _levels(need: np.ndarray) -> tuple[int, ...]:
-    """The sorted distinct needs >= 0 of `need`."""
-    kept = need[need >= 0]
-    return tuple(sorted(set(kept.tolist())) if len(kept) <= _FEW else np.unique(kept).tolist())
-
-
-def _distinct_inverse(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """`np.unique(values, return_inverse=True)` of a flat array (a few µs when short)."""
-    if len(values) > _FEW:
-        distinct, inverse = np.unique(values, return_inverse=True)
-        return distinct, inverse.reshape(-1)
-    listed = values.tolist()
-    distinct = sorted(set(listed))
-    index = {value: position for position, value in enumerate(distinct)}
-    return np.array(distinct, values.dtype), np.array([index[v] for v in listed], np.int64)
-
-
-class _Needs:
-    """Tokens, each with the tokens that finish the frames after it (-1: never), kept to be
-    cut by need: ordered by need (those within a need are a prefix), or, where they are more
-    than a sixteenth of the vocabulary, as a rank of each token of the vocabulary (the index
-    of its need among the distinct ones, `levels`; 254: never, 255: not one of them), so
-    that a cut is one comparison over the vocabulary, not thousands of tokens written. At
-    most 16 bytes per token either way."""
-
-    __slots__ = ("size", "levels", "tokens", "needs", "rank")
-
-    def __init__(self, tokens: np.ndarray, need: np.ndarray, vocab_size: int) -> None:
-        self.size = len(tokens)
-        self.levels = _levels(need)
-        self.rank: np.ndarray | None = None
-        self.tokens = self.needs = _NONE
-        if 16 * len(tokens) > vocab_size and len(self.levels) < 254:
-            self.rank = np.full(vocab_size, 255, np.uint8)
-            self.rank[tokens] = np.where(need < 0, 254, np.searchsorted(self.levels, need))
-        elif len(tokens):
-            key = np.where(need < 0, _NEVER, need)
-            order = np.argsort(key, kind="stable")
-            self.tokens, self.needs = tokens[order], key[order]
-
-    def add(self, mask: np.ndarray, limit: int | None = None) -> None:
-        """Allow in `mask` the tokens whose need is at most `limit` (None: all of them)."""
-        if self.rank is not None:
-            cut = 255 if limit is None else bisect_right(self.levels, limit)
-            mask |= self.rank < cut
-        elif self.size:
-            mask[self.tokens if limit is None else
-                 self.tokens[:int(np.searchsorted(self.needs, limit, "right"))]] = True
-
-
-_NO_NEEDS = _Needs(_NONE, _NONE, 0)
-
-
-class _Info:
-    """What a table state's masks need whatever the stack: its tokens that push (`push`,
-    with the tokens to finish the frames after each, the pushed ones included) and that
-    return (`ret_*`), and, for budgets (computed on first use or by `warm`), the same for its
-    ordinary tokens and the distinct needs of both (`levels`); the frames below excluded."""
-
-    def __init__(self, grammar: "CallGrammar", q: int) -> None:
-        table = grammar.table
-        self._grammar, self._q = grammar, q
-        self._lo, self._hi = table.row_ptr[table.state_row[q]], \
-            table.row_ptr[table.state_row[q] + 1]
-        s_lo, s_hi = grammar._stack_ptr[q], grammar._stack_ptr[q + 1]
-        self.push, self.ret_tokens, self.ret_suffix = _NO_NEEDS, _NONE, _NONE
-        if s_lo == s_hi:  # most states: no token leaves or enters a frame
-            return
-        nxt, arg = grammar._stack_next[s_lo:s_hi], grammar._stack_arg[s_lo:s_hi]
-        pushing = np.flatnonzero(nxt >= 0)
-        after, counts = nxt[pushing], grammar._counts
-        reps = np.where(counts.row[after] >= 0, counts.stack_reps[s_lo + pushing], 0) \
-            if counts.stack_reps is not None else np.zeros(len(after), np.int64)
-        own, pushed = counts.costs(after, reps), grammar._push_cost[arg[pushing]]
-        self.push = _Needs(grammar._stack_token[s_lo + pushing],
-                           np.where((own < 0) | (pushed < 0), -1, own + pushed),
-                           grammar.vocab_size)
-        returning = np.flatnonzero(nxt < 0)
-        self.ret_tokens = grammar._stack_token[s_lo + returning]
-        self.ret_suffix = arg[returning]
-
-    @property
-    def row_classes(self) -> np.ndarray:
-        """The classes of its ordinary tokens."""
-        return self._grammar.table.row_class[self._lo:self._hi]
-
-    @cached_property
-    def row_need(self) -> np.ndarray:
-        """Tokens to finish the frame after each ordinary token (-1: never)."""
-        table = self._grammar.table
-        return table.min_tokens_to_accept[self._q + table.row_delta[self._lo:self._hi]]
-
-    @cached_property
-    def row_fits(self) -> float:
-        """The least budget need within which every ordinary token fits (inf: never)."""
-        need = self.row_need
-        return float("inf") if (need < 0).any() else int(need.max(initial=0))
-
-    @cached_property
-    def row_tokens(self) -> int:
-        """How many ordinary tokens it has."""
-        class_ptr = self._grammar.table.tokens_by_class[1]
-        return int((class_ptr[self.row_classes + 1] - class_ptr[self.row_classes]).sum())
-
-    @cached_property
-    def levels(self) -> tuple[int, ...]:
-        """The sorted distinct needs >= 0 of the ordinary and pushing tokens."""
-        return tuple(sorted(set(_levels(self.row_need)) | set(self.push.levels)))
-
-    def warm(self) -> None:
-        """Compute now what budgets use."""
-        self.levels, self.row_tokens, self.row_fits  # noqa: B018 (cached properties)
-
-
-@dataclass(frozen=True)
-class _Read:
-    """Suffixes read from one return state, one step of docs/FORMAT.md's `resolve` for many
-    at once: the positions of those that stop in its frame (`stops`, alive) with the tokens
-    that finish the frames from there, those below the return state excluded (`stop_need`,
-    -1: never), and of those that return past the frame too (`further`), with the `rests`
-    they leave to read below. The others die."""
-
-    stops: np.ndarray
-    stop_need: np.ndarray
-    further: np.ndarray
-    rests: np.ndarray
-
-
-class _Rests:
-    """The rests of a (table state, top return state) resolved on the frames below the top:
-    the positions of those alive (`alive`) and the tokens that finish every frame after
-    each (`need`, -1: never). Equal sets give equal `alive_key`s, equal needs too equal
-    `need_key`s (the mask cache's keys); `levels`: the sorted distinct needs >= 0."""
-
-    __slots__ = ("size", "alive", "need", "alive_key", "need_key", "levels")
-
-    def __init__(self, size: int, alive: np.ndarray, need: np.ndarray) -> None:
-        self.size = size
-        self.alive, self.need = alive.astype(np.int32), need.astype(np.int32)
-        self.alive_key = self.alive.tobytes()  # bytes keep their hash once taken
-        self.need_key = self.alive_key + self.need.tobytes()
-        self.levels = _levels(self.need)
-
-    def within(self, limit: int | None = None) -> np.ndarray:
-        """Per rest, whether it lives and (unless `limit` is None) finishes every frame in
-        at most `limit` tokens."""
-        out = np.zeros(self.size, np.bool_)
-        out[self.alive if limit is None else
-            self.alive[(self.need >= 0) & (self.need <= limit)]] = True
-        return out
-
-
-@dataclass(frozen=True)
-class _Top:
-    """The returning tokens of a table state resolved against one top return state: those
-    that stop in it (`stop`, alive whatever lies below; the need excludes the frames below
-    the top) and those that return again (`deep_tokens`, with the index of their rest in
-    `deep_suffixes`, decided by the frames further down; `dead`: those rests on an empty
-    stack). Returning tokens not listed die."""
-
-    stop: _Needs
-    deep_tokens: np.ndarray
-    deep_group: np.ndarray
-    deep_suffixes: np.ndarray
-    dead: _Rests
-
-
-_NO_TOP = _Top(_NO_NEEDS, _NONE, _NONE, _NONE, _Rests(0, _NONE, _NONE))
 
 
 class CallGrammar(Grammar):
@@ -245,7 +72,7 @@ class CallGrammar(Grammar):
         self._suffix_key = calls.suffix_state * self._num_suffixes + calls.suffix_id
         self._eos = np.asarray(self.eos_token_ids, np.int64)
         self._eos_set = frozenset(self.eos_token_ids)
-        self._eos_first = int(self._eos[0]) if len(self._eos) else -1  # the usual one EOS
+        self._eos_list = [int(token) for token in self._eos]
         self._counts = Counts(calls, self.table.min_tokens_to_accept)
         self._accepting = self.table.accepting.tolist()
         self._min_tokens = self.table.min_tokens_to_accept.tolist()
@@ -260,9 +87,12 @@ class CallGrammar(Grammar):
         # caches shared by every sequence, bounded by the tables, not by the stacks met: per
         # table state, per (table state, top return state) and, for the rests of that pair,
         # their first step read from the return state below it
-        self._infos: dict[int, _Info] = {}
-        self._tops: dict[tuple[int, int], _Top] = {}
-        self._reads: dict[tuple[int, int, int], _Read] = {}
+        self._infos: dict[int, StateInfo] = {}
+        self._tops: dict[tuple[int, int], Top] = {}
+        self._reads: dict[tuple[int, int, int], Read] = {}
+        # every state's and every possible pair's tables, once `plan` computed them
+        self._planned_states: StateTables | None = None
+        self._planned_tops: tuple[dict[tuple[int, int], int], TopTables] | None = None
         self._state_masks = MaskCache(self.vocab_size)
 
     # ------------------------------------------------------------ configurations
@@ -346,6 +176,23 @@ class CallGrammar(Grammar):
         return j if j < hi and self._stack_token[j] == token else -1
 
     # ------------------------------------------------------------ warming
+    def plan(self) -> None:
+        """Compute every table state's stack tokens split and every possible pair's
+        returning tokens resolved (`possible_tops`), each in one vectorised pass, so that a
+        first use of a state or a pair is a few slices (`runtime.call_tables`); no masks.
+        The compiler calls it for a grammar it compiles; `warm` calls it. Calling it again
+        computes nothing."""
+        if self._planned_tops is not None:
+            return
+        states = StateTables(self, np.arange(self.num_states))
+        tops = self.possible_tops
+        pairs = [(q, ret) for q in states.with_returns().tolist() if q for ret in tops[q] if ret]
+        qs = np.array([q for q, _ in pairs], np.int64)
+        rets = np.array([ret for _, ret in pairs], np.int64)
+        tables = TopTables(self, rets, *states.returning(qs))
+        self._planned_states = states
+        self._planned_tops = ({pair: i for i, pair in enumerate(pairs)}, tables)
+
     def warm(self, limit: int | None = None) -> int:
         """`Grammar.warm` (every distinct row's mask, at most `limit`; returns how many), and
         what a step otherwise computes the first time it meets a table state or a pair of
@@ -362,6 +209,7 @@ class CallGrammar(Grammar):
         For a server, once after loading; thread-safe, like every method (it fills the
         caches a step fills, with the same values)."""
         done = super().warm(limit)
+        self.plan()
         for compute, *args in self._warm_items():
             compute(*args)
         return done
@@ -370,7 +218,7 @@ class CallGrammar(Grammar):
         """What `warm` computes after the rows' masks, as (function, arguments...)."""
         tops = self.possible_tops
         states = range(1, self.num_states)
-        yield from ((_Info.warm, self._info(q)) for q in states)
+        yield from ((StateInfo.warm, self._info(q)) for q in states)
         pairs = [(q, ret) for q in states if len(self._info(q).ret_tokens)
                  for ret in tops[q] if ret]
         yield from ((self._top, q, ret) for q, ret in pairs)
@@ -380,80 +228,57 @@ class CallGrammar(Grammar):
     @cached_property
     def possible_tops(self) -> tuple[tuple[int, ...], ...]:
         """Per table state, the return states that can lie on top of the stack in it (0: the
-        empty stack), by the byte rules of docs/FORMAT.md: the states of machine m are those
-        reached from `machine_start[m]` by byte transitions and by returning from its call
-        edges (q, m', r) to r; on top in them lies the return state r of a call edge
-        (q, m, r), or, in the root, nothing."""
-        table = self.table
-        byte_ptr, byte_next = table.byte_ptr.tolist(), table.byte_next.tolist()
-        call_ptr, call_return = self._call_ptr.tolist(), self._call_return.tolist()
-        callers: list[set[int]] = [set() for _ in range(len(self._machine_start))]
+        empty stack): those of the call edges (q, m, r) to its machine m, or, in the root,
+        nothing. A frame of machine m is only ever entered by one of its calls (the byte
+        rules of docs/FORMAT.md), and machine m's states are `machine_start[m]` up to the
+        next machine's start."""
+        starts = self._machine_start
+        callers: list[set[int]] = [set() for _ in range(len(starts))]
         callers[0].add(0)
-        for m, ret in zip(self._call_machine.tolist(), call_return):
+        for m, ret in zip(self._call_machine.tolist(), self._call_return.tolist()):
             callers[m].add(ret)
-        tops: list[set[int]] = [set() for _ in range(self.num_states)]
-        for m, start in enumerate(self._machine_start.tolist()):
-            seen, todo = {start}, [start]
-            while todo:
-                q = todo.pop()
-                tops[q] |= callers[m]
-                for nxt in (*byte_next[byte_ptr[q]:byte_ptr[q + 1]],
-                            *call_return[call_ptr[q]:call_ptr[q + 1]]):
-                    if nxt and nxt not in seen:
-                        seen.add(nxt)
-                        todo.append(nxt)
-        return tuple(tuple(sorted(t)) for t in tops)
+        listed = [tuple(sorted(c)) for c in callers]
+        by_start = np.argsort(starts, kind="stable")
+        machine = by_start[np.searchsorted(starts[by_start], np.arange(self.num_states),
+                                           side="right") - 1]
+        return ((), *map(listed.__getitem__, machine[1:].tolist()))
 
     # ------------------------------------------------------------ per table state
-    def _info(self, q: int) -> _Info:
+    def _info(self, q: int) -> StateInfo:
         info = self._infos.get(q)
         if info is None:
-            info = self._infos[q] = _Info(self, q)
+            planned = self._planned_states
+            if planned is not None:
+                info = planned.info(q, q)
+            elif self._stack_ptr[q] == self._stack_ptr[q + 1]:  # most states: no stack token
+                info = StateInfo(self, q, NO_NEEDS, NONE, NONE)
+            else:
+                info = StateTables(self, np.array([q])).info(0, q)
+            self._infos[q] = info
         return info
 
-    def _top(self, q: int, ret: int) -> _Top:
+    def _top(self, q: int, ret: int) -> Top:
         top = self._tops.get((q, ret))
         if top is None:
             info = self._info(q)
             if ret == 0 or not len(info.ret_tokens):  # nothing to return, or to return to
-                return _NO_TOP
-            top = self._tops[(q, ret)] = self._build_top(info, ret)
+                return NO_TOP
+            planned = self._planned_tops
+            i = planned[0].get((q, ret)) if planned is not None else None
+            top = self._tops[(q, ret)] = planned[1].top(i) if i is not None else TopTables(
+                self, np.array([ret]), np.array([len(info.ret_tokens)]), info.ret_tokens,
+                info.ret_suffix).top(0)
         return top
 
-    def _build_top(self, info: _Info, ret: int) -> _Top:
-        read = self._read(ret, info.ret_suffix)
-        suffixes, group = _distinct_inverse(read.rests)
-        return _Top(_Needs(info.ret_tokens[read.stops], read.stop_need, self.vocab_size),
-                    info.ret_tokens[read.further], group, suffixes,
-                    _Rests(len(suffixes), _NONE, _NONE))
-
-    def _read(self, ret: int, suffixes: np.ndarray) -> _Read:
-        """`_Read` of `suffixes` from return state `ret`: one vectorised pass."""
-        keys = ret * self._num_suffixes + suffixes
-        if not len(self._suffix_key):
-            return _Read(_NONE, _NONE, _NONE, _NONE)
-        j = np.minimum(np.searchsorted(self._suffix_key, keys), len(self._suffix_key) - 1)
-        found = self._suffix_key[j] == keys
-        nxt, arg = self._suffix_next[j], self._suffix_arg[j]
-        stops = np.flatnonzero(found & (nxt >= 1))
-        after, entries = nxt[stops], j[stops]
-        counts = self._counts
-        reps = np.where(counts.row[after] >= 0, counts.suffix_reps[entries], 0) \
-            if counts.suffix_reps is not None else np.zeros(len(after), np.int64)
-        own, pushed = counts.costs(after, reps), self._push_cost[arg[stops]]
-        further = np.flatnonzero(found & (nxt < 0))
-        return _Read(stops, np.where((own < 0) | (pushed < 0), -1, own + pushed), further,
-                     arg[further])
-
-    def _first_read(self, q: int, ret: int, below: int) -> _Read:
+    def _first_read(self, q: int, ret: int, below: int) -> Read:
         """The rests of (q, ret) read from return state `below` (`warm` computes it ahead)."""
         read = self._reads.get((q, ret, below))
         if read is None:
-            read = self._reads[(q, ret, below)] = self._read(
-                below, self._top(q, ret).deep_suffixes)
+            read = self._reads[(q, ret, below)] = read_suffixes(
+                self, below, self._top(q, ret).deep_suffixes)
         return read
 
-    def _rests(self, q: int, ret: int, top: _Top, below: Frame) -> _Rests:
+    def _rests(self, q: int, ret: int, top: Top, below: Frame) -> Rests:
         """The rests of `top` (table state q under return state ret) resolved on the frames
         `below`: once per frame and pair, kept on the frame (frames are shared by the states
         of a walk; nothing per stack is kept in the grammar)."""
@@ -470,7 +295,7 @@ class CallGrammar(Grammar):
             memo[key] = found
         return found
 
-    def _resolve_all(self, suffixes: np.ndarray, frames: Frame, read: _Read) -> _Rests:
+    def _resolve_all(self, suffixes: np.ndarray, frames: Frame, read: Read) -> Rests:
         """docs/FORMAT.md's `resolve` of many suffixes at once on `frames` (not empty),
         `read` its first step."""
         alive, need = [], []
@@ -483,10 +308,10 @@ class CallGrammar(Grammar):
             at, frames = at[read.further], frames.below
             if not len(at) or not frames.depth:
                 break
-            read = self._read(frames.top, read.rests)
+            read = read_suffixes(self, frames.top, read.rests)
         alive, need = np.concatenate(alive), np.concatenate(need)
         order = np.argsort(alive)
-        return _Rests(len(suffixes), alive[order], need[order])
+        return Rests(len(suffixes), alive[order], need[order])
 
     # ------------------------------------------------------------ the Grammar API
     def _check_state(self, state) -> CallState:
@@ -564,7 +389,7 @@ class CallGrammar(Grammar):
             top.stop.levels[stop_levels - 1] if stop_levels else -1, rests.within(budget - 2),
             eos)
 
-    def _build_mask(self, state: CallState, info: _Info, top: _Top, within: int | None,
+    def _build_mask(self, state: CallState, info: StateInfo, top: Top, within: int | None,
                     stop_within: int | None, deep: np.ndarray, eos: bool) -> np.ndarray:
         """The mask of `state`: unbudgeted (`within` None), or keeping the tokens whose need
         is at most `within` (ordinary, pushing) or `stop_within` (returning to the top
@@ -575,8 +400,7 @@ class CallGrammar(Grammar):
         if within is None:
             row = self._cached_mask(int(self.table.state_row[q]), allowed=True)
             if not (info.push.size or top.stop.size or len(top.deep_tokens) or counted) \
-                    and (row[self._eos_first] == eos if len(self._eos_set) == 1
-                         else all(row[token] == eos for token in self._eos_set)):
+                    and all(row.item(token) == eos for token in self._eos_list):
                 return row  # the row's own mask, shared (`Grammar.warm` computes it ahead)
             mask = row.copy()
             info.push.add(mask)
@@ -599,7 +423,7 @@ class CallGrammar(Grammar):
         mask[self._eos] = eos
         return mask
 
-    def _ordinary_within(self, q: int, info: _Info, within: int) -> np.ndarray:
+    def _ordinary_within(self, q: int, info: StateInfo, within: int) -> np.ndarray:
         """The ordinary tokens of q whose need is at most `within`, a fresh array: the row's
         cached mask with the tokens of the classes that do not fit cleared, or those that
         fit written (`classes_mask`), whichever writes fewer tokens (a budget far from its

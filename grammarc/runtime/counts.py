@@ -49,10 +49,10 @@ class Counts:
     def allowed(self, q: int, count: int) -> np.ndarray:
         """The tokens whose repetitions keep the count of loop state q within bounds."""
         values = self.table[self.row[q]]
-        started = values >> 1
-        ok = ~(((values & 1) == 1) & (started < self.low[q] - count))
+        started = values >> 1  # compared with Python ints: uint8 passes, not int64 (4x less)
+        ok = ~(((values & 1) == 1) & (started < int(self.low[q]) - count))
         if self.high[q] >= 0:
-            ok &= started <= self.high[q] - count
+            ok &= started <= int(self.high[q]) - count
         return ok
 
     def after(self, q: int, count: int, token: int) -> int | None:

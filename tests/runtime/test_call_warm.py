@@ -133,3 +133,33 @@ def test_warm_is_idempotent_and_keeps_its_limit(sources):
     assert all(grammar._reads[k] is v for k, v in tables[2].items())
     with pytest.raises(ValueError):
         grammar.warm(limit=-1)
+
+
+def _needs(needs) -> tuple:
+    return needs.tokens.tolist(), needs.needs.tolist(), needs.levels
+
+
+@pytest.mark.parametrize("name", list(OPENINGS))
+def test_plan_gives_the_tables_one_state_or_pair_gives(sources, name):
+    """`plan` computes every table state's and every possible pair's tables in one pass
+    each: they are, field for field, what a grammar that did not plan computes for one
+    state or one pair on first use (pushing tokens ordered by need with their levels,
+    returning tokens, stopping tokens, deep tokens with their rests)."""
+    planned, single = grammarc.load(sources[name]), grammarc.load(sources[name])
+    planned.plan()
+    tops = planned.possible_tops
+    pairs = 0
+    for q in range(1, planned.num_states):
+        a, b = planned._info(q), single._info(q)
+        assert _needs(a.push) == _needs(b.push), q
+        assert a.ret_tokens.tolist() == b.ret_tokens.tolist(), q
+        assert a.ret_suffix.tolist() == b.ret_suffix.tolist(), q
+        for ret in tops[q]:
+            top, alone = planned._top(q, ret), single._top(q, ret)
+            assert _needs(top.stop) == _needs(alone.stop), (q, ret)
+            for field in ("deep_tokens", "deep_group", "deep_suffixes"):
+                assert getattr(top, field).tolist() == getattr(alone, field).tolist(), \
+                    (q, ret, field)
+            assert top.dead.size == alone.dead.size
+            pairs += len(top.stop.tokens) + len(top.deep_tokens)
+    assert pairs, "no returning token resolved"
