@@ -47,6 +47,16 @@ def _offsets(owner: np.ndarray, rows: int) -> list[int]:
     return [0, *np.cumsum(np.bincount(owner, minlength=rows)).tolist()]
 
 
+def _gather(offsets: list[int], values: tuple[np.ndarray, ...],
+            runs: np.ndarray) -> tuple[np.ndarray, ...]:
+    """The lengths of runs `runs` (of those `offsets` delimit), and their elements of each
+    of `values`, run after run."""
+    ptr = np.asarray(offsets, np.int64)
+    lengths = ptr[runs + 1] - ptr[runs]
+    entries = np.repeat(ptr[runs], lengths) + positions_within(lengths)
+    return (lengths, *(v[entries] for v in values))
+
+
 class Needs:
     """Tokens ordered by need (`needs`: the tokens that finish the frames after each, NEVER
     when they never do), so that the tokens within a need are a prefix. Where they are more
@@ -188,13 +198,10 @@ class StateTables:
         """The indices i of `states` with returning tokens."""
         return np.flatnonzero(np.diff(self._ret_ptr))
 
-    def returning(self, states: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def returning(self, states: np.ndarray) -> tuple[np.ndarray, ...]:
         """How many returning tokens each of `states[i]` has (`i` given), and those tokens
         with their suffixes, state after state."""
-        ptr = np.asarray(self._ret_ptr)
-        lengths = ptr[states + 1] - ptr[states]
-        entries = np.repeat(ptr[states], lengths) + positions_within(lengths)
-        return lengths, self._ret_token[entries], self._ret_suffix[entries]
+        return _gather(self._ret_ptr, (self._ret_token, self._ret_suffix), states)
 
 
 @dataclass(frozen=True)
@@ -305,6 +312,11 @@ class TopTables:
         self._suffix_ptr = _offsets(distinct // width, pairs)
         self._group = inverse - np.asarray(self._suffix_ptr, np.int64)[deep_owner]
 
+    def deep_suffixes(self, pairs: np.ndarray) -> tuple[np.ndarray, ...]:
+        """How many rests each pair of `pairs` leaves (`Top.deep_suffixes`), and those
+        rests, pair after pair."""
+        return _gather(self._suffix_ptr, (self._suffix,), pairs)
+
     def top(self, i: int) -> Top:
         """The `Top` of pair i."""
         a, b = self._stop_ptr[i], self._stop_ptr[i + 1]
@@ -313,3 +325,26 @@ class TopTables:
         return Top(Needs(self._stop_token[a:b], self._stop_need[a:b], self._vocab_size),
                    self._deep_token[c:d], self._group[c:d], self._suffix[e:f],
                    _dead_rests(f - e))
+
+
+class ReadTables:
+    """The rests of many pairs read each from a return state below their top, at once: read
+    i reads `lengths[i]` rests from return state `rets[i]`, the `suffixes` read after read
+    (the first step of resolving a pair's rests on a frame, `CallGrammar._first_read`)."""
+
+    def __init__(self, grammar: "CallGrammar", rets: np.ndarray, lengths: np.ndarray,
+                 suffixes: np.ndarray) -> None:
+        owner = np.repeat(np.arange(len(rets)), lengths)
+        start = np.repeat(np.cumsum(lengths) - lengths, lengths)
+        read = read_suffixes(grammar, rets[owner], suffixes)
+        self._stops, self._stop_need = read.stops - start[read.stops], read.stop_need
+        self._stop_ptr = _offsets(owner[read.stops], len(rets))
+        self._further, self._rests = read.further - start[read.further], read.rests
+        self._further_ptr = _offsets(owner[read.further], len(rets))
+
+    def read(self, i: int) -> Read:
+        """The `Read` of read i."""
+        a, b = self._stop_ptr[i], self._stop_ptr[i + 1]
+        c, d = self._further_ptr[i], self._further_ptr[i + 1]
+        return Read(self._stops[a:b], self._stop_need[a:b], self._further[c:d],
+                    self._rests[c:d])

@@ -37,11 +37,16 @@ from ..format.table import TokenTable, positions_within
 from .arrays import budgets_per_row, check_logits, integer, integer_array, is_torch, read_only
 from .bitmask import write_bitmask
 from .call_state import DEAD, EMPTY_STACK, CallState, Frame
-from .call_tables import (NO_NEEDS, NO_TOP, NONE, Read, Rests, StateInfo, StateTables, Top,
-                          TopTables, read_suffixes)
+from .call_tables import (NO_NEEDS, NO_TOP, NONE, Read, ReadTables, Rests, StateInfo,
+                          StateTables, Top, TopTables, read_suffixes)
 from .counts import Counts
 from .grammar import Grammar
 from .masks import MaskCache
+
+# `plan` reads the rests of every pair from every return state below it ahead when they are
+# at most this many in all (c.gbnf over SmolLM2 has 3.4 million: those are read on first use,
+# or by `warm`)
+PLANNED_READS = 1 << 20
 
 
 class CallGrammar(Grammar):
@@ -74,6 +79,10 @@ class CallGrammar(Grammar):
         self._eos_set = frozenset(self.eos_token_ids)
         self._eos_list = [int(token) for token in self._eos]
         self._counts = Counts(calls, self.table.min_tokens_to_accept)
+        # per table state, its row where its mask can be the row's (no stack token, no
+        # count), -1 where the mask is always built
+        self._plain_row = np.where((np.diff(self._stack_ptr) == 0) & (self._counts.row < 0),
+                                   self.table.state_row, -1).tolist()
         self._accepting = self.table.accepting.tolist()
         self._min_tokens = self.table.min_tokens_to_accept.tolist()
         # tokens to finish the frames a push sequence pushes (-1: never)
@@ -93,6 +102,7 @@ class CallGrammar(Grammar):
         # every state's and every possible pair's tables, once `plan` computed them
         self._planned_states: StateTables | None = None
         self._planned_tops: tuple[dict[tuple[int, int], int], TopTables] | None = None
+        self._planned_reads: tuple[dict[tuple[int, int, int], int], ReadTables] | None = None
         self._state_masks = MaskCache(self.vocab_size)
 
     # ------------------------------------------------------------ configurations
@@ -190,8 +200,17 @@ class CallGrammar(Grammar):
         qs = np.array([q for q, _ in pairs], np.int64)
         rets = np.array([ret for _, ret in pairs], np.int64)
         tables = TopTables(self, rets, *states.returning(qs))
+        index = {pair: i for i, pair in enumerate(pairs)}
+        rests = tables.deep_suffixes(np.arange(len(pairs)))[0].tolist()
+        triples = [(q, ret, below) for (q, ret), n in zip(pairs, rests) if n
+                   for below in tops[ret] if below]
+        of_pair = np.array([index[(q, ret)] for q, ret, _ in triples], np.int64)
+        if triples and int(np.take(rests, of_pair).sum()) <= PLANNED_READS:
+            reads = ReadTables(self, np.array([below for *_, below in triples], np.int64),
+                               *tables.deep_suffixes(of_pair))
+            self._planned_reads = ({triple: i for i, triple in enumerate(triples)}, reads)
         self._planned_states = states
-        self._planned_tops = ({pair: i for i, pair in enumerate(pairs)}, tables)
+        self._planned_tops = (index, tables)
 
     def warm(self, limit: int | None = None) -> int:
         """`Grammar.warm` (every distinct row's mask, at most `limit`; returns how many), and
@@ -274,8 +293,10 @@ class CallGrammar(Grammar):
         """The rests of (q, ret) read from return state `below` (`warm` computes it ahead)."""
         read = self._reads.get((q, ret, below))
         if read is None:
-            read = self._reads[(q, ret, below)] = read_suffixes(
-                self, below, self._top(q, ret).deep_suffixes)
+            planned = self._planned_reads
+            i = planned[0].get((q, ret, below)) if planned is not None else None
+            read = self._reads[(q, ret, below)] = planned[1].read(i) if i is not None else \
+                read_suffixes(self, below, self._top(q, ret).deep_suffixes)
         return read
 
     def _rests(self, q: int, ret: int, top: Top, below: Frame) -> Rests:
@@ -299,16 +320,18 @@ class CallGrammar(Grammar):
         """docs/FORMAT.md's `resolve` of many suffixes at once on `frames` (not empty),
         `read` its first step."""
         alive, need = [], []
-        at = np.arange(len(suffixes))
+        at = None  # the positions of the rests still returning (None: all of them, in order)
         while True:
             below = frames.below.cost
-            alive.append(at[read.stops])
+            alive.append(read.stops if at is None else at[read.stops])
             need.append(np.where((read.stop_need < 0) | (below < 0), -1,
                                  read.stop_need + below))
-            at, frames = at[read.further], frames.below
-            if not len(at) or not frames.depth:
+            if not len(read.further) or not frames.below.depth:
                 break
+            at, frames = read.further if at is None else at[read.further], frames.below
             read = read_suffixes(self, frames.top, read.rests)
+        if len(alive) == 1:  # the usual case: decided on the first frame, in order
+            return Rests(len(suffixes), alive[0], need[0])
         alive, need = np.concatenate(alive), np.concatenate(need)
         order = np.argsort(alive)
         return Rests(len(suffixes), alive[order], need[order])
@@ -353,14 +376,34 @@ class CallGrammar(Grammar):
     def mask(self, state: CallState, *, budget: int | None = None) -> np.ndarray:
         """Read-only booleans over the vocabulary (with `budget`: `mask_within`'s tokens),
         cached by what decides them (module docstring)."""
-        key, build = self._mask_source(self._check_state(state), budget)
+        state = self._check_state(state)
+        row = self._plain_row[state.table_state] if budget is None else -1
+        if row >= 0:
+            mask = self._cached_mask(row, allowed=True)
+            if self._eos_agrees(mask.item, 0, state):
+                return mask
+        key, build = self._mask_source(state, budget)
         return read_only(build()) if key is None else self._state_masks.get(key, build)
 
     def _mask_packed(self, state: CallState, budget: int | None) -> np.ndarray:
         """`mask(state, budget=budget)` packed for a bitmask (`MaskCache.packed`)."""
+        row = self._plain_row[state.table_state] if budget is None else -1
+        if row >= 0:
+            packed = self._cached_packed(row)
+            if self._eos_agrees(packed.item, 3, state):
+                return packed
         key, build = self._mask_source(state, budget)
         return np.packbits(build(), bitorder="little") if key is None else \
             self._state_masks.packed(key, build)
+
+    def _eos_agrees(self, item: Callable[[int], int], shift: int, state: CallState) -> bool:
+        """Whether a row's mask (its `item`: of booleans, shift 0, or of packed bytes,
+        shift 3) allows EOS exactly where `state` may end. A state with no stack token,
+        outside counted loops (`_plain_row`), then has its row's mask: shared with every
+        state of that row, and never held twice in the caches."""
+        ends = self._accepting[state.table_state] and state.frames.ends
+        return all((item(token >> shift) >> (token & 7 if shift else 0)) & 1 == ends
+                   for token in self._eos_list)
 
     def _mask_source(self, state: CallState, budget: int | None) -> tuple[Any, Callable]:
         """The cache key of a state's mask (None: not cached, a budget inside a counted loop)

@@ -456,6 +456,11 @@ class Grammar:
             return self._allowed_masks.get(row, lambda: self.table.row_mask(row))
         return self._forbidden_masks.get(row, lambda: ~self._cached_mask(row, allowed=True))
 
+    def _cached_packed(self, row: int) -> np.ndarray:
+        """`_cached_mask(row, allowed=True)` packed (`MaskCache.packed`)."""
+        row = self.table.mask_row(row)
+        return self._allowed_masks.packed(row, lambda: self.table.row_mask(row))
+
     def _byte_dfa(self) -> np.ndarray:
         if self._byte_table is None:
             table = np.zeros((self.num_states, 256), np.int32)
