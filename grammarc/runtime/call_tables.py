@@ -11,7 +11,7 @@ from __future__ import annotations
 from bisect import bisect_right
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from .calls import CallGrammar
 
 NONE = np.zeros(0, np.int64)
-NEVER = np.iinfo(np.int64).max  # the sort key of a need of -1 (never finishes)
+NEVER = np.iinfo(np.int32).max  # the sort key of a need of -1 (never finishes)
 _FEW = 128  # up to this many values, Python's set and sort cost less than np.unique's
 
 
@@ -42,27 +42,59 @@ def distinct_inverse(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.array(distinct, values.dtype), np.array([index[v] for v in listed], np.int64)
 
 
-def _offsets(owner: np.ndarray, rows: int) -> list[int]:
-    """The offsets of `rows` consecutive runs, each element's run given (nondecreasing)."""
-    return [0, *np.cumsum(np.bincount(owner, minlength=rows)).tolist()]
+_BLOCK = 1 << 16  # elements computed at once: temporaries stay small and in cache
 
 
-def _gather(offsets: list[int], values: tuple[np.ndarray, ...],
-            runs: np.ndarray) -> tuple[np.ndarray, ...]:
-    """The lengths of runs `runs` (of those `offsets` delimit), and their elements of each
-    of `values`, run after run."""
-    ptr = np.asarray(offsets, np.int64)
-    lengths = ptr[runs + 1] - ptr[runs]
-    entries = np.repeat(ptr[runs], lengths) + positions_within(lengths)
-    return (lengths, *(v[entries] for v in values))
+def _counts(owner: np.ndarray, rows: int) -> np.ndarray:
+    """How many elements each of `rows` consecutive runs has, each element's run given."""
+    return np.bincount(owner, minlength=rows)
+
+
+def _offsets(counts: np.ndarray) -> list[int]:
+    """The offsets of consecutive runs of `counts` elements."""
+    return [0, *np.cumsum(counts).tolist()]
+
+
+def _by_blocks(lengths: np.ndarray,
+               compute: Callable[[int, int, int, int], tuple[np.ndarray, ...]]
+               ) -> list[np.ndarray]:
+    """`compute(a, b, lo, hi)` over consecutive rows a..b-1, whose elements (rows have
+    `lengths`) are lo..hi-1, of at most `_BLOCK` elements each (or one row), its outputs
+    joined block after block."""
+    ends = [0, *np.cumsum(lengths).tolist()]
+    parts, a = [], 0
+    while True:
+        b = max(bisect_right(ends, ends[a] + _BLOCK) - 1, a + 1) if a < len(lengths) else a
+        parts.append(compute(a, b, ends[a], ends[b]))
+        if b >= len(lengths):
+            break
+        a = b
+    return [np.concatenate(column) for column in zip(*parts)]
+
+
+class Runs:
+    """Consecutive runs of elements: run i is `values[k][ptr[i]:ptr[i + 1]]` of each of the
+    aligned `values`. The elements of chosen runs are gathered a block at a time."""
+
+    def __init__(self, ptr: list[int] | np.ndarray, *values: np.ndarray) -> None:
+        self.ptr, self.values = np.asarray(ptr, np.int64), values
+
+    def lengths(self, runs: np.ndarray) -> np.ndarray:
+        """How many elements each of `runs` has."""
+        return self.ptr[runs + 1] - self.ptr[runs]
+
+    def gather(self, runs: np.ndarray, lengths: np.ndarray) -> list[np.ndarray]:
+        """The elements of `runs` (of `lengths`), run after run, of each of `values`."""
+        entries = np.repeat(self.ptr[runs], lengths) + positions_within(lengths)
+        return [values[entries] for values in self.values]
 
 
 class Needs:
     """Tokens ordered by need (`needs`: the tokens that finish the frames after each, NEVER
-    when they never do), so that the tokens within a need are a prefix. Where they are more
-    than a sixteenth of the vocabulary, a cut is one comparison over a rank of every token
-    (the index of its need among `levels`; 254: never, 255: not one of them; made on the
-    first cut), not thousands of tokens written."""
+    when they never do; both int32), so that the tokens within a need are a prefix. Where
+    they are more than a sixteenth of the vocabulary, a cut is one comparison over a rank of
+    every token (the index of its need among `levels`; 254: never, 255: not one of them;
+    made on the first cut or by `warm`), not thousands of tokens written."""
 
     __slots__ = ("tokens", "needs", "size", "_vocab_size", "_levels", "_rank")
 
@@ -71,13 +103,6 @@ class Needs:
         self._vocab_size = vocab_size
         self._levels: tuple[int, ...] | None = None
         self._rank: np.ndarray | None = None
-
-    @classmethod
-    def ordering(cls, tokens: np.ndarray, need: np.ndarray, vocab_size: int) -> "Needs":
-        """Needs of `tokens` in any order, `need` -1 where they never finish."""
-        key = np.where(need < 0, NEVER, need)
-        order = np.argsort(key, kind="stable")
-        return cls(tokens[order], key[order], vocab_size)
 
     @property
     def levels(self) -> tuple[int, ...]:
@@ -97,7 +122,12 @@ class Needs:
         elif (rank := self._ranked()) is not None:
             mask |= rank < bisect_right(self.levels, limit)
         else:
-            mask[self.tokens[:int(np.searchsorted(self.needs, limit, "right"))]] = True
+            cut = np.searchsorted(self.needs, min(limit, NEVER - 1), "right")
+            mask[self.tokens[:int(cut)]] = True
+
+    def warm(self) -> None:
+        """Compute now what budget cuts use."""
+        self._ranked()
 
     def _ranked(self) -> np.ndarray | None:
         if self._rank is None and 16 * self.size > self._vocab_size and len(self.levels) < 254:
@@ -156,6 +186,7 @@ class StateInfo:
     def warm(self) -> None:
         """Compute now what budgets use."""
         self.levels, self.row_tokens, self.row_fits  # noqa: B018 (cached properties)
+        self.push.warm()
 
 
 class StateTables:
@@ -166,24 +197,29 @@ class StateTables:
         self._grammar = grammar
         lo = grammar._stack_ptr[states]
         lengths = grammar._stack_ptr[states + 1] - lo
-        entries = np.repeat(lo, lengths) + positions_within(lengths)
-        owner = np.repeat(np.arange(len(states)), lengths)
-        nxt, arg = grammar._stack_next[entries], grammar._stack_arg[entries]
-        pushing = nxt >= 0
-        pushes, after, counts = entries[pushing], nxt[pushing], grammar._counts
-        reps = np.where(counts.row[after] >= 0, counts.stack_reps[pushes], 0) \
-            if counts.stack_reps is not None else np.zeros(len(after), np.int64)
-        own, pushed = counts.costs(after, reps), grammar._push_cost[arg[pushing]]
-        need = np.where((own < 0) | (pushed < 0), NEVER, own + pushed)
-        push_owner = owner[pushing]
-        order = np.lexsort((need, push_owner))
-        self._push_token = grammar._stack_token[pushes][order]
-        self._push_need = need[order]
-        self._push_ptr = _offsets(push_owner, len(states))
-        returning = ~pushing
-        self._ret_token = grammar._stack_token[entries[returning]]
-        self._ret_suffix = arg[returning]
-        self._ret_ptr = _offsets(owner[returning], len(states))
+        token = grammar._stack_token
+
+        def split(a: int, b: int, first: int, last: int) -> tuple[np.ndarray, ...]:
+            entries = np.repeat(lo[a:b], lengths[a:b]) + positions_within(lengths[a:b])
+            owner = np.repeat(np.arange(b - a), lengths[a:b])
+            nxt, arg = grammar._stack_next[entries], grammar._stack_arg[entries]
+            pushing = nxt >= 0
+            pushes, after, counts = entries[pushing], nxt[pushing], grammar._counts
+            reps = np.where(counts.row[after] >= 0, counts.stack_reps[pushes], 0) \
+                if counts.stack_reps is not None else np.zeros(len(after), np.int64)
+            own, pushed = counts.costs(after, reps), grammar._push_cost[arg[pushing]]
+            need = np.where((own < 0) | (pushed < 0), NEVER, own + pushed).astype(np.int32)
+            push_owner = owner[pushing]
+            order = np.lexsort((need, push_owner))
+            returning = ~pushing
+            return (token[pushes][order].astype(np.int32), need[order],
+                    _counts(push_owner, b - a),
+                    token[entries[returning]], arg[returning],
+                    _counts(owner[returning], b - a))
+
+        (self._push_token, self._push_need, push_counts, self._ret_token, self._ret_suffix,
+         ret_counts) = _by_blocks(lengths, split)
+        self._push_ptr, self._ret_ptr = _offsets(push_counts), _offsets(ret_counts)
 
     def info(self, i: int, q: int) -> StateInfo:
         """The `StateInfo` of table state q, `states[i]`."""
@@ -198,10 +234,10 @@ class StateTables:
         """The indices i of `states` with returning tokens."""
         return np.flatnonzero(np.diff(self._ret_ptr))
 
-    def returning(self, states: np.ndarray) -> tuple[np.ndarray, ...]:
-        """How many returning tokens each of `states[i]` has (`i` given), and those tokens
-        with their suffixes, state after state."""
-        return _gather(self._ret_ptr, (self._ret_token, self._ret_suffix), states)
+    @property
+    def returning(self) -> Runs:
+        """Per state, its returning tokens with their suffixes."""
+        return Runs(self._ret_ptr, self._ret_token, self._ret_suffix)
 
 
 @dataclass(frozen=True)
@@ -290,32 +326,39 @@ NO_TOP = Top(NO_NEEDS, NONE, NONE, NONE, _dead_rests(0))
 class TopTables:
     """The returning tokens of table states resolved each on a return state on top of the
     stack, for many pairs at once: pair i's return state `rets[i]` and its state's
-    `lengths[i]` returning tokens, the `tokens` with their `suffixes` pair after pair."""
+    returning tokens with their suffixes, run `states[i]` of `returning`."""
 
-    def __init__(self, grammar: "CallGrammar", rets: np.ndarray, lengths: np.ndarray,
-                 tokens: np.ndarray, suffixes: np.ndarray) -> None:
+    def __init__(self, grammar: "CallGrammar", rets: np.ndarray, states: np.ndarray,
+                 returning: Runs) -> None:
         self._vocab_size = grammar.vocab_size
-        pairs = len(rets)
-        owner = np.repeat(np.arange(pairs), lengths)
-        read = read_suffixes(grammar, rets[owner], suffixes)
-        stop_owner = owner[read.stops]
-        need = np.where(read.stop_need < 0, NEVER, read.stop_need)
-        order = np.lexsort((need, stop_owner))
-        self._stop_token, self._stop_need = tokens[read.stops][order], need[order]
-        self._stop_ptr = _offsets(stop_owner, pairs)
-        deep_owner = owner[read.further]
-        self._deep_token = tokens[read.further]
-        self._deep_ptr = _offsets(deep_owner, pairs)
         width = grammar._num_suffixes
-        distinct, inverse = distinct_inverse(deep_owner * width + read.rests)
-        self._suffix = distinct % width
-        self._suffix_ptr = _offsets(distinct // width, pairs)
-        self._group = inverse - np.asarray(self._suffix_ptr, np.int64)[deep_owner]
+        lengths = returning.lengths(states)
 
-    def deep_suffixes(self, pairs: np.ndarray) -> tuple[np.ndarray, ...]:
-        """How many rests each pair of `pairs` leaves (`Top.deep_suffixes`), and those
-        rests, pair after pair."""
-        return _gather(self._suffix_ptr, (self._suffix,), pairs)
+        def resolve(a: int, b: int, lo: int, hi: int) -> tuple[np.ndarray, ...]:
+            owner = np.repeat(np.arange(b - a), lengths[a:b])
+            tokens, suffixes = returning.gather(states[a:b], lengths[a:b])
+            read = read_suffixes(grammar, rets[a:b][owner], suffixes)
+            stop_owner = owner[read.stops]
+            need = np.where(read.stop_need < 0, NEVER, read.stop_need).astype(np.int32)
+            order = np.lexsort((need, stop_owner))
+            deep_owner = owner[read.further]
+            distinct, inverse = distinct_inverse(deep_owner * width + read.rests)
+            suffix_counts = _counts(distinct // width, b - a)
+            first = np.cumsum(suffix_counts) - suffix_counts
+            return (tokens[read.stops][order].astype(np.int32), need[order],
+                    _counts(stop_owner, b - a),
+                    tokens[read.further], inverse - first[deep_owner],
+                    _counts(deep_owner, b - a), distinct % width, suffix_counts)
+
+        (self._stop_token, self._stop_need, stop_counts, self._deep_token, self._group,
+         deep_counts, self._suffix, suffix_counts) = _by_blocks(lengths, resolve)
+        self._stop_ptr, self._deep_ptr = _offsets(stop_counts), _offsets(deep_counts)
+        self._suffix_ptr = _offsets(suffix_counts)
+
+    @property
+    def rests(self) -> Runs:
+        """Per pair, the rests it leaves (`Top.deep_suffixes`)."""
+        return Runs(self._suffix_ptr, self._suffix)
 
     def top(self, i: int) -> Top:
         """The `Top` of pair i."""
@@ -329,18 +372,25 @@ class TopTables:
 
 class ReadTables:
     """The rests of many pairs read each from a return state below their top, at once: read
-    i reads `lengths[i]` rests from return state `rets[i]`, the `suffixes` read after read
+    i reads the rests of pair `pairs[i]` (its run of `rests`) from return state `rets[i]`
     (the first step of resolving a pair's rests on a frame, `CallGrammar._first_read`)."""
 
-    def __init__(self, grammar: "CallGrammar", rets: np.ndarray, lengths: np.ndarray,
-                 suffixes: np.ndarray) -> None:
-        owner = np.repeat(np.arange(len(rets)), lengths)
-        start = np.repeat(np.cumsum(lengths) - lengths, lengths)
-        read = read_suffixes(grammar, rets[owner], suffixes)
-        self._stops, self._stop_need = read.stops - start[read.stops], read.stop_need
-        self._stop_ptr = _offsets(owner[read.stops], len(rets))
-        self._further, self._rests = read.further - start[read.further], read.rests
-        self._further_ptr = _offsets(owner[read.further], len(rets))
+    def __init__(self, grammar: "CallGrammar", rets: np.ndarray, pairs: np.ndarray,
+                 rests: Runs) -> None:
+        lengths = rests.lengths(pairs)
+
+        def read_all(a: int, b: int, lo: int, hi: int) -> tuple[np.ndarray, ...]:
+            owner = np.repeat(np.arange(b - a), lengths[a:b])
+            start = np.repeat(np.cumsum(lengths[a:b]) - lengths[a:b], lengths[a:b])
+            suffixes, = rests.gather(pairs[a:b], lengths[a:b])
+            read = read_suffixes(grammar, rets[a:b][owner], suffixes)
+            return (read.stops - start[read.stops], read.stop_need,
+                    _counts(owner[read.stops], b - a), read.further - start[read.further],
+                    read.rests, _counts(owner[read.further], b - a))
+
+        (self._stops, self._stop_need, stop_counts, self._further, self._rests,
+         further_counts) = _by_blocks(lengths, read_all)
+        self._stop_ptr, self._further_ptr = _offsets(stop_counts), _offsets(further_counts)
 
     def read(self, i: int) -> Read:
         """The `Read` of read i."""

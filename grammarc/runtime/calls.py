@@ -37,8 +37,8 @@ from ..format.table import TokenTable, positions_within
 from .arrays import budgets_per_row, check_logits, integer, integer_array, is_torch, read_only
 from .bitmask import write_bitmask
 from .call_state import DEAD, EMPTY_STACK, CallState, Frame
-from .call_tables import (NO_NEEDS, NO_TOP, NONE, Read, ReadTables, Rests, StateInfo,
-                          StateTables, Top, TopTables, read_suffixes)
+from .call_tables import (NO_NEEDS, NO_TOP, NONE, Needs, Read, ReadTables, Rests, Runs,
+                          StateInfo, StateTables, Top, TopTables, read_suffixes)
 from .counts import Counts
 from .grammar import Grammar
 from .masks import MaskCache
@@ -199,15 +199,15 @@ class CallGrammar(Grammar):
         pairs = [(q, ret) for q in states.with_returns().tolist() if q for ret in tops[q] if ret]
         qs = np.array([q for q, _ in pairs], np.int64)
         rets = np.array([ret for _, ret in pairs], np.int64)
-        tables = TopTables(self, rets, *states.returning(qs))
+        tables = TopTables(self, rets, qs, states.returning)
         index = {pair: i for i, pair in enumerate(pairs)}
-        rests = tables.deep_suffixes(np.arange(len(pairs)))[0].tolist()
+        rests = tables.rests.lengths(np.arange(len(pairs))).tolist()
         triples = [(q, ret, below) for (q, ret), n in zip(pairs, rests) if n
                    for below in tops[ret] if below]
         of_pair = np.array([index[(q, ret)] for q, ret, _ in triples], np.int64)
         if triples and int(np.take(rests, of_pair).sum()) <= PLANNED_READS:
             reads = ReadTables(self, np.array([below for *_, below in triples], np.int64),
-                               *tables.deep_suffixes(of_pair))
+                               of_pair, tables.rests)
             self._planned_reads = ({triple: i for i, triple in enumerate(triples)}, reads)
         self._planned_states = states
         self._planned_tops = (index, tables)
@@ -240,7 +240,7 @@ class CallGrammar(Grammar):
         yield from ((StateInfo.warm, self._info(q)) for q in states)
         pairs = [(q, ret) for q in states if len(self._info(q).ret_tokens)
                  for ret in tops[q] if ret]
-        yield from ((self._top, q, ret) for q, ret in pairs)
+        yield from ((Needs.warm, self._top(q, ret).stop) for q, ret in pairs)
         yield from ((self._first_read, q, ret, below) for q, ret in pairs
                     if len(self._top(q, ret).deep_suffixes) for below in tops[ret] if below)
 
@@ -285,8 +285,8 @@ class CallGrammar(Grammar):
             planned = self._planned_tops
             i = planned[0].get((q, ret)) if planned is not None else None
             top = self._tops[(q, ret)] = planned[1].top(i) if i is not None else TopTables(
-                self, np.array([ret]), np.array([len(info.ret_tokens)]), info.ret_tokens,
-                info.ret_suffix).top(0)
+                self, np.array([ret]), np.array([0]),
+                Runs([0, len(info.ret_tokens)], info.ret_tokens, info.ret_suffix)).top(0)
         return top
 
     def _first_read(self, q: int, ret: int, below: int) -> Read:
