@@ -113,6 +113,12 @@ class Needs:
                 tuple(kept[np.r_[True, kept[1:] != kept[:-1]]].tolist())
         return self._levels
 
+    @property
+    def most_need(self) -> float:
+        """The largest need (inf: one never finishes; -1: no token)."""
+        return -1 if not self.size else float("inf") if self.needs[-1] == NEVER else \
+            int(self.needs[-1])
+
     def add(self, mask: np.ndarray, limit: int | None = None) -> None:
         """Allow in `mask` the tokens whose need is at most `limit` (None: all of them)."""
         if not self.size:
@@ -179,13 +185,18 @@ class StateInfo:
         return int((class_ptr[self.row_classes + 1] - class_ptr[self.row_classes]).sum())
 
     @cached_property
+    def most_need(self) -> float:
+        """The largest need of its ordinary and pushing tokens (inf: one never finishes)."""
+        return max(self.row_fits, self.push.most_need)
+
+    @cached_property
     def levels(self) -> tuple[int, ...]:
         """The sorted distinct needs >= 0 of the ordinary and pushing tokens."""
         return tuple(sorted(set(levels_of(self.row_need)) | set(self.push.levels)))
 
     def warm(self) -> None:
         """Compute now what budgets use."""
-        self.levels, self.row_tokens, self.row_fits  # noqa: B018 (cached properties)
+        self.levels, self.row_tokens, self.most_need  # noqa: B018 (cached properties)
         self.push.warm()
 
 
@@ -279,9 +290,10 @@ class Rests:
     """The rests of a (table state, top return state) resolved on the frames below the top:
     the positions of those alive (`alive`) and the tokens that finish every frame after
     each (`need`, -1: never). Equal sets give equal `alive_key`s, equal needs too equal
-    `need_key`s (the mask cache's keys); `levels`: the sorted distinct needs >= 0."""
+    `need_key`s (the mask cache's keys); `levels`: the sorted distinct needs >= 0;
+    `most_need`: the largest need (inf: one never finishes; -1: none alive)."""
 
-    __slots__ = ("size", "alive", "need", "alive_key", "need_key", "levels")
+    __slots__ = ("size", "alive", "need", "alive_key", "need_key", "levels", "most_need")
 
     def __init__(self, size: int, alive: np.ndarray, need: np.ndarray) -> None:
         self.size = size
@@ -289,6 +301,8 @@ class Rests:
         self.alive_key = self.alive.tobytes()  # bytes keep their hash once taken
         self.need_key = self.alive_key + self.need.tobytes()
         self.levels = levels_of(self.need)
+        self.most_need = float("inf") if len(self.need) and self.need.min() < 0 else \
+            self.levels[-1] if self.levels else -1
 
     def within(self, limit: int | None = None) -> np.ndarray:
         """Per rest, whether it lives and (unless `limit` is None) finishes every frame in

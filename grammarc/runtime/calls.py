@@ -377,6 +377,7 @@ class CallGrammar(Grammar):
         """Read-only booleans over the vocabulary (with `budget`: `mask_within`'s tokens),
         cached by what decides them (module docstring)."""
         state = self._check_state(state)
+        budget = self._cutting(state, budget)
         row = self._plain_row[state.table_state] if budget is None else -1
         if row >= 0:
             mask = self._cached_mask(row, allowed=True)
@@ -387,6 +388,7 @@ class CallGrammar(Grammar):
 
     def _mask_packed(self, state: CallState, budget: int | None) -> np.ndarray:
         """`mask(state, budget=budget)` packed for a bitmask (`MaskCache.packed`)."""
+        budget = self._cutting(state, budget)
         row = self._plain_row[state.table_state] if budget is None else -1
         if row >= 0:
             packed = self._cached_packed(row)
@@ -395,6 +397,26 @@ class CallGrammar(Grammar):
         key, build = self._mask_source(state, budget)
         return np.packbits(build(), bitorder="little") if key is None else \
             self._state_masks.packed(key, build)
+
+    def _cutting(self, state: CallState, budget: int | None) -> int | None:
+        """`budget`, or None where it cuts nothing from the state's mask (every token the
+        state allows can still finish within it, and EOS too where it may end), so that
+        the mask without a budget, and its cache, serve (outside counted loops)."""
+        if budget is None:
+            return None
+        budget = integer(budget, "budget")
+        q, frames = state.table_state, state.frames
+        if budget < 1 or self._counts.row[q] >= 0 or \
+                _room(budget, frames.cost) < self._info(q).most_need:
+            return budget
+        top = self._top(q, frames.top)
+        if top.stop.size and (_room(budget, frames.below.cost) if frames.depth else -1) \
+                < top.stop.most_need:
+            return budget
+        if len(top.deep_tokens) and \
+                budget - 2 < self._rests(q, frames.top, top, frames.below).most_need:
+            return budget
+        return None
 
     def _eos_agrees(self, item: Callable[[int], int], shift: int, state: CallState) -> bool:
         """Whether a row's mask (its `item`: of booleans, shift 0, or of packed bytes,
@@ -408,7 +430,6 @@ class CallGrammar(Grammar):
     def _mask_source(self, state: CallState, budget: int | None) -> tuple[Any, Callable]:
         """The cache key of a state's mask (None: not cached, a budget inside a counted loop)
         and what builds it."""
-        budget = None if budget is None else integer(budget, "budget")
         q, frames, count = state.table_state, state.frames, state.count
         info = self._info(q)
         top = self._top(q, frames.top)
