@@ -1,10 +1,12 @@
 """The tables behind the masks of a grammar with calls (`runtime.calls`): per table state, its
 stack tokens split into those that push, ordered by the tokens that finish the frames after
 them, and those that return (`StateTables`); per table state and top return state, its
-returning tokens resolved on that return state (`TopTables`). Each is computed for many
-states or pairs at once, in one vectorised pass: every table state and every possible pair
-when a grammar is compiled in the process or warmed (`CallGrammar.plan`), or one state or pair
-on its first use otherwise. A state's or a pair's tables are then slices. Numpy only."""
+returning tokens resolved on that return state (`TopTables`); per such pair and return state
+below it, the first read of the rests it leaves (`ReadTables`). Each is computed for many
+states, pairs or reads at once, in vectorised passes over blocks of at most `_BLOCK`
+elements: all of them when a grammar is compiled in the process or warmed
+(`CallGrammar.plan`), or one on its first use otherwise. A state's, a pair's or a read's
+tables are then slices. Numpy only."""
 
 from __future__ import annotations
 
@@ -23,6 +25,7 @@ if TYPE_CHECKING:
 NONE = np.zeros(0, np.int64)
 NEVER = np.iinfo(np.int32).max  # the sort key of a need of -1 (never finishes)
 _FEW = 128  # up to this many values, Python's set and sort cost less than np.unique's
+_BLOCK = 1 << 16  # elements computed at once: temporaries stay small and in cache
 
 
 def levels_of(need: np.ndarray) -> tuple[int, ...]:
@@ -42,10 +45,7 @@ def distinct_inverse(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.array(distinct, values.dtype), np.array([index[v] for v in listed], np.int64)
 
 
-_BLOCK = 1 << 16  # elements computed at once: temporaries stay small and in cache
-
-
-def _counts(owner: np.ndarray, rows: int) -> np.ndarray:
+def _run_sizes(owner: np.ndarray, rows: int) -> np.ndarray:
     """How many elements each of `rows` consecutive runs has, each element's run given."""
     return np.bincount(owner, minlength=rows)
 
@@ -224,9 +224,9 @@ class StateTables:
             order = np.lexsort((need, push_owner))
             returning = ~pushing
             return (token[pushes][order].astype(np.int32), need[order],
-                    _counts(push_owner, b - a),
+                    _run_sizes(push_owner, b - a),
                     token[entries[returning]], arg[returning],
-                    _counts(owner[returning], b - a))
+                    _run_sizes(owner[returning], b - a))
 
         (self._push_token, self._push_need, push_counts, self._ret_token, self._ret_suffix,
          ret_counts) = _by_blocks(lengths, split)
@@ -357,12 +357,12 @@ class TopTables:
             order = np.lexsort((need, stop_owner))
             deep_owner = owner[read.further]
             distinct, inverse = distinct_inverse(deep_owner * width + read.rests)
-            suffix_counts = _counts(distinct // width, b - a)
+            suffix_counts = _run_sizes(distinct // width, b - a)
             first = np.cumsum(suffix_counts) - suffix_counts
             return (tokens[read.stops][order].astype(np.int32), need[order],
-                    _counts(stop_owner, b - a),
+                    _run_sizes(stop_owner, b - a),
                     tokens[read.further], inverse - first[deep_owner],
-                    _counts(deep_owner, b - a), distinct % width, suffix_counts)
+                    _run_sizes(deep_owner, b - a), distinct % width, suffix_counts)
 
         (self._stop_token, self._stop_need, stop_counts, self._deep_token, self._group,
          deep_counts, self._suffix, suffix_counts) = _by_blocks(lengths, resolve)
@@ -399,8 +399,8 @@ class ReadTables:
             suffixes, = rests.gather(pairs[a:b], lengths[a:b])
             read = read_suffixes(grammar, rets[a:b][owner], suffixes)
             return (read.stops - start[read.stops], read.stop_need,
-                    _counts(owner[read.stops], b - a), read.further - start[read.further],
-                    read.rests, _counts(owner[read.further], b - a))
+                    _run_sizes(owner[read.stops], b - a), read.further - start[read.further],
+                    read.rests, _run_sizes(owner[read.further], b - a))
 
         (self._stops, self._stop_need, stop_counts, self._further, self._rests,
          further_counts) = _by_blocks(lengths, read_all)
