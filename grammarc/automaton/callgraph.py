@@ -110,7 +110,10 @@ def replace_calls(expr: Expr, replacement: Callable[[str], Expr],
         memo[id(node)] = out
         return out
 
-    return walk(expr)
+    try:
+        return walk(expr)
+    finally:
+        del walk  # a recursive closure is a reference cycle: free it now, not at a later collection
 
 
 def called_names(expr: Expr) -> set[str]:
@@ -232,7 +235,10 @@ def starting_bytes(expr: Expr, body_of: Callable[[str], Expr | None],
         memo[key] = out
         return out
 
-    found = walk(expr)
+    try:
+        found = walk(expr)
+    finally:
+        del walk  # a recursive closure is a reference cycle: free it now, not at a later collection
     return None if found is None or found[1] else found[0]
 
 
@@ -266,4 +272,7 @@ def with_first_bytes(expr: Expr, allowed: np.ndarray, body_of: Callable[[str], E
             return call_with(node.name)
         return None
 
-    return walk(expr)
+    try:
+        return walk(expr)
+    finally:
+        del walk  # a recursive closure is a reference cycle: free it now, not at a later collection

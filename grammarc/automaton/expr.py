@@ -332,7 +332,10 @@ def same_spelling(a: Expr, b: Expr) -> bool:
             agreed.add((id(x), id(y)))
         return equal
 
-    return same(a, b)
+    try:
+        return same(a, b)
+    finally:
+        del same  # a recursive closure is a reference cycle: free it now, not at a later collection
 
 
 def _dfa_arrays(dfa: ByteDFA) -> tuple[np.ndarray | None, ...]:

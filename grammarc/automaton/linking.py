@@ -136,10 +136,13 @@ def _inlined(machines: MachineSet, names: frozenset[str], built: dict[tuple, tup
         respelled = _respelled(body, body_of, built, codes)
         return replace_calls(body, body_of, names) if respelled is None else respelled
 
-    kept = {name: body if names.isdisjoint(called_names(body)) else rewritten(body)
-            for name, body in bodies.items() if name not in names}
-    root = machines.root if names.isdisjoint(called_names(machines.root)) else \
-        rewritten(machines.root)
+    try:
+        kept = {name: body if names.isdisjoint(called_names(body)) else rewritten(body)
+                for name, body in bodies.items() if name not in names}
+        root = machines.root if names.isdisjoint(called_names(machines.root)) else \
+            rewritten(machines.root)
+    finally:
+        del body_of, rewritten  # a recursive closure is a reference cycle: free it now, not at a later collection
     reached = reachable_machines(called_names(root), kept)
     return MachineSet(root, tuple((name, body) for name, body in kept.items()
                                   if name in reached), machines.unrolled,
@@ -178,7 +181,10 @@ def inline_calls(machines: MachineSet, depth: int, max_states: int) -> Expr:
             levels[(name, level)] = flat_language(body, max_states)
         return levels[(name, level)]
 
-    return replace_calls(machines.root, lambda callee: machine(callee, depth))
+    try:
+        return replace_calls(machines.root, lambda callee: machine(callee, depth))
+    finally:
+        del machine  # a recursive closure is a reference cycle: free it now, not at a later collection
 
 
 def flat_language(expr: Expr, max_states: int) -> Expr:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
-from ..format.table import positions_within
+from ..format.table import TokenTable, positions_within
 
 if TYPE_CHECKING:
     from .calls import CallGrammar
@@ -153,10 +153,9 @@ class StateInfo:
     return (`ret_*`), and, for budgets (computed on first use or by `warm`), the same for its
     ordinary tokens and the distinct needs of both (`levels`); the frames below excluded."""
 
-    def __init__(self, grammar: "CallGrammar", q: int, push: Needs, ret_tokens: np.ndarray,
+    def __init__(self, table: TokenTable, q: int, push: Needs, ret_tokens: np.ndarray,
                  ret_suffix: np.ndarray) -> None:
-        table = grammar.table
-        self._grammar, self._q = grammar, q
+        self._table, self._q = table, q
         self._lo, self._hi = table.row_ptr[table.state_row[q]], \
             table.row_ptr[table.state_row[q] + 1]
         self.push, self.ret_tokens, self.ret_suffix = push, ret_tokens, ret_suffix
@@ -164,12 +163,12 @@ class StateInfo:
     @property
     def row_classes(self) -> np.ndarray:
         """The classes of its ordinary tokens."""
-        return self._grammar.table.row_class[self._lo:self._hi]
+        return self._table.row_class[self._lo:self._hi]
 
     @cached_property
     def row_need(self) -> np.ndarray:
         """Tokens to finish the frame after each ordinary token (-1: never)."""
-        table = self._grammar.table
+        table = self._table
         return table.min_tokens_to_accept[self._q + table.row_delta[self._lo:self._hi]]
 
     @cached_property
@@ -181,7 +180,7 @@ class StateInfo:
     @cached_property
     def row_tokens(self) -> int:
         """How many ordinary tokens it has."""
-        class_ptr = self._grammar.table.tokens_by_class[1]
+        class_ptr = self._table.tokens_by_class[1]
         return int((class_ptr[self.row_classes + 1] - class_ptr[self.row_classes]).sum())
 
     @cached_property
@@ -205,7 +204,8 @@ class StateTables:
     push, ordered by need per state, and those that return, with their suffixes."""
 
     def __init__(self, grammar: "CallGrammar", states: np.ndarray) -> None:
-        self._grammar = grammar
+        self._table, self._vocab_size = grammar.table, grammar.vocab_size  # not the grammar,
+        # which holds these tables: a cycle would keep a dropped grammar until a collection
         lo = grammar._stack_ptr[states]
         lengths = grammar._stack_ptr[states + 1] - lo
         token = grammar._stack_token
@@ -236,9 +236,8 @@ class StateTables:
         """The `StateInfo` of table state q, `states[i]`."""
         a, b = self._push_ptr[i], self._push_ptr[i + 1]
         c, d = self._ret_ptr[i], self._ret_ptr[i + 1]
-        grammar = self._grammar
-        return StateInfo(grammar, q, Needs(self._push_token[a:b], self._push_need[a:b],
-                                           grammar.vocab_size),
+        return StateInfo(self._table, q, Needs(self._push_token[a:b], self._push_need[a:b],
+                                               self._vocab_size),
                          self._ret_token[c:d], self._ret_suffix[c:d])
 
     def with_returns(self) -> np.ndarray:

@@ -270,7 +270,7 @@ class CallGrammar(Grammar):
             if planned is not None:
                 info = planned.info(q, q)
             elif self._stack_ptr[q] == self._stack_ptr[q + 1]:  # most states: no stack token
-                info = StateInfo(self, q, NO_NEEDS, NONE, NONE)
+                info = StateInfo(self.table, q, NO_NEEDS, NONE, NONE)
             else:
                 info = StateTables(self, np.array([q])).info(0, q)
             self._infos[q] = info

@@ -117,7 +117,10 @@ class Arrays(CompilerPart):
             memo[key] = result
             return result
 
-        body = tail(0, 0)
+        try:
+            body = tail(0, 0)
+        finally:
+            del tail  # a recursive closure is a reference cycle: free it now, not at a later collection
         if body == NOTHING:
             return NOTHING
         return concat(self.layout.open_array, body, self.layout.close_array)
@@ -191,7 +194,10 @@ class Arrays(CompilerPart):
             memo[key] = result = alt(*options)
             return result
 
-        body = tail(0, 0)
+        try:
+            body = tail(0, 0)
+        finally:
+            del tail  # a recursive closure is a reference cycle: free it now, not at a later collection
         return NOTHING if body == NOTHING else concat(layout.open_array, body,
                                                       layout.close_array)
 

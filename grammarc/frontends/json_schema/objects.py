@@ -225,7 +225,10 @@ class Objects(CompilerPart):
             return result
 
         start = residual[0][0]
-        body = members(0, 0, start) if start >= 0 else NOTHING
+        try:
+            body = members(0, 0, start) if start >= 0 else NOTHING
+        finally:
+            del members  # a recursive closure is a reference cycle: free it now, not at a later collection
         if body == NOTHING:
             return NOTHING
         return concat(layout.open_object, body, layout.close_object)

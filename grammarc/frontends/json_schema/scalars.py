@@ -155,8 +155,11 @@ class Scalars(CompilerPart):
                     concat(members[k], rest(left - {k}, False)) for k in sorted(left)))
 
             fixed = [m for k, m in members.items() if k not in free]
-            body = concat(*[concat(layout.comma, m) if i else m for i, m in enumerate(fixed)],
-                          rest(frozenset(free), not fixed))
+            try:
+                body = concat(*[concat(layout.comma, m) if i else m
+                                for i, m in enumerate(fixed)], rest(frozenset(free), not fixed))
+            finally:
+                del rest  # a recursive closure is a reference cycle: free it now, not at a later collection
             return concat(layout.open_object, body, layout.close_object)
         raise GrammarError(f"not a JSON value: {value!r}")
 

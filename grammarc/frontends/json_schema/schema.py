@@ -164,6 +164,12 @@ class Compiler:
         return MachineSet(expr, machines, alternative=lambda: _compiled(
             root, options, open_recursions=False))
 
+    def release(self) -> None:
+        """Drop the compile's state (the compiler is done with). Its parts refer back to the
+        compiler, so it would otherwise stay in memory until a garbage collection, which a
+        later mask might pay for: tens of thousands of objects for a large schema."""
+        vars(self).clear()
+
     def difference(self, a: Expr, b: Expr) -> Expr:
         """The values of `a` that are not values of `b`, exact on numbers: `b` need not hold
         every spelling of a value it holds (`1e0`, `1.0` beside `1`), so where both may hold
@@ -419,8 +425,11 @@ class Compiler:
                 return None
             return self.machines.machine(f"{name} [{label}]", lambda: body)
 
-        return with_first_bytes(expr, allowed, self.machines.body_of, narrower,
-                                self.machines.first_of)
+        try:
+            return with_first_bytes(expr, allowed, self.machines.body_of, narrower,
+                                    self.machines.first_of)
+        finally:
+            del narrower  # a recursive closure is a reference cycle: free it now, not at a later collection
 
     def intersect_all(self, parts: list[Expr]) -> Expr:
         """The texts of every part. Each part is first narrowed, without a product, to the
@@ -604,9 +613,17 @@ def compile_schema(root: Any, options: FrontendOptions) -> Expr | MachineSet:
 def _compiled(root: Any, options: FrontendOptions, open_recursions: bool
               ) -> Expr | MachineSet:
     try:
-        return Compiler(root, options, True, open_recursions).document()
+        return _document(Compiler(root, options, True, open_recursions))
     except UnresolvedCallError as failure:
-        return fallback_language(failure, lambda: Compiler(root, options).document())
+        return fallback_language(failure, lambda: _document(Compiler(root, options)))
+
+
+def _document(compiler: Compiler) -> Expr | MachineSet:
+    """The compiler's document; then its state is dropped (`Compiler.release`)."""
+    try:
+        return compiler.document()
+    finally:
+        compiler.release()
 
 
 __all__ = ["Compiler", "compile_schema"]
