@@ -17,14 +17,19 @@ worker is killed and replaced), *crash* (the worker died, e.g. past the memory l
 engine raised while matching), *valid rejected* and *invalid accepted* (a schema can be both).
 
 Reported per split and in total: counts, TTFM p50/p90/p99 over the schemas that compiled, TBM
-p50/p99 over every mask call, and TBM p99 after first use (grammarc only: each state's first
-mask call in a grammar left out). `--peers` runs llguidance and xgrammar on the same token ids,
+p50/p99 over every mask call, TBM p99 after first use (grammarc only: each state's first
+mask call in a grammar left out), and the slowest mask three ways, in ms: wall time (`max`),
+the longest garbage collection of the worker process inside one mask (`GC`), and the most
+thread CPU time one mask took less the collections inside it (`work`: the mask's own code;
+where `max` is larger than both, the host took the CPU away: the other worker, a timer
+tick). `--peers` runs llguidance and xgrammar on the same token ids,
 each behind the same adapter, in their own workers with the same limits.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import itertools
 import json
 import multiprocessing as mp
@@ -302,19 +307,56 @@ def first_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text.splitlines()[0]}" if text else type(exc).__name__
 
 
+@dataclass
+class MaskTimes:
+    """The mask times of one schema's walks, in ns: wall clock per mask (`wall`), for states
+    seen before (`after_first`), and the slowest mask's thread CPU time less the garbage
+    collections inside it (`work_max`) and the longest collection inside a mask (`gc_max`)."""
+
+    wall: list[int] = field(default_factory=list)
+    after_first: list[int] = field(default_factory=list)
+    work_max: int = 0
+    gc_max: int = 0
+
+
+class GarbageClock:
+    """The wall time the process's garbage collections took so far (`gc.callbacks`)."""
+
+    def __init__(self) -> None:
+        self.total_ns = 0
+        self._start = 0
+        gc.callbacks.append(self._observe)
+
+    def _observe(self, phase: str, _info: dict) -> None:
+        if phase == "start":
+            self._start = time.perf_counter_ns()
+        else:
+            self.total_ns += time.perf_counter_ns() - self._start
+
+
+GC_CLOCK: GarbageClock | None = None  # installed in the workers
+
+
 def walk(engine: Engine, compiled: Any, ids: list[int], seen: set[Hashable],
-         times: list[int], after_first: list[int]) -> int:
-    """Walk one instance; -1 if accepted, else the position refused (len(ids): the EOS)."""
+         times: MaskTimes) -> int:
+    """Walk one instance; -1 if accepted, else the position refused (len(ids): the EOS).
+    The CPU and garbage clocks are read outside the wall clock's window."""
     matcher = engine.matcher(compiled)
     for pos in range(len(ids) + 1):
         key = matcher.state_key()
+        gc_start = GC_CLOCK.total_ns if GC_CLOCK else 0
+        cpu_start = time.thread_time_ns()
         start = time.perf_counter_ns()
         matcher.mask()
         elapsed = time.perf_counter_ns() - start
-        times.append(elapsed)
+        cpu = time.thread_time_ns() - cpu_start
+        collecting = (GC_CLOCK.total_ns if GC_CLOCK else 0) - gc_start
+        times.wall.append(elapsed)
+        times.work_max = max(times.work_max, cpu - collecting)
+        times.gc_max = max(times.gc_max, collecting)
         if key is not None:
             if key in seen:
-                after_first.append(elapsed)
+                times.after_first.append(elapsed)
             seen.add(key)
         allowed = matcher.eos_allowed() if pos == len(ids) else matcher.accept(ids[pos])
         if not allowed:
@@ -331,19 +373,19 @@ def run_case(engine: Engine, case: Case, send: Callable[[tuple[str, Any]], None]
         return {"status": "compile error", "error": first_line(exc)}
     send(("compiled", time.perf_counter() - start))
     seen: set[Hashable] = set()
-    times: list[int] = []
-    after_first: list[int] = []
+    times = MaskTimes()
     refused: list[tuple[int, int]] = []
     try:
         for index, instance in enumerate(case.instances):
-            pos = walk(engine, compiled, instance.ids, seen, times, after_first)
+            pos = walk(engine, compiled, instance.ids, seen, times)
             if (pos < 0) != instance.valid:
                 refused.append((index, pos))
     except Exception as exc:
         return {"status": "crash", "error": f"while matching: {first_line(exc)}"}
     return {"status": "ok", "wrong": refused,
-            "tbm_us": np.array(times, dtype=np.float64) / 1e3,
-            "tbm_after_first_us": np.array(after_first, dtype=np.float64) / 1e3}
+            "tbm_us": np.array(times.wall, dtype=np.float64) / 1e3,
+            "tbm_after_first_us": np.array(times.after_first, dtype=np.float64) / 1e3,
+            "tbm_work_max_us": times.work_max / 1e3, "tbm_gc_max_us": times.gc_max / 1e3}
 
 
 def worker_main(engine_name: str, conn: Connection, tokenizer_json: str,
@@ -351,11 +393,13 @@ def worker_main(engine_name: str, conn: Connection, tokenizer_json: str,
     """Load the engine (then warm it on a small schema), report ready, serve cases."""
     resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    global GC_CLOCK
+    GC_CLOCK = GarbageClock()
     warnings.simplefilter("ignore")
     try:
         engine = ENGINES[engine_name](tokenizer_json)
         warm = engine.compile({"type": "object", "properties": {"a": {"type": "string"}}})
-        walk(engine, warm, [], set(), [], [])
+        walk(engine, warm, [], set(), MaskTimes())
     except Exception as exc:
         conn.send(("unavailable", first_line(exc)))
         return
@@ -387,6 +431,8 @@ class Outcome:
     tbm_p50_us: float | None = None
     tbm_p99_us: float | None = None
     tbm_max_us: float | None = None
+    tbm_work_max_us: float | None = None  # the most CPU time one mask took, less GC
+    tbm_gc_max_us: float | None = None  # the longest garbage collection inside a mask
     tbm_us: np.ndarray = field(default_factory=lambda: np.zeros(0), repr=False)
     tbm_after_first_us: np.ndarray = field(default_factory=lambda: np.zeros(0), repr=False)
 
@@ -419,6 +465,8 @@ def make_outcome(case: Case, engine: str, result: dict, compile_s: float | None,
         outcome.masks = len(times)
         outcome.tbm_p50_us, outcome.tbm_p99_us = (float(v) for v in np.percentile(times, [50, 99]))
         outcome.tbm_max_us = float(times.max())
+        outcome.tbm_work_max_us = result["tbm_work_max_us"]
+        outcome.tbm_gc_max_us = result["tbm_gc_max_us"]
     return outcome
 
 
@@ -569,7 +617,7 @@ def fmt(values: list[float] | None, digits: int) -> str:
 
 HEADER = (f"{'split':<24} {'engine':<10} {'n':>4} {'pass%':>6} {'cerr':>5} {'tout':>5} "
           f"{'crash':>5} {'vrej':>5} {'iacc':>5}  {'TTFM p50/p90/p99 ms':<22} "
-          f"{'TBM p50/p99 µs':<15} {'p99 reuse':>9}")
+          f"{'TBM p50/p99 µs':<15} {'p99 reuse':>9} {'max ms':>7} {'GC':>6} {'work':>6}")
 
 
 def row(label: str, engine: str, outcomes: list[Outcome]) -> str:
@@ -580,12 +628,15 @@ def row(label: str, engine: str, outcomes: list[Outcome]) -> str:
                [50, 90, 99])
     tbm = pct(np.concatenate([o.tbm_us for o in outcomes]), [50, 99])
     after = pct(np.concatenate([o.tbm_after_first_us for o in outcomes]), [99])
+    worst = [max((getattr(o, name) or 0.0 for o in outcomes), default=0.0) / 1e3
+             for name in ("tbm_max_us", "tbm_gc_max_us", "tbm_work_max_us")]
     return (f"{label:<24} {engine:<10} {n:>4} "
             f"{100 * sum(o.passed for o in outcomes) / n:>6.1f} "
             f"{count['compile error']:>5} {count['timeout']:>5} {count['crash']:>5} "
             f"{sum(bool(o.valid_rejected) for o in outcomes):>5} "
             f"{sum(bool(o.invalid_accepted) for o in outcomes):>5}  "
-            f"{fmt(ttfm, 1):<22} {fmt(tbm, 1):<15} {fmt(after, 1):>9}")
+            f"{fmt(ttfm, 1):<22} {fmt(tbm, 1):<15} {fmt(after, 1):>9} "
+            f"{worst[0]:>7.2f} {worst[1]:>6.2f} {worst[2]:>6.2f}")
 
 
 def table(outcomes: list[Outcome], engines: list[str]) -> str:
