@@ -102,9 +102,9 @@ class TokenTable:
         mask = np.zeros(self.vocab_size, np.bool_) if written_on_zeros \
             else np.ones(self.vocab_size, np.bool_)
         if len(classes) <= _FEW_CLASSES:  # a write per class costs less than indexing them
-            class_tokens = self.class_tokens
+            starts = self.class_starts
             for one in classes.tolist():
-                mask[class_tokens[one]] = written_on_zeros
+                mask[order[starts[one]:starts[one + 1]]] = written_on_zeros
         else:
             mask[order[np.repeat(class_ptr[classes], sizes) + positions_within(sizes)]] = \
                 written_on_zeros
@@ -158,10 +158,9 @@ class TokenTable:
         return order, class_ptr
 
     @cached_property
-    def class_tokens(self) -> list[np.ndarray]:
-        """Per class, its token ids (views of `tokens_by_class`)."""
-        order, class_ptr = self.tokens_by_class
-        return np.split(order, class_ptr[1:-1])
+    def class_starts(self) -> list[int]:
+        """`tokens_by_class`'s class starts as Python ints, for slicing one class's tokens."""
+        return self.tokens_by_class[1].tolist()
 
     def transitions(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Every allowed (state, token) pair of the ordinary table with its next state, as

@@ -55,7 +55,7 @@ class Grammar:
         self._unlimited_budget = int(self.table.min_tokens_to_accept.max(initial=0)) + 2
         self._allowed_masks = MaskCache(self.vocab_size)    # by row
         self._forbidden_masks = MaskCache(self.vocab_size)  # by row: the allowed negated
-        table.class_tokens, table.outside_largest  # now, not in a step: masks use them
+        table.class_starts, table.outside_largest  # now, not in a step: masks use them
         self._byte_table: np.ndarray | None = None
         self._torch_tables: dict[Any, Any] = {}
 
