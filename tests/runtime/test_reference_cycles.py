@@ -21,9 +21,9 @@ import grammarc
 
 ROOT = Path(__file__).resolve().parents[2]
 
-# sources that take the front ends' recursive walks: recursion (machines linked by calls),
-# allOf/not/oneOf products, first bytes narrowed, arrays with counts and unique items, const
-# objects with free keys, GBNF and Lark rules
+# every front end, and in JSON Schema the recursive walks: recursion (machines linked by
+# calls), allOf/not/oneOf products, first bytes narrowed, arrays with counts and unique items,
+# const objects with free keys
 SOURCES = {
     "tree": (ROOT / "grammars" / "tree.schema.json", None),
     "booleans": ({"type": "object", "properties": {
@@ -36,6 +36,9 @@ SOURCES = {
         "$defs": {"n": {"type": "object", "properties": {"k": {"$ref": "#"}}}}}, "json"),
     "json.gbnf": ((ROOT / "grammars" / "json-value.gbnf").read_text(), "gbnf"),
     "sql.lark": (ROOT / "grammars" / "sql.lark", None),
+    "email.regex": (ROOT / "grammars" / "email.regex", None),
+    "ticket.fsm": (ROOT / "grammars" / "support-ticket.fsm.yaml", None),
+    "tools": (ROOT / "grammars" / "weather-tools.json", "tools"),
 }
 
 
@@ -53,6 +56,8 @@ def compile_source(name: str, tokenizer: grammarc.Tokenizer) -> grammarc.Grammar
     source, kind = SOURCES[name]
     if isinstance(source, dict):
         return grammarc.compile_json_schema(source, tokenizer)
+    if kind == "tools":
+        return grammarc.compile_tools(source, tokenizer, reasoning=True)
     return grammarc.compile(source, tokenizer, kind)
 
 
