@@ -349,15 +349,37 @@ def _refine_all(walk: _core.TrieWalk, bases: np.ndarray, num_items: int, num_sta
             with lock:
                 done[0] += len(chunk)
 
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        futures = [pool.submit(work, forest) for forest in forests]
-        while not all(f.done() for f in futures):
-            wait(futures, timeout=0.1)
-            if progress:
-                progress(done[0], walked - 1)
-        for future in futures:
-            future.result()
+    futures = [_refine_pool().submit(work, forest) for forest in forests]
+    while not all(f.done() for f in futures):
+        wait(futures, timeout=0.1)
+        if progress:
+            progress(done[0], walked - 1)
+    for future in futures:
+        future.result()
     return forests
+
+
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+
+
+def _refine_pool() -> ThreadPoolExecutor:
+    """The process's refine threads, started on first use and kept (starting a thread costs
+    up to 10 ms in some virtual machines); a forked child starts its own."""
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(max_workers=os.cpu_count() or 1,
+                                       thread_name_prefix="grammarc-refine")
+        return _pool
+
+
+def _forget_pool_after_fork() -> None:
+    global _pool, _pool_lock
+    _pool, _pool_lock = None, threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_pool_after_fork)
 
 
 def _expand_all(forests: list[_core.SplitForest], canon_of_item: np.ndarray, num_states: int,
