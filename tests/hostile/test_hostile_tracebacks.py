@@ -7,8 +7,10 @@ and memory cap."""
 from __future__ import annotations
 
 import json
+import multiprocessing
 import re
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -139,3 +141,30 @@ def test_the_deep_stack_hands_back_results_and_errors_and_restores_the_limit():
     assert sys.getrecursionlimit() == limit
     with pytest.raises(RecursionError):
         depth(20_000)  # the caller's own thread keeps its limit
+
+
+def test_the_deep_stack_serves_threads_at_once_and_a_forked_child():
+    """Deep calls from several threads at once each get their own result on a deep stack
+    (the deep threads are kept for the process), the limit comes back after the last, and a
+    child forked after them starts deep threads of its own rather than waiting on its
+    parent's."""
+    limit = sys.getrecursionlimit()
+
+    def depth(n: int) -> int:
+        return 0 if n == 0 else 1 + depth(n - 1)
+
+    with ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(lambda n: call_with_deep_stack(lambda: depth(n)),
+                                [20_000 + i for i in range(8)]))
+    assert results == [20_000 + i for i in range(8)]
+    assert sys.getrecursionlimit() == limit
+    context = multiprocessing.get_context("fork")
+    with context.Pool(1) as child:
+        assert child.apply_async(_deep_in_child).get(timeout=60) == 20_000
+
+
+def _deep_in_child() -> int:
+    def depth(n: int) -> int:
+        return 0 if n == 0 else 1 + depth(n - 1)
+
+    return call_with_deep_stack(lambda: depth(20_000))
