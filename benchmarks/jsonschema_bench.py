@@ -1,7 +1,7 @@
 """JSON Schema conformance and speed on a MaskBench-style corpus (JSONSchemaBench's method).
 
     python benchmarks/jsonschema_bench.py [--corpus DIR] [--jobs 2] [--timeout 60]
-        [--only SUBSTR] [--stride K] [--limit N] [--json OUT] [--peers]
+        [--only SUBSTR] [--stride K] [--limit N] [--json OUT] [--gc-freeze] [--peers]
 
 Each corpus file holds a schema and test instances (`{"schema", "tests": [{"data", "valid"}]}`).
 Per schema, in a warm worker process: compile it (TTFM, time to first mask = the compile time;
@@ -403,6 +403,9 @@ def worker_main(engine_name: str, conn: Connection, tokenizer_json: str,
     except Exception as exc:
         conn.send(("unavailable", first_line(exc)))
         return
+    if os.environ.get("GRAMMARC_BENCH_GC_FREEZE") == "1":
+        gc.collect()
+        gc.freeze()  # what docs/runtime.md advises a server: the objects alive now are kept
     conn.send(("ready", engine.version()))
     while (case := conn.recv()) is not None:
         conn.send(("result", run_case(engine, case, conn.send)))
@@ -694,6 +697,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--json", type=Path, help="write per-schema records here")
     parser.add_argument("--key-order", choices=("schema", "any"), default="schema",
                         help="grammarc's --key-order (default schema)")
+    parser.add_argument("--gc-freeze", action="store_true",
+                        help="workers call gc.freeze() after their warm-up, as a server would")
     parser.add_argument("--peers", action="store_true",
                         help="also run llguidance and xgrammar on the same token ids")
     return parser.parse_args(argv)
@@ -702,6 +707,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     os.environ["GRAMMARC_BENCH_KEY_ORDER"] = args.key_order  # read by the workers' engine
+    os.environ["GRAMMARC_BENCH_GC_FREEZE"] = "1" if args.gc_freeze else "0"  # and workers
     files = select_files(args.corpus, args.only, args.stride, args.limit)
     if not files:
         sys.exit(f"no corpus files selected in {args.corpus}")
