@@ -9,8 +9,8 @@ need), so such grammars compile, and deeper ones still end in a clean `Recursion
 a crash.
 
 The threads live for the process and wait for the next call when idle (one per call running
-at the same time): starting a thread costs 0.1 ms on a typical host but up to 10 ms in some
-virtual machines, which was a fifth of a small schema's compile.
+at the same time): starting a thread costs well under a millisecond at the median, but 4-17
+ms now and then in the development VM (benchmarks/README.md, fifth pass).
 """
 
 from __future__ import annotations

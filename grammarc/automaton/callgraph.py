@@ -113,7 +113,7 @@ def replace_calls(expr: Expr, replacement: Callable[[str], Expr],
     try:
         return walk(expr)
     finally:
-        del walk  # a recursive closure is a reference cycle: free it now, not at a later collection
+        del walk  # a recursive closure is a cycle: free it now
 
 
 def called_names(expr: Expr) -> set[str]:
@@ -238,7 +238,7 @@ def starting_bytes(expr: Expr, body_of: Callable[[str], Expr | None],
     try:
         found = walk(expr)
     finally:
-        del walk  # a recursive closure is a reference cycle: free it now, not at a later collection
+        del walk  # a recursive closure is a cycle: free it now
     return None if found is None or found[1] else found[0]
 
 
@@ -275,4 +275,4 @@ def with_first_bytes(expr: Expr, allowed: np.ndarray, body_of: Callable[[str], E
     try:
         return walk(expr)
     finally:
-        del walk  # a recursive closure is a reference cycle: free it now, not at a later collection
+        del walk  # a recursive closure is a cycle: free it now

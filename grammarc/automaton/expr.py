@@ -335,7 +335,7 @@ def same_spelling(a: Expr, b: Expr) -> bool:
     try:
         return same(a, b)
     finally:
-        del same  # a recursive closure is a reference cycle: free it now, not at a later collection
+        del same  # a recursive closure is a cycle: free it now
 
 
 def _dfa_arrays(dfa: ByteDFA) -> tuple[np.ndarray | None, ...]:

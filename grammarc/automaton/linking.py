@@ -142,7 +142,7 @@ def _inlined(machines: MachineSet, names: frozenset[str], built: dict[tuple, tup
         root = machines.root if names.isdisjoint(called_names(machines.root)) else \
             rewritten(machines.root)
     finally:
-        del body_of, rewritten  # a recursive closure is a reference cycle: free it now, not at a later collection
+        del body_of, rewritten  # a recursive closure is a cycle: free it now
     reached = reachable_machines(called_names(root), kept)
     return MachineSet(root, tuple((name, body) for name, body in kept.items()
                                   if name in reached), machines.unrolled,
@@ -184,7 +184,7 @@ def inline_calls(machines: MachineSet, depth: int, max_states: int) -> Expr:
     try:
         return replace_calls(machines.root, lambda callee: machine(callee, depth))
     finally:
-        del machine  # a recursive closure is a reference cycle: free it now, not at a later collection
+        del machine  # a recursive closure is a cycle: free it now
 
 
 def flat_language(expr: Expr, max_states: int) -> Expr:

@@ -120,7 +120,7 @@ class Arrays(CompilerPart):
         try:
             body = tail(0, 0)
         finally:
-            del tail  # a recursive closure is a reference cycle: free it now, not at a later collection
+            del tail  # a recursive closure is a cycle: free it now
         if body == NOTHING:
             return NOTHING
         return concat(self.layout.open_array, body, self.layout.close_array)
@@ -197,7 +197,7 @@ class Arrays(CompilerPart):
         try:
             body = tail(0, 0)
         finally:
-            del tail  # a recursive closure is a reference cycle: free it now, not at a later collection
+            del tail  # a recursive closure is a cycle: free it now
         return NOTHING if body == NOTHING else concat(layout.open_array, body,
                                                       layout.close_array)
 

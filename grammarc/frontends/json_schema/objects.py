@@ -228,7 +228,7 @@ class Objects(CompilerPart):
         try:
             body = members(0, 0, start) if start >= 0 else NOTHING
         finally:
-            del members  # a recursive closure is a reference cycle: free it now, not at a later collection
+            del members  # a recursive closure is a cycle: free it now
         if body == NOTHING:
             return NOTHING
         return concat(layout.open_object, body, layout.close_object)

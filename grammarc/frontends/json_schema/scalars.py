@@ -159,7 +159,7 @@ class Scalars(CompilerPart):
                 body = concat(*[concat(layout.comma, m) if i else m
                                 for i, m in enumerate(fixed)], rest(frozenset(free), not fixed))
             finally:
-                del rest  # a recursive closure is a reference cycle: free it now, not at a later collection
+                del rest  # a recursive closure is a cycle: free it now
             return concat(layout.open_object, body, layout.close_object)
         raise GrammarError(f"not a JSON value: {value!r}")
 

@@ -429,7 +429,7 @@ class Compiler:
             return with_first_bytes(expr, allowed, self.machines.body_of, narrower,
                                     self.machines.first_of)
         finally:
-            del narrower  # a recursive closure is a reference cycle: free it now, not at a later collection
+            del narrower  # a recursive closure is a cycle: free it now
 
     def intersect_all(self, parts: list[Expr]) -> Expr:
         """The texts of every part. Each part is first narrowed, without a product, to the
