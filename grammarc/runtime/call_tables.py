@@ -123,8 +123,11 @@ class Needs:
         """Allow in `mask` the tokens whose need is at most `limit` (None: all of them)."""
         if not self.size:
             return
-        if limit is None:
-            mask[self.tokens] = True
+        if limit is None:  # every token: with a rank (made by a cut or `warm`) one OR
+            if self._rank is None:
+                mask[self.tokens] = True
+            else:
+                np.logical_or(mask, self._rank != 255, out=mask)
         elif (rank := self._ranked()) is not None:
             mask |= rank < bisect_right(self.levels, limit)
         else:
