@@ -138,6 +138,45 @@ def canonical_spellings(draft: int) -> ByteDFA:
 
 _OUT, _STRING, _ESCAPE, _INTEGER, _DOT, _ZEROS, _FRACTION = range(7)  # `respelled`'s modes
 _ZERO, _NONZERO, _POINT, _QUOTE, _BACKSLASH, _OTHER = range(6)  # and its kinds of bytes
+_NOTHING, _KEPT, _AFTER_KEPT, _AFTER_PENDING = range(4)  # where `respelled`'s states come from
+
+
+@lru_cache(maxsize=None)
+def _respelling_moves(draft: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """`respelled`'s moves by (mode, kind of byte): the next mode, and where `dfa`'s states
+    without and with the pending zeros come from (`_NOTHING`: state 0, `_KEPT`: the state
+    without them, `_AFTER_KEPT` / `_AFTER_PENDING`: the byte read from either)."""
+    shape = (7, 6)
+    next_mode = np.zeros(shape, np.int64)
+    kept_from = np.full(shape, _AFTER_KEPT, np.int64)
+    pending_from = np.full(shape, _NOTHING, np.int64)
+    for mode in range(7):
+        for kind in range(6):
+            at = (mode, kind)
+            if mode in (_DOT, _ZEROS) and kind == _NONZERO:  # a fraction not all zeros
+                next_mode[at], kept_from[at] = _FRACTION, _AFTER_PENDING
+                continue
+            if mode in (_DOT, _ZEROS) and kind == _ZERO:
+                next_mode[at], pending_from[at] = _ZEROS, _AFTER_PENDING
+                # `1.0` is canonical in draft 4: its zero is read
+                kept_from[at] = _AFTER_PENDING if mode == _DOT and draft == 4 else _KEPT
+                continue
+            if mode == _DOT:  # a point without digits: no JSON text
+                next_mode[at], kept_from[at] = _OUT, _NOTHING
+                continue
+            after = _OUT if mode == _ZEROS else mode  # the number ended: without its zeros
+            if after == _INTEGER and kind == _POINT:
+                next_mode[at], kept_from[at], pending_from[at] = _DOT, _KEPT, _AFTER_KEPT
+            elif after == _STRING:
+                next_mode[at] = _ESCAPE if kind == _BACKSLASH else \
+                    _OUT if kind == _QUOTE else _STRING
+            elif after == _ESCAPE:
+                next_mode[at] = _STRING
+            elif kind in (_ZERO, _NONZERO):
+                next_mode[at] = _FRACTION if after == _FRACTION else _INTEGER
+            else:
+                next_mode[at] = _STRING if kind == _QUOTE else _OUT
+    return next_mode, kept_from, pending_from
 
 
 def respelled(dfa: ByteDFA, draft: int) -> ByteDFA | None:
@@ -153,57 +192,55 @@ def respelled(dfa: ByteDFA, draft: int) -> ByteDFA | None:
     kind[ord(".")], kind[ord('"')], kind[ord("\\")] = _POINT, _QUOTE, _BACKSLASH
     _, first, byte_class = np.unique(dfa.byte_class.astype(np.int64) * 6 + kind,
                                      return_index=True, return_inverse=True)
-    kinds, classes = kind[first].tolist(), dfa.byte_class[first].tolist()
-    trans = dfa.trans
+    kinds, classes = kind[first], dfa.byte_class[first].astype(np.int64)
+    trans = dfa.trans.astype(np.int64)
+    size = np.int64(len(trans))
 
-    def step(key: tuple[int, int, int], kind: int, cls: int) -> tuple[int, int, int]:
-        """The state after a byte; `key`: the mode, `dfa`'s state without the pending zeros
-        (or the point before them), `dfa`'s state with them."""
-        mode, kept, pending = key
-        if mode in (_DOT, _ZEROS):
-            if kind == _NONZERO:  # a fraction that is not all zeros: as it is written
-                return _FRACTION, int(trans[pending, cls]), 0
-            if kind == _ZERO:
-                if mode == _DOT and draft == 4:  # `1.0` is canonical: its zero is read
-                    kept = pending = int(trans[pending, cls])
-                    return _ZEROS, kept, pending
-                return _ZEROS, kept, int(trans[pending, cls])
-            if mode == _DOT:
-                return _OUT, 0, 0  # a point without digits: no JSON text
-            mode = _OUT  # the number ended: without its zeros
-        if mode == _INTEGER and kind == _POINT:
-            return _DOT, kept, int(trans[kept, cls])
-        state = int(trans[kept, cls])
-        if mode == _STRING:
-            mode = _ESCAPE if kind == _BACKSLASH else _OUT if kind == _QUOTE else _STRING
-        elif mode == _ESCAPE:
-            mode = _STRING
-        elif kind in (_ZERO, _NONZERO):
-            mode = _FRACTION if mode == _FRACTION else _INTEGER
-        else:
-            mode = _STRING if kind == _QUOTE else _OUT
-        return mode, state, 0
+    next_mode, kept_from, pending_from = _respelling_moves(draft)
 
-    start = (_OUT, 1, 0)
-    index = {(_OUT, 0, 0): 0, start: 1}
-    keys = [(_OUT, 0, 0), start]
-    rows = [[0] * len(kinds)]
-    while len(rows) < len(keys):  # `keys` grows as states are found
-        key, row = keys[len(rows)], []
-        for kind, cls in zip(kinds, classes):
-            target = step(key, kind, cls)
-            if target[1] == 0 and target[2] == 0:
-                target = (_OUT, 0, 0)
-            found = index.get(target)
-            if found is None:
-                found = index[target] = len(keys)
-                keys.append(target)
-            row.append(found)
-        rows.append(row)
-    accepting = np.array([mode != _DOT and bool(dfa.accepting[kept]) for mode, kept, _ in keys])
+    def step(mode: np.ndarray, kept: np.ndarray, pending: np.ndarray
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The states after each byte class (columns) from each state (rows): the mode,
+        `dfa`'s state without the pending zeros (or the point before them), `dfa`'s state
+        with them; (`_OUT`, 0, 0) where no text goes on."""
+        move = (mode[:, None], kinds)
+        kept, pending = kept[:, None], pending[:, None]
+        after = (np.zeros_like(kept), kept, trans[kept, classes], trans[pending, classes])
+        new_kept = np.choose(kept_from[move], after)
+        new_pending = np.choose(pending_from[move], after)
+        dead = (new_kept == 0) & (new_pending == 0)
+        return np.where(dead, _OUT, next_mode[move]), new_kept, new_pending
+
+    def code(mode: np.ndarray, kept: np.ndarray, pending: np.ndarray) -> np.ndarray:
+        return (mode * size + kept) * size + pending
+
+    # breadth first, a frontier of states at a time, each numbered when first found (0 the
+    # dead state, 1 the start); `known`: the codes found so far, sorted, with their numbers
+    keys = [np.array([[_OUT, 0, 0], [_OUT, 1, 0]], np.int64)]
+    known, known_id = code(*keys[0].T), np.array([0, 1], np.int64)
+    rows, frontier, found_so_far = [np.zeros((1, len(kinds)), np.int64)], keys[0][1:], 2
+    while len(frontier):
+        codes = code(*step(*frontier.T))
+        distinct, inverse = np.unique(codes, return_inverse=True)
+        at = np.minimum(np.searchsorted(known, distinct), len(known) - 1)
+        new = known[at] != distinct
+        ids = known_id[at]
+        ids[new] = found_so_far + np.arange(int(new.sum()))
+        found_so_far += int(new.sum())
+        rows.append(ids[inverse.reshape(codes.shape)])
+        fresh = distinct[new]
+        frontier = np.stack([fresh // size // size, fresh // size % size, fresh % size],
+                            axis=1)
+        keys.append(frontier)
+        order = np.argsort(np.concatenate([known, fresh]), kind="stable")
+        known = np.concatenate([known, fresh])[order]
+        known_id = np.concatenate([known_id, ids[new]])[order]
+    table = np.concatenate(rows)
+    mode, kept, _ = np.concatenate(keys).T
+    accepting = (mode != _DOT) & dfa.accepting[kept]
     if not accepting.any():
         return None
-    return minimize(np.array(rows, np.int32), byte_class.reshape(-1).astype(np.int32),
+    return minimize(table.astype(np.int32), byte_class.reshape(-1).astype(np.int32),
                     accepting)
 
 
