@@ -142,29 +142,44 @@ class Arrays(CompilerPart):
 
     def _unique_array(self, ref: Ref, item_pos: Position, prefix: list, rest: Any,
                       min_items: int, max_items: int | None, contains: Expr | None) -> Expr:
-        """uniqueItems over a small finite set of values: a walk over subsets of used values."""
+        """uniqueItems over a small finite set of values: a walk over subsets of used values.
+        The values of each position are read off its schema's structure
+        (`Scalars.candidate_values`, a superset); each is then spelled as the schema writes
+        it (`1`, not `1.0`, for an integer), and those it does not allow dropped."""
         node = ref.node
         pointer = self.registry.pointer(node)
         schemas = list(prefix) + [rest]
-        choices = [self.scalars.finite_values(s, ref.base) for s in schemas]
-        universe: list[Any] = []
-        keys: list[Any] = []
-        for values in choices:
-            for v in values or []:
-                if value_key(v) not in keys:
-                    keys.append(value_key(v))
-                    universe.append(v)
-        longest = len(universe) if max_items is None else min(max_items, len(universe))
-        # the sets of values an array may have used, one state each
-        sets = sum(comb(len(universe), k) for k in range(longest + 1))
+        choices = [self.scalars.candidate_values(self.registry.at(s, ref.base))
+                   for s in schemas]
         message = None
         if contains is not None or any(c is None for c in choices):
             message = (f"{pointer}: uniqueItems is supported only for items limited to a few "
-                       "values (enum, const, boolean, null, an integer range), without contains")
-        elif sets > _MAX_UNIQUE_SETS:
-            message = (f"{pointer}: uniqueItems over {len(universe)} possible values needs "
-                       f"{sets:,} sets of them (grammarc supports up to {_MAX_UNIQUE_SETS:,}; "
-                       "a lower maxItems needs fewer)")
+                       "values (enum, const, boolean, null, an integer range, unions and "
+                       "objects of these), without contains")
+        else:
+            universe: list[Any] = []
+            keys: list[Any] = []
+            spelled: list[dict[int, Expr]] = []  # per schema: value -> its texts there
+            for s, values in zip(schemas, choices):
+                language = self.value(Ref(s, ref.base), item_pos)
+                texts = {}
+                for v in values:
+                    spelling = self.ops.intersect(self.scalars.literal_value(v, item_pos),
+                                                  language)
+                    if spelling == NOTHING:
+                        continue
+                    if value_key(v) not in keys:
+                        keys.append(value_key(v))
+                        universe.append(v)
+                    texts[keys.index(value_key(v))] = spelling
+                spelled.append(texts)
+            longest = len(universe) if max_items is None else min(max_items, len(universe))
+            # the sets of values an array may have used, one state each
+            sets = sum(comb(len(universe), k) for k in range(longest + 1))
+            if sets > _MAX_UNIQUE_SETS:
+                message = (f"{pointer}: uniqueItems over {len(universe)} possible values needs "
+                           f"{sets:,} sets of them (grammarc supports up to "
+                           f"{_MAX_UNIQUE_SETS:,}; a lower maxItems needs fewer)")
         if message is not None:
             if not self.options.lenient:
                 raise UnsupportedError(message)
@@ -172,11 +187,6 @@ class Arrays(CompilerPart):
             return self._array_language(
                 [self.value(Ref(s, ref.base), item_pos) for s in prefix],
                 self.value(Ref(rest, ref.base), item_pos), min_items, max_items, contains, node)
-        literals = [self.scalars.literal_value(v, item_pos) for v in universe]
-        allowed = [{keys.index(value_key(v)) for v in values} for values in choices]
-        # each value as its schema writes it (`1`, not `1.0`, for an integer)
-        spelled = [{v: self.ops.intersect(literals[v], self.value(Ref(s, ref.base), item_pos))
-                    for v in values} for s, values in zip(schemas, allowed)]
         layout = self.layout
         memo: dict[tuple[int, int], Expr] = {}
 

@@ -15,11 +15,13 @@ from .conditions import value_key
 from .node import KEYWORDS, count_keyword, json_type
 from .part import CompilerPart
 from .positions import Position
+from .resolution import Ref
 
 _INTEGER_BOUNDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
 _MAX_LITERAL_ORDERS = 12   # keys of an enum/const object in any key order (2^n sets)
 _MAX_COUNT = 2**31 - 1     # the largest bound a count register holds (docs/FORMAT.md)
 _MAX_UNIQUE_RANGE = 64      # integers a range an array with uniqueItems draws from may hold
+_MAX_UNIQUE_CANDIDATES = 256  # values of items with uniqueItems, read off a schema's structure
 
 class Scalars(CompilerPart):
     """The scalar values of a schema, its enumerated values, and its values as explicit
@@ -209,6 +211,75 @@ class Scalars(CompilerPart):
         return [v for v in values if (json_type(v) in types or
                 (json_type(v) == "integer" and "number" in types)) and
                 _within_bounds(v, schema)]
+
+
+    def candidate_values(self, ref: Ref, opened: frozenset[int] = frozenset()
+                         ) -> list[Any] | None:
+        """A finite superset of the values a schema allows, of at most
+        `_MAX_UNIQUE_CANDIDATES`, or None: the exact set of `finite_values`, else the values
+        every conjunct (`$ref` targets, `allOf` branches) may take, where one is a union
+        (`anyOf`, `oneOf`) of such sets or an object of such properties and no other; the
+        keywords of the schema not read here only remove values (`opened`: the schemas being
+        read, which a recursive `$ref` meets again)."""
+        exact = self.finite_values(ref.node, ref.base)
+        if exact is not None or not isinstance(ref.node, dict) or id(ref.node) in opened:
+            return exact
+        opened = opened | {id(ref.node)}
+        known: list[Any] | None = None
+        for part in self.registry.conjuncts(ref, set()):
+            if part.node is False:
+                return []
+            if not isinstance(part.node, dict):
+                continue
+            own = {k: v for k, v in part.node.items() if k != "$ref"}
+            for values in (self.finite_values(own), self._candidates_of(part, opened)):
+                if values is not None and (known is None or len(values) < len(known)):
+                    known = values
+        return known
+
+    def _candidates_of(self, ref: Ref, opened: frozenset[int]) -> list[Any] | None:
+        """`candidate_values` of one conjunct, from its own keywords (not `$ref`, `allOf`)."""
+        node = ref.node
+        for keyword in ("anyOf", "oneOf"):
+            if isinstance(node.get(keyword), list):
+                union: list[Any] = []
+                for branch in node[keyword]:
+                    values = self.candidate_values(self.registry.at(branch, ref.base), opened)
+                    if values is None:
+                        break
+                    union += values
+                else:
+                    return _distinct(union) if len(union) <= _MAX_UNIQUE_CANDIDATES else None
+        properties = node.get("properties")
+        if self.compiler.read(node).types == {"object"} and isinstance(properties, dict) and \
+                node.get("additionalProperties") is False and "patternProperties" not in node:
+            return self._candidate_objects(ref, properties, opened)
+        return None
+
+    def _candidate_objects(self, ref: Ref, properties: dict, opened: frozenset[int]
+                           ) -> list[Any] | None:
+        """The objects of `properties` (each with finitely many values) and no other key,
+        the `required` ones present: every combination, if they are few."""
+        required = ref.node.get("required", [])
+        required = set(required) if isinstance(required, list) else set()
+        objects: list[dict] = [{}]
+        for name, schema in properties.items():
+            values = self.candidate_values(self.registry.at(schema, ref.base), opened)
+            if values is None:
+                return None
+            grown = [{**o, name: v} for o in objects for v in values]
+            objects = grown if name in required else objects + grown
+            if len(objects) > _MAX_UNIQUE_CANDIDATES:
+                return None
+        if not set(required) <= set(properties):  # a required key no property allows
+            return []
+        return objects
+
+
+def _distinct(values: list[Any]) -> list[Any]:
+    """`values` without repeats (by JSON equality, `value_key`), in order."""
+    seen: set[Any] = set()
+    return [v for v in values if not (value_key(v) in seen or seen.add(value_key(v)))]
 
 
 def _integer_span(schema: dict) -> tuple[int, int] | None:
