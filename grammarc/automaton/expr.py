@@ -298,10 +298,12 @@ def fingerprint(expr: Expr) -> int:
     return cached
 
 
-def same_spelling(a: Expr, b: Expr) -> bool:
+def same_spelling(a: Expr, b: Expr, agreed: set[tuple[int, int]] | None = None) -> bool:
     """Whether two trees spell their language the same way, automata compared by content:
-    the check behind equal `fingerprint`s (each pair of nodes is compared once)."""
-    agreed: set[tuple[int, int]] = set()
+    the check behind equal `fingerprint`s (each pair of nodes is compared once). `agreed`:
+    the pairs of nodes (by `id`) found alike so far, for a caller that compares many trees
+    sharing subtrees while they all stay alive; it grows with the pairs found here."""
+    agreed = set() if agreed is None else agreed
 
     def same(x: Expr, y: Expr) -> bool:
         if x is y or (id(x), id(y)) in agreed:

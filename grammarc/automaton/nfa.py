@@ -111,6 +111,7 @@ def flatten(expr: Expr, call_codes: dict[str, bytes]) -> tuple[list[Expr], list[
     children: list[list[int]] = []
     extra: list[list[int]] = []
     automata: list[tuple] = []
+    agreed: set[tuple[int, int]] = set()  # pairs of nodes spelled alike (all alive till the end)
 
     def number(node: Expr) -> int:
         i = index.get(id(node))
@@ -118,7 +119,7 @@ def flatten(expr: Expr, call_codes: dict[str, bytes]) -> tuple[list[Expr], list[
             return i
         spelled = None if isinstance(node, Graph) else by_spelling.setdefault(
             fingerprint(node), [])  # a Graph's labels are its own
-        i = next((j for j in spelled or () if same_spelling(nodes[j], node)), None)
+        i = next((j for j in spelled or () if same_spelling(nodes[j], node, agreed)), None)
         if i is None:
             i = len(nodes)
             nodes.append(node)
