@@ -157,27 +157,23 @@ class Arrays(CompilerPart):
                        "values (enum, const, boolean, null, an integer range, unions and "
                        "objects of these), without contains")
         else:
-            universe: list[Any] = []
-            keys: list[Any] = []
-            spelled: list[dict[int, Expr]] = []  # per schema: value -> its texts there
+            bits: dict[Any, int] = {}  # each value allowed somewhere (by `value_key`): its bit
+            spelled: list[dict[int, Expr]] = []  # per schema: value's bit -> its texts there
             for s, values in zip(schemas, choices):
                 language = self.value(Ref(s, ref.base), item_pos)
                 texts = {}
                 for v in values:
                     spelling = self.ops.intersect(self.scalars.literal_value(v, item_pos),
                                                   language)
-                    if spelling == NOTHING:
-                        continue
-                    if value_key(v) not in keys:
-                        keys.append(value_key(v))
-                        universe.append(v)
-                    texts[keys.index(value_key(v))] = spelling
+                    if spelling != NOTHING:
+                        texts[bits.setdefault(value_key(v), len(bits))] = spelling
                 spelled.append(texts)
-            longest = len(universe) if max_items is None else min(max_items, len(universe))
+            values_met = len(bits)
+            longest = values_met if max_items is None else min(max_items, values_met)
             # the sets of values an array may have used, one state each
-            sets = sum(comb(len(universe), k) for k in range(longest + 1))
+            sets = sum(comb(values_met, k) for k in range(longest + 1))
             if sets > _MAX_UNIQUE_SETS:
-                message = (f"{pointer}: uniqueItems over {len(universe)} possible values needs "
+                message = (f"{pointer}: uniqueItems over {values_met} possible values needs "
                            f"{sets:,} sets of them (grammarc supports up to "
                            f"{_MAX_UNIQUE_SETS:,}; a lower maxItems needs fewer)")
         if message is not None:

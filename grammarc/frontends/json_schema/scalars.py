@@ -212,7 +212,6 @@ class Scalars(CompilerPart):
                 (json_type(v) == "integer" and "number" in types)) and
                 _within_bounds(v, schema)]
 
-
     def candidate_values(self, ref: Ref, opened: frozenset[int] = frozenset()
                          ) -> list[Any] | None:
         """A finite superset of the values a schema allows, of at most
@@ -262,6 +261,8 @@ class Scalars(CompilerPart):
         the `required` ones present: every combination, if they are few."""
         required = ref.node.get("required", [])
         required = set(required) if isinstance(required, list) else set()
+        if not required <= set(properties):  # a required key no property allows
+            return []
         objects: list[dict] = [{}]
         for name, schema in properties.items():
             values = self.candidate_values(self.registry.at(schema, ref.base), opened)
@@ -271,15 +272,15 @@ class Scalars(CompilerPart):
             objects = grown if name in required else objects + grown
             if len(objects) > _MAX_UNIQUE_CANDIDATES:
                 return None
-        if not set(required) <= set(properties):  # a required key no property allows
-            return []
         return objects
 
 
 def _distinct(values: list[Any]) -> list[Any]:
     """`values` without repeats (by JSON equality, `value_key`), in order."""
-    seen: set[Any] = set()
-    return [v for v in values if not (value_key(v) in seen or seen.add(value_key(v)))]
+    first: dict[Any, Any] = {}
+    for v in values:
+        first.setdefault(value_key(v), v)
+    return list(first.values())
 
 
 def _integer_span(schema: dict) -> tuple[int, int] | None:
