@@ -9,7 +9,9 @@ inside n nested arrays, and grammars/tree.schema.json n nodes deep, for n = 1, 1
 case loads its artifact afresh (first uses included), follows the text's tokens (longest
 allowed token first) and then takes `--steps` random allowed steps; every step asks for the
 budgeted mask (`mask(state, budget=...)`), the budgeted bitmask (`fill_bitmask(...,
-budget=...)`) and steps the state. Prints p50 / p99 / max per step of each call. Modes:
+budget=...)`) and steps the state; then what a serving engine's step costs on its own: a
+`Matcher` (with that `max_tokens`, on its own copy of the grammar, loaded and warmed alike)
+fills its row of the bitmask and accepts the token. Prints p50 / p99 / max per step of each call. Modes:
 `fresh` steps a grammar as loaded (first uses included), `warm` calls `g.warm()` after loading
 (what a server does once); its time and the resident memory it adds are measured once per
 grammar in a fresh process. With
@@ -102,16 +104,21 @@ def run_case(path: Path, name: str, depth: int, token_ids, steps: int, rng,
              warm: bool) -> dict[str, list]:
     """Per-step times of each call along the case's walk."""
     g = grammarc.load(path)  # afresh: first uses included
+    served = grammarc.load(path)  # the serving engine's, its caches its own
     if warm:
         g.warm()
+        served.warm()
     _, _, level, head = CASES[name]
     text = (head + level * depth).encode()
     tokens = prefix_tokens(grammarc.load(path), token_ids, text)
     budget = len(tokens) + 3 * depth + steps + 40
     buffer = np.zeros((1, bitmask_width(g.vocab_size)), np.int32)
     eos = set(g.eos_token_ids)
-    timing: dict[str, list] = {"mask(budget)": [], "fill_bitmask(budget)": [], "next_state": []}
+    timing: dict[str, list] = {"mask(budget)": [], "fill_bitmask(budget)": [], "next_state": [],
+                               "Matcher.fill_bitmask": [], "Matcher.accept": []}
     state = g.initial_state
+    matcher = grammarc.Matcher(served, max_tokens=budget)  # a serving engine's step
+    row = np.zeros(bitmask_width(g.vocab_size), np.int32)
     for i in range(len(tokens) + steps):
         t0 = time.perf_counter()
         mask = g.mask(state, budget=budget)
@@ -128,9 +135,16 @@ def run_case(path: Path, name: str, depth: int, token_ids, steps: int, rng,
         t3 = time.perf_counter()
         state = g.next_state(state, token)
         t4 = time.perf_counter()
+        matcher.fill_bitmask(row)
+        t5 = time.perf_counter()
+        accepted = matcher.accept(token)
+        t6 = time.perf_counter()
+        assert accepted and not (row != buffer[0]).any(), "the matcher disagrees with the grammar"
         timing["mask(budget)"].append(t1 - t0)
         timing["fill_bitmask(budget)"].append(t2 - t1)
         timing["next_state"].append(t4 - t3)
+        timing["Matcher.fill_bitmask"].append(t5 - t4)
+        timing["Matcher.accept"].append(t6 - t5)
         budget -= 1
     return timing
 

@@ -20,32 +20,55 @@ def bitmask_width(vocab_size: int) -> int:
     return (int(vocab_size) + 31) // 32
 
 
-def pack_mask(mask: np.ndarray, out: np.ndarray) -> np.ndarray:
-    """Write boolean `mask` (V,) into the int32 words `out` (at least ceil(V/32), as
-    `write_bitmask` checks); words past the mask are cleared. Returns `out`."""
-    return write_packed(np.packbits(mask, bitorder="little"), out)
+def pack(mask: np.ndarray) -> np.ndarray:
+    """Boolean `mask` (V,) as bytes, eight tokens a byte in the bitmask's bit order
+    (`np.packbits(mask, bitorder="little")`): what `write_bitmask` copies into a row."""
+    return np.packbits(mask, bitorder="little")
 
 
-def write_packed(packed: np.ndarray, out: np.ndarray) -> np.ndarray:
-    """`pack_mask` of a mask packed already (`np.packbits(mask, bitorder="little")`)."""
+def allows(packed: np.ndarray, token: int) -> bool:
+    """Whether the mask `packed` (as `pack` makes it) allows `token`, one of its tokens."""
+    return bool(packed[token >> 3] >> (token & 7) & 1)
+
+
+_WORD = np.dtype("<i4")
+
+
+def _write_packed(packed: np.ndarray, out: np.ndarray) -> None:
+    """Copy the bytes of a packed mask into the int32 words `out` (at least as many as
+    they fill, as `write_bitmask` checks), clearing the words past them."""
     words = -(-len(packed) // 4)
     if len(packed) % 4:  # the last word is partly past the vocabulary
         padded = np.zeros(4 * words, np.uint8)
         padded[:len(packed)] = packed
         packed = padded
-    out[:words] = packed.view("<i4")
+    out[:words] = packed.view(_WORD)
     if words < len(out):
         out[words:] = 0
+
+
+def write_bitmask(out, rows: tuple[int, ...], vocab_size: int, masks: Iterable[np.ndarray]):
+    """Copy each of `masks` (packed, as `pack` makes them) into a row of `out`, the buffer
+    of `Grammar.fill_bitmask` (rows `(B,)`) and `Matcher.fill_bitmask` (rows `()`): an int32
+    numpy array or torch tensor (any device) of shape `(*rows, W)` with W at least
+    `bitmask_width(vocab_size)`; anything else is a `ValueError`. Returns `out`."""
+    shape = getattr(out, "shape", None)
+    if type(out) is np.ndarray and out.dtype == _WORD and len(shape) == len(rows) + 1 \
+            and shape[:-1] == rows and shape[-1] >= bitmask_width(vocab_size):
+        host, elsewhere = out, False  # an engine's numpy buffer: nothing else to check
+    else:
+        host, elsewhere = _host_words(out, rows, vocab_size)
+    for row, packed in zip(host if rows else (host,), masks):
+        _write_packed(packed, row)
+    if elsewhere:
+        out.copy_(sys.modules["torch"].from_numpy(host))
     return out
 
 
-def write_bitmask(out, rows: tuple[int, ...], vocab_size: int, masks: Iterable[np.ndarray],
-                  packed: bool = False):
-    """Pack each of `masks` (booleans over `vocab_size` tokens, or with `packed` those
-    packed already, as `write_packed` takes them) into a row of `out`, the
-    buffer of `Grammar.fill_bitmask` (rows `(B,)`) and `Matcher.fill_bitmask` (rows `()`):
-    an int32 numpy array or torch tensor (any device) of shape `(*rows, W)` with W at least
-    `bitmask_width(vocab_size)`; anything else is a `ValueError`. Returns `out`."""
+def _host_words(out, rows: tuple[int, ...], vocab_size: int) -> tuple[np.ndarray, bool]:
+    """Where `write_bitmask` writes, after the checks of its docstring: `out` (a numpy
+    array, or a CPU tensor's memory), or a host array to copy into `out` afterwards (a
+    tensor on another device), and whether it is that copy."""
     if not (isinstance(out, np.ndarray) or is_torch(out)):
         raise TypeError(f"out must be a numpy array or a torch tensor, not {type(out).__name__}")
     shape = tuple(out.shape)
@@ -58,14 +81,11 @@ def write_bitmask(out, rows: tuple[int, ...], vocab_size: int, masks: Iterable[n
     if shape[-1] < bitmask_width(vocab_size):
         raise ValueError(f"a bitmask of {shape[-1]} words holds {32 * shape[-1]} tokens, not "
                          f"{vocab_size}")
-    on_host = not is_torch(out) or (out.device.type == "cpu" and out.is_contiguous())
-    host = (out.numpy() if is_torch(out) else out) if on_host else np.empty(shape, np.int32)
-    write = write_packed if packed else pack_mask
-    for row, mask in zip(host.reshape(-1, shape[-1]), masks):
-        write(mask, row)
-    if not on_host:
-        out.copy_(sys.modules["torch"].from_numpy(host))
-    return out
+    if isinstance(out, np.ndarray):
+        return out, False
+    if out.device.type == "cpu" and out.is_contiguous():
+        return out.numpy(), False
+    return np.empty(shape, np.int32), True
 
 
 def unpack_bitmask(bitmask, vocab_size: int):

@@ -35,7 +35,7 @@ import numpy as np
 from ..format.artifact import suffix_count
 from ..format.table import TokenTable, positions_within
 from .arrays import budgets_per_row, check_logits, integer, integer_array, is_torch, read_only
-from .bitmask import write_bitmask
+from .bitmask import pack, write_bitmask
 from .call_state import DEAD, EMPTY_STACK, CallState, Frame
 from .call_tables import (NO_NEEDS, NO_TOP, NONE, Needs, Read, ReadTables, Rests, Runs,
                           StateInfo, StateTables, Top, TopTables, read_suffixes)
@@ -163,7 +163,7 @@ class CallGrammar(Grammar):
     def _suffix_entry(self, ret: int, suffix: int) -> int:
         """The suffix entry of `suffix` read from return state `ret`, -1 if none."""
         key = ret * self._num_suffixes + suffix
-        j = int(np.searchsorted(self._suffix_key, key))
+        j = int(self._suffix_key.searchsorted(key))
         return j if j < len(self._suffix_key) and self._suffix_key[j] == key else -1
 
     def _resolve(self, suffix: int, frames: Frame) -> CallState:
@@ -182,7 +182,7 @@ class CallGrammar(Grammar):
 
     def _stack_entry(self, table_state: int, token: int) -> int:
         lo, hi = self._stack_ptr[table_state], self._stack_ptr[table_state + 1]
-        j = lo + int(np.searchsorted(self._stack_token[lo:hi], token))
+        j = lo + int(self._stack_token[lo:hi].searchsorted(token))
         return j if j < hi and self._stack_token[j] == token else -1
 
     # ------------------------------------------------------------ warming
@@ -342,7 +342,7 @@ class CallGrammar(Grammar):
             raise TypeError("a state of a grammar with calls is a CallState (its "
                             "initial_state, or what next_state returns), not "
                             f"{type(state).__name__}")
-        if not 0 <= state.table_state < self.num_states:
+        if not 0 <= state.table_state < self._num_states:
             raise ValueError(f"table state {state.table_state} out of range "
                              f"0..{self.num_states - 1}")
         return state
@@ -395,7 +395,7 @@ class CallGrammar(Grammar):
             if self._eos_agrees(packed.item, 3, state):
                 return packed
         key, build = self._mask_source(state, budget)
-        return np.packbits(build(), bitorder="little") if key is None else \
+        return read_only(pack(build())) if key is None else \
             self._state_masks.packed(key, build)
 
     def _cutting(self, state: CallState, budget: int | None) -> int | None:
@@ -517,7 +517,7 @@ class CallGrammar(Grammar):
     def next_state(self, state: CallState, token_id: int) -> CallState:
         state = self._check_state(state)
         token_id = integer(token_id, "a token id")
-        if not 0 <= token_id < self.vocab_size or not state.table_state:
+        if not 0 <= token_id < self._vocab_size or not state.table_state:
             return DEAD
         if token_id in self._eos_set:
             return state if self.is_accepting(state) else DEAD
@@ -581,7 +581,7 @@ class CallGrammar(Grammar):
         states = self._state_list(states)
         budgets = budgets_per_row(budget, len(states))
         packed = (self._mask_packed(state, limit) for state, limit in zip(states, budgets))
-        return write_bitmask(out, (len(states),), self.vocab_size, packed, packed=True)
+        return write_bitmask(out, (len(states),), self.vocab_size, packed)
 
     def allowed_counts(self) -> np.ndarray:
         """Tokens each table state may allow: its ordinary tokens and all its stack tokens

@@ -25,7 +25,7 @@ from ..errors import ArtifactError
 from ..format.table import TokenTable
 from .arrays import (budgets_per_row, byte_string, check_logits, integer, integer_array,
                      is_torch, read_only)
-from .bitmask import bitmask_width, write_bitmask
+from .bitmask import bitmask_width, pack, write_bitmask
 from .masks import MaskCache
 
 FORCED_LIMIT = 4096  # bytes and tokens: Grammar.forced looks no further
@@ -51,6 +51,9 @@ class Grammar:
         specs)."""
         self.metadata = metadata
         self.table = table
+        # read at every step: kept as ints, not looked up again
+        self._num_states = table.num_states
+        self._vocab_size = int(metadata["tokenizer"]["vocab_size"])
         # a budget this large never removes a token: 1 + min_tokens_to_accept[t] + 1 <= budget
         self._unlimited_budget = int(self.table.min_tokens_to_accept.max(initial=0)) + 2
         self._allowed_masks = MaskCache(self.vocab_size)    # by row
@@ -63,7 +66,7 @@ class Grammar:
     @property
     def num_states(self) -> int:
         """Number of states, the dead state 0 included."""
-        return self.table.num_states
+        return self._num_states
 
     @property
     def num_rows(self) -> int:
@@ -76,7 +79,7 @@ class Grammar:
 
     @property
     def vocab_size(self) -> int:
-        return int(self.metadata["tokenizer"]["vocab_size"])
+        return self._vocab_size
 
     @property
     def eos_token_ids(self) -> tuple[int, ...]:
@@ -142,7 +145,7 @@ class Grammar:
         row = self.table.state_row[state]
         lo, hi = self.table.row_ptr[row], self.table.row_ptr[row + 1]
         cls = self.table.token_class[token_id]
-        j = lo + int(np.searchsorted(self.table.row_class[lo:hi], cls))
+        j = lo + int(self.table.row_class[lo:hi].searchsorted(cls))
         if j < hi and self.table.row_class[j] == cls:
             return int(state + self.table.row_delta[j])
         return 0
@@ -272,8 +275,15 @@ class Grammar:
         states = integer_array(states, "states").reshape(-1)
         self._check_states(states)
         budgets = budgets_per_row(budget, len(states))
-        masks = (self.mask(state, budget=limit) for state, limit in zip(states.tolist(), budgets))
+        masks = (self._mask_packed(state, limit) for state, limit in zip(states.tolist(), budgets))
         return write_bitmask(out, (len(states),), self.vocab_size, masks)
+
+    def _mask_packed(self, state: int, budget: int | None) -> np.ndarray:
+        """`mask(state, budget=budget)` packed for a bitmask (`bitmask.pack`), read-only:
+        the row's cached bytes (`MaskCache.packed`) unless the budget cuts."""
+        if budget is not None and integer(budget, "budget") < self._unlimited_budget:
+            return read_only(pack(self.mask_within(state, budget)))
+        return self._cached_packed(int(self.table.state_row[self._check_state(state)]))
 
     def warm(self, limit: int | None = None) -> int:
         """Compute and cache the mask of every distinct row now (each set of allowed classes;

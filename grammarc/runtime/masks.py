@@ -22,6 +22,8 @@ from collections.abc import Callable, Hashable
 
 import numpy as np
 
+from .bitmask import pack
+
 RECENT_MASK_BYTES = 64 << 20   # boolean masks of one cache: at most this many bytes
 PACKED_MASK_BYTES = 64 << 20   # packed masks of one cache: at most this many bytes
 
@@ -73,8 +75,8 @@ class MaskCache:
         return mask
 
     def packed(self, key: Hashable, build: Callable[[], np.ndarray]) -> np.ndarray:
-        """The mask of `key` packed (`np.packbits(mask, bitorder="little")`, what
-        `bitmask.write_packed` copies into an engine's bitmask row), read-only."""
+        """The mask of `key` packed (`bitmask.pack`, what `bitmask.write_bitmask` copies
+        into an engine's bitmask row), read-only."""
         with self._lock:
             packed = self._packed.get(key)
             if packed is not None:
@@ -116,6 +118,6 @@ class MaskCache:
 
 def _pack(mask: np.ndarray) -> np.ndarray:
     """A boolean mask as read-only bytes, eight tokens a byte, in a bitmask's bit order."""
-    packed = np.packbits(mask, bitorder="little")
+    packed = pack(mask)
     packed.flags.writeable = False
     return packed

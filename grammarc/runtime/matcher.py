@@ -10,7 +10,7 @@ from collections.abc import Iterable
 import numpy as np
 
 from .arrays import integer, integer_array
-from .bitmask import bitmask_width, write_bitmask
+from .bitmask import allows, bitmask_width, pack, write_bitmask
 from .grammar import Forced, Grammar
 
 
@@ -35,10 +35,11 @@ class Matcher:
             grammar.state_to_ints(state))  # checked against this grammar
         self.max_tokens = None if max_tokens is None else integer(max_tokens, "max_tokens")
         self._eos = frozenset(grammar.eos_token_ids)
+        self._vocab_size = grammar.vocab_size
         self._eos_mask = np.zeros(grammar.vocab_size, np.bool_)
         self._eos_mask[list(self._eos)] = True
         self._eos_mask.flags.writeable = False
-        self._last: tuple[int, int | None, np.ndarray] | None = None  # (state, budget, mask)
+        self._last: tuple | None = None  # ((state, budget), mask, packed): `_last_at`
         self.reset()
 
     def reset(self) -> None:
@@ -81,7 +82,8 @@ class Matcher:
     def accept(self, tokens: int | Iterable[int]) -> bool:
         """Accept a token id, or several in order, all or none: False, with nothing changed,
         when one of them is not allowed where it comes (the budget counted)."""
-        ids = integer_array(tokens, "tokens").reshape(-1).tolist()
+        ids = [tokens] if type(tokens) is int else \
+            integer_array(tokens, "tokens").reshape(-1).tolist()
         states, ended = [], self._ended_at
         state, count = self.state, self.num_tokens
         for token in ids:
@@ -122,7 +124,9 @@ class Matcher:
         """Write the packed `mask()` into `out`, int32 words (one row of an engine's bitmask
         buffer: a numpy array or torch tensor of shape (W,), the rules of
         `Grammar.fill_bitmask`); words past the vocabulary are cleared. Returns `out`."""
-        return write_bitmask(out, (), self.grammar.vocab_size, [self.mask()])
+        packed = pack(self._eos_mask) if self.is_finished() else \
+            self._packed_at(self.state, self.budget)
+        return write_bitmask(out, (), self._vocab_size, (packed,))
 
     def forced(self) -> Forced:
         """`Grammar.forced` where the sequence stands (nothing once it is finished)."""
@@ -131,16 +135,37 @@ class Matcher:
         return self.grammar.forced(self.state)
 
     def _allowed(self, state: int, token: int, count: int) -> bool:
-        if not 0 <= token < self.grammar.vocab_size:
+        if not 0 <= token < self._vocab_size:
             return False
         budget = None if self.max_tokens is None else self.max_tokens - count
+        _, mask, packed = self._last_at(state, budget)
+        if mask is None and packed is not None:
+            return allows(packed, token)
         return bool(self._mask_at(state, budget)[token])
 
-    def _mask_at(self, state: int, budget: int | None) -> np.ndarray:
-        """The grammar's mask, the last one kept: an engine asks for the mask of a step and
-        then accepts a token at the same state and budget (a budget-aware mask is built, not
-        cached by the grammar)."""
+    def _last_at(self, state, budget: int | None) -> tuple:
+        """The last step's (state and budget, mask, packed mask), either of them None where
+        not asked for, or (None, None, None) if that step was at another state or budget:
+        an engine asks for the mask of a step (boolean or packed) and then accepts a token at
+        the same state and budget (a budget-aware mask is built, not cached by the grammar)."""
         last = self._last
-        if last is None or last[0] is not state and last[0] != state or last[1] != budget:
-            last = self._last = (state, budget, self.grammar.mask(state, budget=budget))
-        return last[2]
+        if last is None or last[0][0] is not state and last[0][0] != state or \
+                last[0][1] != budget:
+            return (None, None, None)
+        return last
+
+    def _mask_at(self, state, budget: int | None) -> np.ndarray:
+        """The grammar's mask, the last one kept (`_last_at`)."""
+        _, mask, packed = self._last_at(state, budget)
+        if mask is None:
+            mask = self.grammar.mask(state, budget=budget)
+            self._last = ((state, budget), mask, packed)
+        return mask
+
+    def _packed_at(self, state, budget: int | None) -> np.ndarray:
+        """The grammar's packed mask, the last one kept (`_last_at`)."""
+        _, mask, packed = self._last_at(state, budget)
+        if packed is None:
+            packed = self.grammar._mask_packed(state, budget)
+            self._last = ((state, budget), mask, packed)
+        return packed

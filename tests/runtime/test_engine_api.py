@@ -205,6 +205,31 @@ def test_matcher_agrees_with_masks_and_rolls_back(grammars, name):
         Matcher(grammar).rollback(1)
 
 
+@pytest.mark.parametrize("name", ["date", "person", "tree", "json-value"])
+def test_matcher_accepts_by_its_bitmask_what_its_mask_allows(grammars, name):
+    """A serving engine's step: the row's bitmask, then `accept`, which tests the token's bit
+    of that bitmask (no boolean mask is built); every answer as the grammar's masks say."""
+    grammar = grammars[name]
+    rng = random.Random(6)
+    eos = grammar.eos_token_ids[0]
+    row = np.full(bitmask_width(grammar.vocab_size) + 2, -1, np.int32)
+    for _ in range(4):
+        matcher = Matcher(grammar, max_tokens=30)
+        while not matcher.is_finished():
+            matcher.fill_bitmask(row)
+            bits = unpack_bitmask(row, grammar.vocab_size)
+            assert np.array_equal(bits, grammar.mask_within(matcher.state, matcher.budget))
+            assert not row[-2:].any()
+            allowed = np.flatnonzero(bits).tolist()
+            tried = rng.sample(range(grammar.vocab_size), 40) + allowed[:8] + [eos]
+            for token in tried:
+                assert matcher.fork().accept(token) == bits[token], token
+            assert matcher.accept(rng.choice(allowed))
+        matcher.fill_bitmask(row)
+        assert np.flatnonzero(unpack_bitmask(row, grammar.vocab_size)).tolist() == \
+            sorted(grammar.eos_token_ids)
+
+
 def test_matcher_budget_ends_every_walk_in_time(grammars):
     grammar = grammars["tree"]
     rng = random.Random(5)
