@@ -158,9 +158,15 @@ def build_automaton(kind: str, text: str, name: str | None, options: FrontendOpt
                 for message in held:
                     notice(message)
                 raise
+            from .frontends.json_schema import largest_unordered_objects
+
+            largest = ", ".join(f"{pointer} ({count} properties)"
+                                for pointer, count in largest_unordered_objects(
+                                    text, options.max_states))
             notice(f"{exc.message.split('; ')[0]} with the keys of objects in any order; "
                    "they follow the schema's order instead (as with --key-order schema): "
-                   "raise --max-states, or split large objects and unions of objects")
+                   "raise --max-states, or split large objects and unions of objects"
+                   + (f" (the largest in any order: {largest})" if largest else ""))
             return automaton(replace(options, key_order="schema"), notice)
         for message in held:
             notice(message)

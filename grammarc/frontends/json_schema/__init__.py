@@ -12,6 +12,8 @@ from ...automaton.expr import MachineSet
 from ...errors import GrammarError
 from .. import FrontendOptions
 from ..json_text import TooLongNumber, bare_word_offset, json_decimal, json_integer
+from .positions import any_order_fits
+from .resolution import escape_token
 from .schema import compile_schema
 from .serialisation import canonical_dumps
 
@@ -51,6 +53,33 @@ def read_json(text: str, source_name: str | None = None) -> Any:
                            source_name=source_name, text=text, offset=offset) from None
 
 
+_DATA_KEYWORDS = frozenset({"enum", "const", "default", "examples", "example"})
+
+
+def largest_unordered_objects(text: str, max_states: int,
+                              most: int = 3) -> list[tuple[str, int]]:
+    """The schema objects of the document `text` with the most `properties` (at least 8)
+    among those small enough to take their keys in any order (`any_order_fits`; larger ones
+    keep the schema's order, with their own notice): `most` of them, the largest first, as
+    (JSON pointer, number of properties). What a user splits when the objects in any key
+    order need too many states together."""
+    found: list[tuple[int, str]] = []
+    todo: list[tuple[Any, str]] = [(read_json(text), "#")]
+    while todo:
+        node, pointer = todo.pop()
+        if isinstance(node, list):
+            todo.extend((item, f"{pointer}/{i}") for i, item in enumerate(node))
+        elif isinstance(node, dict):
+            keys = node.get("properties")
+            if isinstance(keys, dict) and len(keys) >= 8 and any_order_fits(list(keys),
+                                                                             max_states):
+                found.append((len(keys), pointer))
+            todo.extend((value, f"{pointer}/{escape_token(str(key))}")
+                        for key, value in node.items() if key not in _DATA_KEYWORDS)
+    found.sort(key=lambda item: (-item[0], item[1]))
+    return [(pointer, count) for count, pointer in found[:most]]
+
+
 class _NotJSON(ValueError):
     """`NaN`, `Infinity` or `-Infinity` in a schema (Python's `json` accepts them)."""
 
@@ -73,4 +102,5 @@ def _deepest_bracket(text: str) -> tuple[int, int]:
     return deepest, where
 
 
-__all__ = ["canonical_dumps", "compile_schema", "parse_json_schema", "read_json"]
+__all__ = ["canonical_dumps", "compile_schema", "largest_unordered_objects",
+           "parse_json_schema", "read_json"]

@@ -4,6 +4,7 @@ value there, and the one order of object keys they imply (docs/json-schema.md)."
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from functools import cached_property
 from graphlib import CycleError, TopologicalSorter
 from heapq import heapify, heappop, heappush
@@ -15,6 +16,15 @@ from .node import SchemaNode
 from .resolution import Ref, Registry
 
 _MAX_KEY_SETS = 1 << 12    # sets of ranked keys an object in any key order may have read
+
+
+def any_order_fits(keys: Sequence[str], max_states: int) -> bool:
+    """Whether an object with these keys may take them in any order: few enough sets of keys
+    read (each a state) and names still to come (about half of them, each set its own copy),
+    within a quarter of `max_states`."""
+    sets = 1 << len(keys)
+    states = sets * (1 + sum(len(json.dumps(k)) + 1 for k in keys) // 2)
+    return sets <= _MAX_KEY_SETS and states <= max_states // 4
 
 
 class Schemas(Protocol):
@@ -118,10 +128,7 @@ class Position:
         compiler = self.compiler
         if compiler.options.key_order != "any" or not self.ranking:
             return False
-        sets = 1 << len(self.ranking)
-        # each set of keys read has its own copy of the names still to come
-        states = sets * (1 + sum(len(json.dumps(k)) + 1 for k in self.ranking) // 2)
-        if sets <= _MAX_KEY_SETS and states <= compiler.options.max_states // 4:
+        if any_order_fits(self.ranking, compiler.options.max_states):
             return True
         compiler.options.notice(
             f"{compiler.registry.pointer(self.closure[0].node)}: the {len(self.ranking)} "

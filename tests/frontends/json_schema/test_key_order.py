@@ -161,6 +161,29 @@ def test_objects_in_any_order_within_the_limit_each_but_not_together_keep_the_sc
                                "--max-states, or split large objects and unions of objects"]
 
 
+def test_the_notice_of_a_schema_too_large_in_any_order_names_its_largest_unordered_objects():
+    """The objects in any key order that need too many states together are named, the largest
+    first: here four arrays of 8-property objects. Those that keep the schema's order
+    anyway (9 and 13 properties, past the per-object limit at this --max-states) are not."""
+    def properties(prefix: str, count: int) -> dict:
+        return {"type": "object",
+                "properties": {f"{prefix}{i}": {"type": "integer"} for i in range(count)}}
+
+    schema = {"type": "object", "properties": {
+        "a": properties("a", 9), "c": properties("c", 13),
+        **{f"o{j}": {"type": "array", "items": properties(f"b{j}", 8)} for j in range(4)}}}
+    notices: list[str] = []
+    automaton = build_automaton("json-schema", json.dumps(schema), None, FrontendOptions(
+        key_order="any", max_states=40_000, notice=notices.append))
+    assert accepts(automaton, '{"o0": [{"b00": 1, "b01": 2}]}')
+    assert not accepts(automaton, '{"o0": [{"b01": 1, "b00": 2}]}')
+    assert len(notices) == 1 and notices[0].startswith("the automaton needs 46,219 states")
+    assert notices[0].endswith(
+        "split large objects and unions of objects (the largest in any order: "
+        "#/properties/o0/items (8 properties), #/properties/o1/items (8 properties), "
+        "#/properties/o2/items (8 properties))")
+
+
 def test_any_order_token_by_token_on_smollm2(smollm2):
     """Every order of valid instances, tokenised, is allowed token by token with EOS only at
     the end; random walks of the table to EOS are valid instances."""
