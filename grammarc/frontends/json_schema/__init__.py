@@ -58,7 +58,7 @@ _DATA_KEYWORDS = frozenset({"enum", "const", "default", "examples", "example"})
 
 def largest_unordered_objects(text: str, max_states: int,
                               most: int = 3) -> list[tuple[str, int]]:
-    """The schema objects of the document `text` with the most `properties` (at least 8)
+    """The schema objects of the document `text` with the most `properties` (two or more)
     among those small enough to take their keys in any order (`any_order_fits`; larger ones
     keep the schema's order, with their own notice): `most` of them, the largest first, as
     (JSON pointer, number of properties). What a user splits when the objects in any key
@@ -71,7 +71,7 @@ def largest_unordered_objects(text: str, max_states: int,
             todo.extend((item, f"{pointer}/{i}") for i, item in enumerate(node))
         elif isinstance(node, dict):
             keys = node.get("properties")
-            if isinstance(keys, dict) and len(keys) >= 8 and any_order_fits(list(keys),
+            if isinstance(keys, dict) and len(keys) >= 2 and any_order_fits(list(keys),
                                                                              max_states):
                 found.append((len(keys), pointer))
             todo.extend((value, f"{pointer}/{escape_token(str(key))}")
