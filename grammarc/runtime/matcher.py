@@ -39,7 +39,7 @@ class Matcher:
         self._eos_mask = np.zeros(grammar.vocab_size, np.bool_)
         self._eos_mask[list(self._eos)] = True
         self._eos_mask.flags.writeable = False
-        self._last: tuple | None = None  # ((state, budget), mask, packed): `_last_at`
+        self._last: tuple | None = None  # (state, budget, mask, packed): `_kept`
         self.reset()
 
     def reset(self) -> None:
@@ -138,34 +138,33 @@ class Matcher:
         if not 0 <= token < self._vocab_size:
             return False
         budget = None if self.max_tokens is None else self.max_tokens - count
-        _, mask, packed = self._last_at(state, budget)
-        if mask is None and packed is not None:
+        packed = self._kept(state, budget)[1]
+        if packed is not None:
             return allows(packed, token)
         return bool(self._mask_at(state, budget)[token])
 
-    def _last_at(self, state, budget: int | None) -> tuple:
-        """The last step's (state and budget, mask, packed mask), either of them None where
-        not asked for, or (None, None, None) if that step was at another state or budget:
-        an engine asks for the mask of a step (boolean or packed) and then accepts a token at
-        the same state and budget (a budget-aware mask is built, not cached by the grammar)."""
+    def _kept(self, state, budget: int | None) -> tuple:
+        """(mask, packed mask) of the last step, either None where not asked for, both None
+        if it was at another state or budget: an engine asks for the mask of a step (boolean
+        or packed) and then accepts a token at the same state and budget (a budget-aware
+        mask is built, not cached by the grammar)."""
         last = self._last
-        if last is None or last[0][0] is not state and last[0][0] != state or \
-                last[0][1] != budget:
-            return (None, None, None)
-        return last
+        if last is None or last[0] is not state and last[0] != state or last[1] != budget:
+            return (None, None)
+        return last[2:]
 
     def _mask_at(self, state, budget: int | None) -> np.ndarray:
-        """The grammar's mask, the last one kept (`_last_at`)."""
-        _, mask, packed = self._last_at(state, budget)
+        """The grammar's mask, the last one kept (`_kept`)."""
+        mask, packed = self._kept(state, budget)
         if mask is None:
             mask = self.grammar.mask(state, budget=budget)
-            self._last = ((state, budget), mask, packed)
+            self._last = (state, budget, mask, packed)
         return mask
 
     def _packed_at(self, state, budget: int | None) -> np.ndarray:
-        """The grammar's packed mask, the last one kept (`_last_at`)."""
-        _, mask, packed = self._last_at(state, budget)
+        """The grammar's packed mask, the last one kept (`_kept`)."""
+        mask, packed = self._kept(state, budget)
         if packed is None:
             packed = self.grammar._mask_packed(state, budget)
-            self._last = ((state, budget), mask, packed)
+            self._last = (state, budget, mask, packed)
         return packed
