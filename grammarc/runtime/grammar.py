@@ -120,9 +120,17 @@ class Grammar:
     def mask(self, state: int, *, budget: int | None = None) -> np.ndarray:
         """Boolean array over the vocabulary: True where the token is allowed (read-only).
         With `budget`, only the tokens of `mask_within(state, budget)`."""
-        if budget is not None and integer(budget, "budget") < self._unlimited_budget:
+        budget = self._budget_cut(budget)
+        if budget is not None:
             return read_only(self.mask_within(state, budget))
         return self._cached_mask(int(self.table.state_row[self._check_state(state)]), allowed=True)
+
+    def _budget_cut(self, budget: int | None) -> int | None:
+        """`budget`, or None where it cuts no token of any state's mask (no state needs that
+        many tokens to end), so that the masks without a budget, and their cache, serve."""
+        if budget is None or integer(budget, "budget") >= self._unlimited_budget:
+            return None
+        return budget
 
     def allowed(self, state: int) -> np.ndarray:
         """Sorted ids of the tokens allowed in `state` (EOS only when it is accepting)."""
@@ -243,8 +251,7 @@ class Grammar:
         can still end within `budget` more tokens, the final EOS included. Returns the masked
         logits (the same object when `inplace=True`).
         """
-        if budget is not None and integer(budget, "budget") >= self._unlimited_budget:
-            budget = None  # no state needs that many tokens: the plain masks apply
+        budget = self._budget_cut(budget)
         if is_torch(logits):
             check_logits(logits)
             return self._torch(logits).apply(logits, states, inplace, budget)
@@ -281,7 +288,8 @@ class Grammar:
     def _mask_packed(self, state: int, budget: int | None) -> np.ndarray:
         """`mask(state, budget=budget)` packed for a bitmask (`bitmask.pack`), read-only:
         the row's cached bytes (`MaskCache.packed`) unless the budget cuts."""
-        if budget is not None and integer(budget, "budget") < self._unlimited_budget:
+        budget = self._budget_cut(budget)
+        if budget is not None:
             return read_only(pack(self.mask_within(state, budget)))
         return self._cached_packed(int(self.table.state_row[self._check_state(state)]))
 
