@@ -2,6 +2,7 @@
 
     python benchmarks/jsonschema_bench.py [--corpus DIR] [--jobs 2] [--timeout 60]
         [--only SUBSTR] [--stride K] [--limit N] [--json OUT] [--gc-freeze] [--peers]
+        [--sample K]
 
 Each corpus file holds a schema and test instances (`{"schema", "tests": [{"data", "valid"}]}`).
 Per schema, in a warm worker process: compile it (TTFM, time to first mask = the compile time;
@@ -24,11 +25,19 @@ thread CPU time one mask took less the collections inside it (`work`: the mask's
 where `max` is larger than both, the host took the CPU away: the other worker, a timer
 tick). `--peers` runs llguidance and xgrammar on the same token ids,
 each behind the same adapter, in their own workers with the same limits.
+
+`--sample K` (grammarc only) also draws K random token sequences from each compiled schema
+(`Grammar.sample_tokens`: uniform among the tokens that still fit a budget of 60, else 200,
+600 or 2,000 tokens) and validates their texts with `jsonschema` (the schema's draft, its
+draft's format checker, patterns matched as ECMA-262 by `regress`, numbers read exactly): a text that does not parse or validate is a
+*sampled invalid*, a mask error the corpus's own instances did not show. A schema with one
+does not pass.
 """
 
 from __future__ import annotations
 
 import argparse
+import decimal
 import gc
 import itertools
 import json
@@ -41,7 +50,7 @@ import sys
 import time
 import warnings
 from collections import Counter
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterator
 from dataclasses import asdict, dataclass, field
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
@@ -54,6 +63,12 @@ DEFAULT_CORPUS = ROOT.parent / "shared" / "conformance" / "maskbench-dev"
 TOKENIZER = "smollm2"
 PEERS = ("llguidance", "xgrammar")
 STARTUP_LIMIT_S = 300.0
+SAMPLE_BUDGETS = (60, 200, 600, 2000)
+# numbers read and compared exactly; one past this (`1e-99999999999999999999`, 1,001 digits)
+# raises a DecimalException and its text is left unjudged
+EXACT = decimal.Context(prec=1000, Emax=decimal.MAX_EMAX, Emin=decimal.MIN_EMIN, traps=[
+    decimal.Overflow, decimal.Underflow, decimal.Subnormal, decimal.Inexact,
+    decimal.InvalidOperation, decimal.DivisionByZero])
 _SPLIT = re.compile(r"^(.*?)(?:---.*|_\d+)\.json$")
 
 
@@ -186,6 +201,16 @@ class GrammarcEngine:
 
     def matcher(self, compiled: Any) -> Matcher:
         return GrammarcMatcher(compiled)
+
+    def sample(self, compiled: Any, rng: np.random.Generator) -> bytes | None:
+        """A random text of the grammar (`sample_tokens`), within the first budget of
+        `SAMPLE_BUDGETS` that fits one; None if none does."""
+        for budget in SAMPLE_BUDGETS:
+            ids = compiled.sample_tokens(budget, rng)
+            if ids is not None:
+                eos = set(compiled.eos_token_ids)
+                return self._tokenizer.decode_bytes([t for t in ids if t not in eos])
+        return None
 
 
 class BitmaskMatcher:
@@ -382,10 +407,92 @@ def run_case(engine: Engine, case: Case, send: Callable[[tuple[str, Any]], None]
                 refused.append((index, pos))
     except Exception as exc:
         return {"status": "crash", "error": f"while matching: {first_line(exc)}"}
-    return {"status": "ok", "wrong": refused,
+    samples = int(os.environ.get("GRAMMARC_BENCH_SAMPLE", "0"))
+    sampled, sampled_invalid = 0, []
+    if samples and hasattr(engine, "sample"):
+        try:
+            sampled, sampled_invalid = check_samples(engine, compiled, case, samples)
+        except Exception as exc:
+            return {"status": "crash", "error": f"while sampling: {first_line(exc)}"}
+    return {"status": "ok", "wrong": refused, "sampled": sampled,
+            "sampled_invalid": sampled_invalid,
             "tbm_us": np.array(times.wall, dtype=np.float64) / 1e3,
             "tbm_after_first_us": np.array(times.after_first, dtype=np.float64) / 1e3,
             "tbm_work_max_us": times.work_max / 1e3, "tbm_gc_max_us": times.gc_max / 1e3}
+
+
+def exact_number(text: str) -> int | decimal.Decimal:
+    """A JSON number as an exact value, so that `multipleOf: 0.01` is judged exactly."""
+    value = EXACT.create_decimal(text)
+    integral = 0 <= value.adjusted() < 1000 and value == value.to_integral_value(context=EXACT)
+    return int(value) if integral or value.is_zero() else value
+
+
+def exact_json(text: str) -> Any:
+    return json.loads(text, parse_float=exact_number, parse_int=exact_number)
+
+
+def ecma_patterns(validator_class: Any) -> Any:
+    """`validator_class` with `pattern` and `patternProperties` matched by ECMA-262 (the
+    `regress` library), as JSON Schema specifies: Python's `re` differs (its `\\s` lacks
+    U+FEFF), so it would call some valid texts invalid."""
+    import jsonschema
+    import regress
+
+    compiled: dict[str, Any] = {}
+
+    def search(pattern: str, text: str) -> bool:
+        if pattern not in compiled:
+            compiled[pattern] = regress.Regex(pattern)
+        return compiled[pattern].find(text) is not None
+
+    def pattern(validator: Any, expected: str, instance: Any, _schema: Any) -> Iterator:
+        if validator.is_type(instance, "string") and not search(expected, instance):
+            yield jsonschema.ValidationError(f"{instance!r} does not match {expected!r}")
+
+    def pattern_properties(validator: Any, patterns: dict, instance: Any,
+                           _schema: Any) -> Iterator:
+        if validator.is_type(instance, "object"):
+            for expected, subschema in patterns.items():
+                for key, value in instance.items():
+                    if search(expected, key):
+                        yield from validator.descend(value, subschema, path=key,
+                                                     schema_path=expected)
+
+    return jsonschema.validators.extend(
+        validator_class, validators={"pattern": pattern, "patternProperties": pattern_properties})
+
+
+def check_samples(engine: Any, compiled: Any, case: Case, count: int
+                  ) -> tuple[int, list[dict]]:
+    """Draw `count` texts from `compiled` (seeded by the file's name) and validate each with
+    `jsonschema`: (texts judged, the invalid ones with why). A text with a number too large
+    for exact arithmetic under the schema's keywords is left unjudged."""
+    import jsonschema
+
+    schema = exact_json(json.dumps(case.schema))
+    validator_class = ecma_patterns(jsonschema.validators.validator_for(
+        schema, default=jsonschema.Draft202012Validator))
+    validator = validator_class(schema, format_checker=validator_class.FORMAT_CHECKER)
+    rng = np.random.default_rng(list(case.name.encode()))
+    drawn, unjudged, invalid = 0, 0, []
+    for _ in range(count):
+        text = engine.sample(compiled, rng)
+        if text is None:
+            break
+        drawn += 1
+        try:
+            with decimal.localcontext(EXACT):
+                error = jsonschema.exceptions.best_match(validator.iter_errors(
+                    exact_json(text.decode("utf-8"))))
+            why = None if error is None else f"{error.json_path}: {error.message}"
+        except decimal.DecimalException:  # `1e-999999999999999999999`: past exact numbers
+            unjudged += 1
+        except (UnicodeDecodeError, ValueError) as exc:
+            why = f"not JSON: {first_line(exc)}"
+        if why is not None:
+            invalid.append({"text": text.decode("utf-8", "replace")[:300], "why": why[:300]})
+    return drawn - unjudged, invalid
 
 
 def worker_main(engine_name: str, conn: Connection, tokenizer_json: str,
@@ -436,12 +543,15 @@ class Outcome:
     tbm_max_us: float | None = None
     tbm_work_max_us: float | None = None  # the most CPU time one mask took, less GC
     tbm_gc_max_us: float | None = None  # the longest garbage collection inside a mask
+    sampled: int = 0  # texts drawn with --sample
+    sampled_invalid: list[dict] = field(default_factory=list)  # those jsonschema refused
     tbm_us: np.ndarray = field(default_factory=lambda: np.zeros(0), repr=False)
     tbm_after_first_us: np.ndarray = field(default_factory=lambda: np.zeros(0), repr=False)
 
     @property
     def passed(self) -> bool:
-        return self.status == "ok" and not self.valid_rejected and not self.invalid_accepted
+        return self.status == "ok" and not self.valid_rejected and \
+            not self.invalid_accepted and not self.sampled_invalid
 
     def record(self) -> dict:
         data = asdict(self)
@@ -462,6 +572,8 @@ def make_outcome(case: Case, engine: str, result: dict, compile_s: float | None,
                  "near": describe(instance.ids, pos)})
         else:
             outcome.invalid_accepted.append(instance.index)
+    outcome.sampled = result.get("sampled", 0)
+    outcome.sampled_invalid = result.get("sampled_invalid", [])
     times = result.get("tbm_us")
     if times is not None and len(times):
         outcome.tbm_us, outcome.tbm_after_first_us = times, result["tbm_after_first_us"]
@@ -666,6 +778,14 @@ def details(outcomes: list[Outcome], engines: list[str], top: int = 10) -> str:
         if leaky:
             lines.append(f"\n{engine}: invalid accepted in {len(leaky)} files: "
                          + ", ".join(leaky))
+        drawn = [o for o in mine if o.sampled]
+        if drawn:
+            wrong = [o for o in drawn if o.sampled_invalid]
+            lines.append(f"\n{engine}: {sum(o.sampled for o in drawn)} texts sampled from "
+                         f"{len(drawn)} schemas, {sum(len(o.sampled_invalid) for o in wrong)} "
+                         f"invalid in {len(wrong)} files")
+            lines += [f"    {o.file}: {o.sampled_invalid[0]['why']} in "
+                      f"{o.sampled_invalid[0]['text'][:120]!r}" for o in wrong]
     return "\n".join(lines)
 
 
@@ -701,6 +821,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="workers call gc.freeze() after their warm-up, as a server would")
     parser.add_argument("--peers", action="store_true",
                         help="also run llguidance and xgrammar on the same token ids")
+    parser.add_argument("--sample", type=int, default=0, metavar="K",
+                        help="grammarc only: validate K random texts of each compiled schema "
+                             "with jsonschema")
     return parser.parse_args(argv)
 
 
@@ -708,6 +831,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     os.environ["GRAMMARC_BENCH_KEY_ORDER"] = args.key_order  # read by the workers' engine
     os.environ["GRAMMARC_BENCH_GC_FREEZE"] = "1" if args.gc_freeze else "0"  # and workers
+    os.environ["GRAMMARC_BENCH_SAMPLE"] = str(args.sample)  # and workers
     files = select_files(args.corpus, args.only, args.stride, args.limit)
     if not files:
         sys.exit(f"no corpus files selected in {args.corpus}")

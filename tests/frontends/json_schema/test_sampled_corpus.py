@@ -1,0 +1,60 @@
+"""`benchmarks/jsonschema_bench.py --sample`: random texts of real-world schemas' tables,
+validated by `jsonschema`. A short run keeps the script working and a finding fails CI; the
+oracle is shown to refuse a text the schema forbids. Long runs are in benchmarks/README.md."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from helpers import SHARED
+
+ROOT = Path(__file__).resolve().parents[3]
+CORPUS = SHARED / "conformance" / "maskbench-dev"
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import jsonschema_bench  # noqa: E402  (a script, imported for its sampling check)
+
+
+def test_sampled_texts_of_corpus_schemas_validate():
+    if not CORPUS.is_dir():
+        pytest.skip("maskbench-dev is not beside the checkout (GRAMMARC_SHARED)")
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "jsonschema_bench.py"), "--corpus",
+         str(CORPUS), "--stride", "55", "--sample", "4", "--jobs", "2"],
+        capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    found = re.search(r"(\d+) texts sampled from (\d+) schemas, (\d+) invalid", result.stdout)
+    assert found, result.stdout[-3000:]
+    texts, schemas, invalid = (int(x) for x in found.groups())
+    assert schemas >= 10 and texts >= 4 * schemas - 4 and invalid == 0, result.stdout[-3000:]
+
+
+def test_the_sampling_check_refuses_what_the_schema_forbids():
+    """A table looser than the schema it is judged by: sampled numbers past the maximum."""
+    engine = jsonschema_bench.GrammarcEngine("")
+    loose = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"],
+             "additionalProperties": False}
+    compiled = engine.compile(loose)
+    strict = dict(loose, properties={"n": {"type": "integer", "maximum": 9}})
+    case = jsonschema_bench.Case("strict.json", "strict", strict, [], 0)
+    judged, invalid = jsonschema_bench.check_samples(engine, compiled, case, 8)
+    assert judged == 8 and invalid
+    assert all("is greater than the maximum of 9" in item["why"] for item in invalid)
+    assert jsonschema_bench.check_samples(
+        engine, compiled, jsonschema_bench.Case("loose.json", "loose", loose, [], 0), 8) == (8, [])
+
+
+def test_the_sampling_oracle_reads_patterns_as_ecma_262():
+    """JSON Schema's patterns are ECMA-262: `\\s` holds U+FEFF and not U+001C, `.` no CR
+    (Python's `re` reads all three the other way, which called valid samples invalid)."""
+    import jsonschema
+
+    validator_class = jsonschema_bench.ecma_patterns(jsonschema.Draft202012Validator)
+    spaced = validator_class({"type": "string", "pattern": r"^\w{4}\s\d{3}$"})
+    assert spaced.is_valid("ab_d\ufeff123") and not spaced.is_valid("ab_d\x1c123")
+    keyed = validator_class({"patternProperties": {"^.+$": {"type": "object"}}})
+    assert keyed.is_valid({"a\rb": True}) and not keyed.is_valid({"ab": True})
