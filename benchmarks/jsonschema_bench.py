@@ -28,10 +28,11 @@ each behind the same adapter, in their own workers with the same limits.
 
 `--sample K` (grammarc only) also draws K random token sequences from each compiled schema
 (`Grammar.sample_tokens`: uniform among the tokens that still fit a budget of 60, else 200,
-600 or 2,000 tokens) and validates their texts with `jsonschema` (the schema's draft, its
-draft's format checker, patterns matched as ECMA-262 by `regress`, numbers read exactly): a text that does not parse or validate is a
-*sampled invalid*, a mask error the corpus's own instances did not show. A schema with one
-does not pass.
+600 or 2,000 tokens, else twice the fewest the schema needs) and validates their texts with
+`jsonschema` (the schema's draft, its draft's format checker, patterns matched as ECMA-262 by
+`regress`, numbers read exactly): a text that does not parse or validate is a *sampled
+invalid*, a mask error the corpus's own instances did not show. A schema with one does not
+pass.
 """
 
 from __future__ import annotations
@@ -204,8 +205,9 @@ class GrammarcEngine:
 
     def sample(self, compiled: Any, rng: np.random.Generator) -> bytes | None:
         """A random text of the grammar (`sample_tokens`), within the first budget of
-        `SAMPLE_BUDGETS` that fits one; None if none does."""
-        for budget in SAMPLE_BUDGETS:
+        `SAMPLE_BUDGETS` that fits one, else twice the fewest tokens it needs."""
+        need = compiled.tokens_to_accept(compiled.initial_state)
+        for budget in (*SAMPLE_BUDGETS, 2 * need + 1):
             ids = compiled.sample_tokens(budget, rng)
             if ids is not None:
                 eos = set(compiled.eos_token_ids)
@@ -463,36 +465,51 @@ def ecma_patterns(validator_class: Any) -> Any:
         validator_class, validators={"pattern": pattern, "patternProperties": pattern_properties})
 
 
-def check_samples(engine: Any, compiled: Any, case: Case, count: int
-                  ) -> tuple[int, list[dict]]:
-    """Draw `count` texts from `compiled` (seeded by the file's name) and validate each with
-    `jsonschema`: (texts judged, the invalid ones with why). A text with a number too large
-    for exact arithmetic under the schema's keywords is left unjudged."""
+def sample_validator(schema: Any) -> Any:
+    """`jsonschema`'s validator of `schema`'s draft (2020-12 by default) with its draft's
+    format checker, ECMA-262 patterns, and the schema's numbers read exactly."""
     import jsonschema
 
-    schema = exact_json(json.dumps(case.schema))
+    exact = exact_json(json.dumps(schema))
     validator_class = ecma_patterns(jsonschema.validators.validator_for(
-        schema, default=jsonschema.Draft202012Validator))
-    validator = validator_class(schema, format_checker=validator_class.FORMAT_CHECKER)
+        exact, default=jsonschema.Draft202012Validator))
+    return validator_class(exact, format_checker=validator_class.FORMAT_CHECKER)
+
+
+def why_invalid(validator: Any, text: bytes) -> str | None:
+    """Why `validator` refuses the JSON `text` (None: it is valid). Raises a
+    `decimal.DecimalException` where a number is past exact arithmetic (`1e-99999999999999999999`
+    or a keyword's arithmetic on it): the text cannot be judged."""
+    import jsonschema
+
+    try:
+        value = exact_json(text.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        return f"not JSON: {first_line(exc)}"
+    with decimal.localcontext(EXACT):
+        error = jsonschema.exceptions.best_match(validator.iter_errors(value))
+    return None if error is None else f"{error.json_path}: {error.message}"
+
+
+def check_samples(engine: Any, compiled: Any, case: Case, count: int
+                  ) -> tuple[int, list[dict]]:
+    """Draw `count` texts from `compiled` (seeded by the file's name) and judge each with
+    `why_invalid`: (texts judged, the invalid ones with why)."""
+    validator = sample_validator(case.schema)
     rng = np.random.default_rng(list(case.name.encode()))
-    drawn, unjudged, invalid = 0, 0, []
+    judged, invalid = 0, []
     for _ in range(count):
         text = engine.sample(compiled, rng)
         if text is None:
             break
-        drawn += 1
         try:
-            with decimal.localcontext(EXACT):
-                error = jsonschema.exceptions.best_match(validator.iter_errors(
-                    exact_json(text.decode("utf-8"))))
-            why = None if error is None else f"{error.json_path}: {error.message}"
-        except decimal.DecimalException:  # `1e-999999999999999999999`: past exact numbers
-            unjudged += 1
-        except (UnicodeDecodeError, ValueError) as exc:
-            why = f"not JSON: {first_line(exc)}"
+            why = why_invalid(validator, text)
+        except decimal.DecimalException:
+            continue
+        judged += 1
         if why is not None:
             invalid.append({"text": text.decode("utf-8", "replace")[:300], "why": why[:300]})
-    return drawn - unjudged, invalid
+    return judged, invalid
 
 
 def worker_main(engine_name: str, conn: Connection, tokenizer_json: str,

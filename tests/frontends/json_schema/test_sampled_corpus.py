@@ -4,6 +4,7 @@ oracle is shown to refuse a text the schema forbids. Long runs are in benchmarks
 
 from __future__ import annotations
 
+import decimal
 import re
 import subprocess
 import sys
@@ -58,3 +59,18 @@ def test_the_sampling_oracle_reads_patterns_as_ecma_262():
     assert spaced.is_valid("ab_d\ufeff123") and not spaced.is_valid("ab_d\x1c123")
     keyed = validator_class({"patternProperties": {"^.+$": {"type": "object"}}})
     assert keyed.is_valid({"a\rb": True}) and not keyed.is_valid({"ab": True})
+
+
+def test_the_sampling_oracle_judges_numbers_exactly_or_not_at_all():
+    """Floats would call 9.000000000000000000001 equal to 9 and 0.07 no multiple of 0.01."""
+    validator = jsonschema_bench.sample_validator(
+        {"type": "object", "properties": {"n": {"type": "number", "maximum": 9,
+                                                "multipleOf": 0.01}, "i": {"type": "integer"}}})
+    judge = jsonschema_bench.why_invalid
+    assert judge(validator, b'{"n": 0.07, "i": 1.0}') is None  # 1.0 is integral: an integer
+    assert "is greater than the maximum of 9" in judge(validator, b'{"n": 9.000000000000000000001}')
+    assert "is not of type 'integer'" in judge(validator, b'{"i": 0.5}')
+    assert judge(validator, b'{"n": 1').startswith("not JSON")
+    for past_exact in (b'{"n": 1e-99999999999999999999}', b'{"n": 2e99999999999999999999}'):
+        with pytest.raises(decimal.DecimalException):
+            judge(validator, past_exact)
