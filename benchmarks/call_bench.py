@@ -11,7 +11,9 @@ allowed token first) and then takes `--steps` random allowed steps; every step a
 budgeted mask (`mask(state, budget=...)`), the budgeted bitmask (`fill_bitmask(...,
 budget=...)`) and steps the state; then what a serving engine's step costs on its own: a
 `Matcher` (with that `max_tokens`, on its own copy of the grammar, loaded and warmed alike)
-fills its row of the bitmask and accepts the token. Prints p50 / p99 / max per step of each call. Modes:
+fills its row of the bitmask and accepts the token. Prints, per call, the mean over the walk's
+steps (what the engine pays per sequence per step, its first uses included) and the p50 / p99 /
+max of a step. Modes:
 `fresh` steps a grammar as loaded (first uses included), `warm` calls `g.warm()` after loading
 (what a server does once); its time and the resident memory it adds are measured once per
 grammar in a fresh process. With
@@ -72,7 +74,8 @@ def prefix_tokens(g, token_ids: dict[bytes, int], text: bytes) -> list[int]:
 
 def percentiles(times: list[float]) -> str:
     a = np.asarray(times) * 1e6
-    return f"p50 {np.percentile(a, 50):8.1f}  p99 {np.percentile(a, 99):9.1f}  max {a.max():9.1f} µs"
+    return (f"mean {a.mean():7.1f}  p50 {np.percentile(a, 50):7.1f}  p99 {np.percentile(a, 99):8.1f}"
+            f"  max {a.max():8.1f} µs")
 
 
 WARM_COST = """

@@ -28,17 +28,16 @@ each behind the same adapter, in their own workers with the same limits.
 
 `--sample K` (grammarc only) also draws K random token sequences from each compiled schema
 (`Grammar.sample_tokens`: uniform among the tokens that still fit a budget of 60, else 200,
-600 or 2,000 tokens, else twice the fewest the schema needs) and validates their texts with
-`jsonschema` (the schema's draft, its draft's format checker, patterns matched as ECMA-262 by
-`regress`, numbers read exactly): a text that does not parse or validate is a *sampled
-invalid*, a mask error the corpus's own instances did not show. A schema with one does not
-pass.
+600 or 2,000 tokens, else twice the fewest the schema needs) and judges their texts by the
+tests' exact `jsonschema` oracle (`tests/grammar_oracles.py`: the schema's draft, numbers read
+exactly, patterns as ECMA-262, the formats grammarc asserts): a text that does not parse or
+validate is a *sampled invalid*, a mask error the corpus's own instances did not show. A
+schema with one does not pass. A text with a number past 10^±100 is left unjudged.
 """
 
 from __future__ import annotations
 
 import argparse
-import decimal
 import gc
 import itertools
 import json
@@ -51,7 +50,7 @@ import sys
 import time
 import warnings
 from collections import Counter
-from collections.abc import Callable, Hashable, Iterator
+from collections.abc import Callable, Hashable
 from dataclasses import asdict, dataclass, field
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
@@ -60,16 +59,12 @@ from typing import Any, Protocol
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))  # the tests' jsonschema oracle, for --sample
 DEFAULT_CORPUS = ROOT.parent / "shared" / "conformance" / "maskbench-dev"
 TOKENIZER = "smollm2"
 PEERS = ("llguidance", "xgrammar")
 STARTUP_LIMIT_S = 300.0
 SAMPLE_BUDGETS = (60, 200, 600, 2000)
-# numbers read and compared exactly; one past this (`1e-99999999999999999999`, 1,001 digits)
-# raises a DecimalException and its text is left unjudged
-EXACT = decimal.Context(prec=1000, Emax=decimal.MAX_EMAX, Emin=decimal.MIN_EMIN, traps=[
-    decimal.Overflow, decimal.Underflow, decimal.Subnormal, decimal.Inexact,
-    decimal.InvalidOperation, decimal.DivisionByZero])
 _SPLIT = re.compile(r"^(.*?)(?:---.*|_\d+)\.json$")
 
 
@@ -423,72 +418,30 @@ def run_case(engine: Engine, case: Case, send: Callable[[tuple[str, Any]], None]
             "tbm_work_max_us": times.work_max / 1e3, "tbm_gc_max_us": times.gc_max / 1e3}
 
 
-def exact_number(text: str) -> int | decimal.Decimal:
-    """A JSON number as an exact value, so that `multipleOf: 0.01` is judged exactly."""
-    value = EXACT.create_decimal(text)
-    integral = 0 <= value.adjusted() < 1000 and value == value.to_integral_value(context=EXACT)
-    return int(value) if integral or value.is_zero() else value
-
-
-def exact_json(text: str) -> Any:
-    return json.loads(text, parse_float=exact_number, parse_int=exact_number)
-
-
-def ecma_patterns(validator_class: Any) -> Any:
-    """`validator_class` with `pattern` and `patternProperties` matched by ECMA-262 (the
-    `regress` library), as JSON Schema specifies: Python's `re` differs (its `\\s` lacks
-    U+FEFF), so it would call some valid texts invalid."""
-    import jsonschema
-    import regress
-
-    compiled: dict[str, Any] = {}
-
-    def search(pattern: str, text: str) -> bool:
-        if pattern not in compiled:
-            compiled[pattern] = regress.Regex(pattern)
-        return compiled[pattern].find(text) is not None
-
-    def pattern(validator: Any, expected: str, instance: Any, _schema: Any) -> Iterator:
-        if validator.is_type(instance, "string") and not search(expected, instance):
-            yield jsonschema.ValidationError(f"{instance!r} does not match {expected!r}")
-
-    def pattern_properties(validator: Any, patterns: dict, instance: Any,
-                           _schema: Any) -> Iterator:
-        if validator.is_type(instance, "object"):
-            for expected, subschema in patterns.items():
-                for key, value in instance.items():
-                    if search(expected, key):
-                        yield from validator.descend(value, subschema, path=key,
-                                                     schema_path=expected)
-
-    return jsonschema.validators.extend(
-        validator_class, validators={"pattern": pattern, "patternProperties": pattern_properties})
-
-
 def sample_validator(schema: Any) -> Any:
-    """`jsonschema`'s validator of `schema`'s draft (2020-12 by default) with its draft's
-    format checker, ECMA-262 patterns, and the schema's numbers read exactly."""
-    import jsonschema
+    """The tests' exact `jsonschema` oracle (`grammar_oracles.exact_validator`) for `schema`,
+    with ECMA-262 patterns and the formats grammarc asserts (docs/json-schema.md: the others
+    are annotations, as JSON Schema 2019-09 on has them by default)."""
+    from grammar_oracles import exact_validator
 
-    exact = exact_json(json.dumps(schema))
-    validator_class = ecma_patterns(jsonschema.validators.validator_for(
-        exact, default=jsonschema.Draft202012Validator))
-    return validator_class(exact, format_checker=validator_class.FORMAT_CHECKER)
+    from grammarc.frontends.json_schema.strings import FORMATS
+
+    return exact_validator(schema, formats=FORMATS, ecma_patterns=True)
 
 
 def why_invalid(validator: Any, text: bytes) -> str | None:
-    """Why `validator` refuses the JSON `text` (None: it is valid). Raises a
-    `decimal.DecimalException` where a number is past exact arithmetic (`1e-99999999999999999999`
-    or a keyword's arithmetic on it): the text cannot be judged."""
-    import jsonschema
+    """Why `validator` refuses the JSON `text` (None: it is valid). Raises `ValueError` for a
+    text with a number past 10^±100, which exact arithmetic cannot judge in bounded time (or
+    an integer past Python's 4,300 digits)."""
+    from grammar_oracles import exact_json, modest
 
     try:
         value = exact_json(text.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as exc:
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         return f"not JSON: {first_line(exc)}"
-    with decimal.localcontext(EXACT):
-        error = jsonschema.exceptions.best_match(validator.iter_errors(value))
-    return None if error is None else f"{error.json_path}: {error.message}"
+    if not modest(value):
+        raise ValueError("a number past 10^±100")
+    return validator.why_invalid(value)
 
 
 def check_samples(engine: Any, compiled: Any, case: Case, count: int
@@ -504,7 +457,7 @@ def check_samples(engine: Any, compiled: Any, case: Case, count: int
             break
         try:
             why = why_invalid(validator, text)
-        except decimal.DecimalException:
+        except ValueError:
             continue
         judged += 1
         if why is not None:

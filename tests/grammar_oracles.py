@@ -9,6 +9,7 @@ import json
 import random
 import re
 from decimal import MAX_EMAX, MAX_PREC, MIN_EMIN, Context, Decimal, localcontext
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import jsonschema
@@ -207,6 +208,19 @@ def exact_json(text: str) -> Any:
     return json.loads(text, parse_float=Decimal)
 
 
+def modest(value: Any) -> bool:
+    """Whether every number in `value` is within 10^±100 (or zero): spelled without an
+    exponent in a few hundred digits, and in `Decimal`'s range when it is written so (exact
+    arithmetic on a larger one, `1e99999999 % 0.01`, would not end)."""
+    if isinstance(value, dict):
+        return all(map(modest, value.values()))
+    if isinstance(value, list):
+        return all(map(modest, value))
+    if isinstance(value, Decimal):
+        return not value or abs(value.adjusted()) <= 100
+    return not isinstance(value, int) or value.bit_length() < 330
+
+
 class _ExactValidator:
     """A validator that computes with `Decimal`s of any length (not rounded to 28 digits)."""
 
@@ -217,11 +231,21 @@ class _ExactValidator:
         with localcontext(Context(prec=MAX_PREC, Emax=MAX_EMAX, Emin=MIN_EMIN)):
             return self.validator.is_valid(instance)
 
+    def why_invalid(self, instance: Any) -> str | None:
+        """jsonschema's most relevant error, at its JSON path (None: valid)."""
+        with localcontext(Context(prec=MAX_PREC, Emax=MAX_EMAX, Emin=MIN_EMIN)):
+            error = jsonschema.exceptions.best_match(self.validator.iter_errors(instance))
+        return None if error is None else f"{error.json_path}: {error.message}"
 
-def exact_validator(schema: Any) -> _ExactValidator:
+
+def exact_validator(schema: Any, *, formats: Iterable[str] = (),
+                    ecma_patterns: bool = False) -> _ExactValidator:
     """`jsonschema`'s validator for the schema's draft, the schema and instances read with
     `exact_json`: a `Decimal` is a number, and an integer where its value is integral (draft
-    4: only integer spellings are integers); arithmetic on them is exact."""
+    4: only integer spellings are integers); arithmetic on them is exact. It checks the
+    `formats` named (with the draft's own checks; others are annotations) and, with
+    `ecma_patterns`, reads `pattern` and `patternProperties` as ECMA-262 (`regress`), as
+    JSON Schema does: Python's `re` has no U+FEFF in `\\s`, and a CR in `.`."""
     schema = exact_json(json.dumps(schema))
     cls = jsonschema.validators.validator_for(schema)
     draft4 = cls in (jsonschema.Draft3Validator, jsonschema.Draft4Validator)
@@ -235,7 +259,39 @@ def exact_validator(schema: Any) -> _ExactValidator:
         return isinstance(value, (int, Decimal)) and not isinstance(value, bool)
 
     checker = cls.TYPE_CHECKER.redefine_many({"integer": is_integer, "number": is_number})
-    return _ExactValidator(jsonschema.validators.extend(cls, type_checker=checker)(schema))
+    keywords = _ecma_pattern_keywords() if ecma_patterns else {}
+    drafts = cls.FORMAT_CHECKER.checkers  # (`FormatChecker(formats=...)` would take any
+    checked = jsonschema.FormatChecker(formats=())  # draft's: draft 3's `time`)
+    checked.checkers = {name: drafts[name] for name in formats if name in drafts}
+    extended = jsonschema.validators.extend(cls, keywords, type_checker=checker)
+    return _ExactValidator(extended(schema, format_checker=checked))
+
+
+def _ecma_pattern_keywords() -> dict[str, Callable]:
+    """`pattern` and `patternProperties` matched by ECMA-262 regular expressions."""
+    import regress
+
+    compiled: dict[str, Any] = {}
+
+    def search(pattern: str, text: str) -> bool:
+        if pattern not in compiled:
+            compiled[pattern] = regress.Regex(pattern)
+        return compiled[pattern].find(text) is not None
+
+    def pattern(validator: Any, expected: str, instance: Any, _schema: Any) -> Iterator:
+        if validator.is_type(instance, "string") and not search(expected, instance):
+            yield jsonschema.ValidationError(f"{instance!r} does not match {expected!r}")
+
+    def pattern_properties(validator: Any, patterns: dict, instance: Any,
+                           _schema: Any) -> Iterator:
+        if validator.is_type(instance, "object"):
+            for expected, subschema in patterns.items():
+                for key, value in instance.items():
+                    if search(expected, key):
+                        yield from validator.descend(value, subschema, path=key,
+                                                     schema_path=expected)
+
+    return {"pattern": pattern, "patternProperties": pattern_properties}
 
 
 def random_number_schema(rng: random.Random, depth: int, draft4: bool) -> Any:
