@@ -82,6 +82,11 @@ def test_the_sampling_oracle_judges_numbers_exactly_or_not_at_all():
         {"$schema": "http://json-schema.org/draft-04/schema#", "type": "integer"})
     assert "is not of type 'integer'" in judge(draft4, b"1.0")  # draft 4: spelled as one
     assert judge(validator, b'{"n": 1').startswith("not JSON")
-    for past_exact in (b'{"n": 1e-101}', b'{"n": 2e101}', b"[" + b"7" * 5000 + b"]"):
+    for past_exact in (b'{"n": 1e-101}', b'{"n": 2e101}', b"[" + b"7" * 5000 + b"]",
+                       b'{"n": 49.7e3445549776529418085}'):
         with pytest.raises(ValueError):
             judge(validator, past_exact)
+    # without multipleOf, large numbers are compared exactly
+    assert "is greater than the maximum of 9" in judge(validator, b'{"n": 2e999999}',
+                                                       arithmetic=False)
+    assert judge(validator, b'{"n": -2e999999}', arithmetic=False) is None
