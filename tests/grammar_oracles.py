@@ -240,14 +240,15 @@ class _ExactValidator:
 
 def exact_validator(schema: Any, *, formats: Iterable[str] = (),
                     ecma_patterns: bool = False) -> _ExactValidator:
-    """`jsonschema`'s validator for the schema's draft, the schema and instances read with
+    """`jsonschema`'s validator for the schema's draft (2020-12 where `$schema` names none it
+    knows, as grammarc reads it), the schema and instances read with
     `exact_json`: a `Decimal` is a number, and an integer where its value is integral (draft
     4: only integer spellings are integers); arithmetic on them is exact. It checks the
     `formats` named (with the draft's own checks; others are annotations) and, with
     `ecma_patterns`, reads `pattern` and `patternProperties` as ECMA-262 (`regress`), as
     JSON Schema does: Python's `re` has no U+FEFF in `\\s`, and a CR in `.`."""
     schema = exact_json(json.dumps(schema))
-    cls = jsonschema.validators.validator_for(schema)
+    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
     draft4 = cls in (jsonschema.Draft3Validator, jsonschema.Draft4Validator)
 
     def is_integer(_checker: Any, value: Any) -> bool:

@@ -1,17 +1,21 @@
-"""`benchmarks/jsonschema_bench.py --sample`: random texts of real-world schemas' tables,
-validated by `jsonschema`. A short run keeps the script working and a finding fails CI; the
-oracle is shown to refuse a text the schema forbids. Long runs are in benchmarks/README.md."""
+"""`benchmarks/jsonschema_bench.py --sample`: random texts of the tables of real-world schemas
+and of the JSON-Schema-Test-Suite's, judged by the tests' `jsonschema` oracle. A short run
+keeps the script working and a finding fails CI; the oracle is shown to refuse what the schema
+forbids. Long runs are in benchmarks/README.md."""
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
-
 from helpers import SHARED
+
+import grammarc
 
 ROOT = Path(__file__).resolve().parents[3]
 CORPUS = SHARED / "conformance" / "maskbench-dev"
@@ -90,3 +94,36 @@ def test_the_sampling_oracle_judges_numbers_exactly_or_not_at_all():
     assert "is greater than the maximum of 9" in judge(validator, b'{"n": 2e999999}',
                                                        arithmetic=False)
     assert judge(validator, b'{"n": -2e999999}', arithmetic=False) is None
+
+
+SUITE = SHARED / "conformance" / "json-schema-test-suite" / "tests"
+SUITE_DRAFTS = {"draft2020-12": "https://json-schema.org/draft/2020-12/schema",
+                "draft7": "http://json-schema.org/draft-07/schema#"}
+
+
+def test_sampled_texts_of_the_test_suites_schemas_validate():
+    """The JSON-Schema-Test-Suite's schemas (the corner cases of every keyword), compiled for
+    SmolLM2: four random texts of each that compiles, judged by the same oracle."""
+    if not SUITE.is_dir():
+        pytest.skip("../shared (conformance data) is absent")
+    engine = jsonschema_bench.GrammarcEngine("")
+    compiled = judged = 0
+    invalid = []
+    for draft, uri in SUITE_DRAFTS.items():
+        for path in sorted((SUITE / draft).glob("*.json")):
+            for index, group in enumerate(json.loads(path.read_text())):
+                schema = group["schema"]
+                if isinstance(schema, dict) and "$schema" not in schema:
+                    schema = {**schema, "$schema": uri}
+                try:
+                    with warnings.catch_warnings():
+                        warnings.simplefilter("ignore")
+                        grammar = engine.compile(schema)
+                except grammarc.GrammarcError:
+                    continue
+                compiled += 1
+                case = jsonschema_bench.Case(f"{draft}/{path.name}#{index}", draft, schema, [], 0)
+                count, wrong = jsonschema_bench.check_samples(engine, grammar, case, 4)
+                judged += count
+                invalid += [(case.name, item) for item in wrong]
+    assert compiled > 400 and judged > 3 * compiled and not invalid, invalid[:5]
