@@ -520,7 +520,7 @@ class Outcome:
     tbm_max_us: float | None = None
     tbm_work_max_us: float | None = None  # the most CPU time one mask took, less GC
     tbm_gc_max_us: float | None = None  # the longest garbage collection inside a mask
-    sampled: int = 0  # texts drawn with --sample
+    sampled: int = 0  # sampled texts judged (--sample)
     sampled_invalid: list[dict] = field(default_factory=list)  # those jsonschema refused
     tbm_us: np.ndarray = field(default_factory=lambda: np.zeros(0), repr=False)
     tbm_after_first_us: np.ndarray = field(default_factory=lambda: np.zeros(0), repr=False)
@@ -758,9 +758,10 @@ def details(outcomes: list[Outcome], engines: list[str], top: int = 10) -> str:
         drawn = [o for o in mine if o.sampled]
         if drawn:
             wrong = [o for o in drawn if o.sampled_invalid]
-            lines.append(f"\n{engine}: {sum(o.sampled for o in drawn)} texts sampled from "
-                         f"{len(drawn)} schemas, {sum(len(o.sampled_invalid) for o in wrong)} "
-                         f"invalid in {len(wrong)} files")
+            lines.append(f"\n{engine}: {sum(o.sampled for o in drawn)} sampled texts judged "
+                         f"from {len(drawn)} schemas, "
+                         f"{sum(len(o.sampled_invalid) for o in wrong)} invalid in {len(wrong)} "
+                         "files")
             lines += [f"    {o.file}: {o.sampled_invalid[0]['why']} in "
                       f"{o.sampled_invalid[0]['text'][:120]!r}" for o in wrong]
     return "\n".join(lines)

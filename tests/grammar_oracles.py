@@ -8,8 +8,8 @@ from __future__ import annotations
 import json
 import random
 import re
-from decimal import MAX_EMAX, MAX_PREC, MIN_EMIN, Context, Decimal, localcontext
 from collections.abc import Callable, Iterable, Iterator
+from decimal import MAX_EMAX, MAX_PREC, MIN_EMIN, Context, Decimal, localcontext
 from typing import Any
 
 import jsonschema
@@ -228,14 +228,20 @@ class _ExactValidator:
         self.validator = validator
 
     def is_valid(self, instance: Any) -> bool:
-        with localcontext(Context(prec=MAX_PREC, Emax=MAX_EMAX, Emin=MIN_EMIN)):
+        with _exactly():
             return self.validator.is_valid(instance)
 
     def why_invalid(self, instance: Any) -> str | None:
         """jsonschema's most relevant error, at its JSON path (None: valid)."""
-        with localcontext(Context(prec=MAX_PREC, Emax=MAX_EMAX, Emin=MIN_EMIN)):
+        with _exactly():
             error = jsonschema.exceptions.best_match(self.validator.iter_errors(instance))
         return None if error is None else f"{error.json_path}: {error.message}"
+
+
+def _exactly() -> Any:
+    """A decimal context that never rounds (its arithmetic on huge numbers may not end:
+    `modest`)."""
+    return localcontext(Context(prec=MAX_PREC, Emax=MAX_EMAX, Emin=MIN_EMIN))
 
 
 def exact_validator(schema: Any, *, formats: Iterable[str] = (),

@@ -31,7 +31,7 @@ def test_sampled_texts_of_corpus_schemas_validate():
          str(CORPUS), "--stride", "55", "--sample", "4", "--jobs", "2"],
         capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
-    found = re.search(r"(\d+) texts sampled from (\d+) schemas, (\d+) invalid", result.stdout)
+    found = re.search(r"(\d+) sampled texts judged from (\d+) schemas, (\d+) invalid", result.stdout)
     assert found, result.stdout[-3000:]
     texts, schemas, invalid = (int(x) for x in found.groups())
     assert schemas >= 10 and texts >= 4 * schemas - 4 and invalid == 0, result.stdout[-3000:]
