@@ -21,9 +21,11 @@ def bitmask_width(vocab_size: int) -> int:
 
 
 def pack(mask: np.ndarray) -> np.ndarray:
-    """Boolean `mask` (V,) as bytes, eight tokens a byte in the bitmask's bit order
+    """Boolean `mask` (V,) as read-only bytes, eight tokens a byte in the bitmask's bit order
     (`np.packbits(mask, bitorder="little")`): what `write_bitmask` copies into a row."""
-    return np.packbits(mask, bitorder="little")
+    packed = np.packbits(mask, bitorder="little")
+    packed.flags.writeable = False
+    return packed
 
 
 def allows(packed: np.ndarray, token: int) -> bool:

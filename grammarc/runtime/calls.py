@@ -395,7 +395,7 @@ class CallGrammar(Grammar):
             if self._eos_agrees(packed.item, 3, state):
                 return packed
         key, build = self._mask_source(state, budget)
-        return read_only(pack(build())) if key is None else \
+        return pack(build()) if key is None else \
             self._state_masks.packed(key, build)
 
     def _cutting(self, state: CallState, budget: int | None) -> int | None:

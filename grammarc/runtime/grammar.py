@@ -290,7 +290,7 @@ class Grammar:
         the row's cached bytes (`MaskCache.packed`) unless the budget cuts."""
         budget = self._budget_cut(budget)
         if budget is not None:
-            return read_only(pack(self.mask_within(state, budget)))
+            return pack(self.mask_within(state, budget))
         return self._cached_packed(int(self.table.state_row[self._check_state(state)]))
 
     def warm(self, limit: int | None = None) -> int:

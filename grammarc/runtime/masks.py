@@ -86,7 +86,7 @@ class MaskCache:
         if mask is None:
             mask = build()
             mask.flags.writeable = False
-        packed = _pack(mask)
+        packed = pack(mask)
         with self._lock:
             self._keep_packed(key, packed)
             self._remember(key, mask)
@@ -106,7 +106,7 @@ class MaskCache:
         if len(self._recent) > self._max_recent:
             old_key, old = self._recent.popitem(last=False)
             if old_key not in self._packed:
-                self._keep_packed(old_key, _pack(old))
+                self._keep_packed(old_key, pack(old))
 
     def _keep_packed(self, key: Hashable, packed: np.ndarray) -> None:
         """Hold `packed` in the packed level, least recently used out. Under the lock."""
@@ -115,9 +115,3 @@ class MaskCache:
         if len(self._packed) > self._max_packed:
             self._packed.popitem(last=False)
 
-
-def _pack(mask: np.ndarray) -> np.ndarray:
-    """A boolean mask as read-only bytes, eight tokens a byte, in a bitmask's bit order."""
-    packed = pack(mask)
-    packed.flags.writeable = False
-    return packed

@@ -39,6 +39,7 @@ class Matcher:
         self._eos_mask = np.zeros(grammar.vocab_size, np.bool_)
         self._eos_mask[list(self._eos)] = True
         self._eos_mask.flags.writeable = False
+        self._eos_packed = pack(self._eos_mask)
         self._last: tuple | None = None  # (state, budget, mask, packed): `_kept`
         self.reset()
 
@@ -124,7 +125,7 @@ class Matcher:
         """Write the packed `mask()` into `out`, int32 words (one row of an engine's bitmask
         buffer: a numpy array or torch tensor of shape (W,), the rules of
         `Grammar.fill_bitmask`); words past the vocabulary are cleared. Returns `out`."""
-        packed = pack(self._eos_mask) if self.is_finished() else \
+        packed = self._eos_packed if self.is_finished() else \
             self._packed_at(self.state, self.budget)
         return write_bitmask(out, (), self._vocab_size, (packed,))
 
