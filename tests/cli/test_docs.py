@@ -6,6 +6,8 @@ tokenizer; each must exit 0, or 1 with a `check` verdict ("no: ..."), never with
 Lines that run other programs (the install commands, which CI itself runs as `.ci/run`, and
 Graphviz's `dot`) are the reader's environment and are not run here. Synopses with
 placeholders are `text` blocks, not `bash`. `grammarc generate` lines load the model: slow.
+A document's commands depend on the ones before them: the README's test command runs each test
+file on one pytest-xdist worker, in order (`--dist loadfile`).
 """
 
 from __future__ import annotations
@@ -66,3 +68,16 @@ def test_documented_command_runs(doc: Path, index: int, command: str,
         and result.stdout.startswith("no:")
     assert result.returncode == 0 or verdict, \
         f"{doc.name}: {command}\n{result.stdout}{result.stderr}"
+
+
+def test_ci_runs_the_readme_test_command():
+    """CI runs the README's test command as written (its options, pytest-xdist's, included),
+    so that the README's time of the test run is CI's."""
+    readme = (ROOT / "README.md").read_text()
+    installs = [line for block in re.findall(r"```bash\n(.*?)```", readme, re.S)
+                for line in block.splitlines() if "python -m pytest" in line]
+    assert len(installs) == 1, installs
+    test_command = installs[0].rsplit("&& ", 1)[1].strip()
+    ci_lines = [line.split("#")[0].strip()
+                for line in (ROOT / ".ci" / "run").read_text().splitlines()]
+    assert test_command in ci_lines, (test_command, ci_lines)
