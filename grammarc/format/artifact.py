@@ -112,20 +112,12 @@ def encode_table(table: TokenTable, metadata: dict[str, Any],
         return metadata, tensors
     metadata.pop("num_classes", None)
     metadata.pop("num_rows", None)
-    ptr, tokens, nxt = table.transitions()
     if layout == "csr":
+        ptr, tokens, nxt = table.transitions()
         tensors.update(csr_ptr=ptr, csr_tokens=tokens, csr_next=nxt)
     else:
-        tensors.update(transitions=dense_transitions(ptr, tokens, nxt, table.vocab_size))
+        tensors.update(transitions=table.dense())
     return metadata, tensors
-
-
-def dense_transitions(ptr: np.ndarray, tokens: np.ndarray, nxt: np.ndarray,
-                      vocab_size: int) -> np.ndarray:
-    """The dense table `T[state, token]` (int32, 0 = not allowed) of CSR transitions."""
-    dense = np.zeros((len(ptr) - 1, vocab_size), np.int32)
-    dense[np.repeat(np.arange(len(ptr) - 1), np.diff(ptr)), tokens] = nxt
-    return dense
 
 
 def decode_table(data: ArtifactData) -> TokenTable:

@@ -15,6 +15,7 @@ the format writes and reads them, the runtime looks them up, all by these names.
 from __future__ import annotations
 
 from dataclasses import Field, dataclass, field, fields
+from collections.abc import Iterator
 from functools import cached_property
 
 import numpy as np
@@ -162,25 +163,50 @@ class TokenTable:
         """`tokens_by_class`'s class starts as Python ints, for slicing one class's tokens."""
         return self.tokens_by_class[1].tolist()
 
+    def _next_by_class(self) -> Iterator[tuple[int, np.ndarray]]:
+        """The next states of a block of states at a time, by class (int32 [states, C],
+        0 = not allowed), each block about 32 MB once spread over the vocabulary: (its first
+        state, the block). The dead state allows nothing."""
+        size = max(1, (8 << 20) // max(1, self.vocab_size))
+        row_lengths = np.diff(self.row_ptr)
+        for lo in range(0, self.num_states, size):
+            hi = min(lo + size, self.num_states)
+            rows, row_of_state = np.unique(self.state_row[lo:hi], return_inverse=True)
+            lengths = row_lengths[rows]
+            entry = np.repeat(self.row_ptr[rows], lengths) + positions_within(lengths)
+            local = np.repeat(np.arange(len(rows)), lengths)
+            listed = np.zeros((len(rows), self.num_classes), np.bool_)
+            listed[local, self.row_class[entry]] = True
+            step = np.zeros((len(rows), self.num_classes), np.int32)
+            step[local, self.row_class[entry]] = self.row_delta[entry]
+            row_of_state = row_of_state.reshape(-1)
+            by_class = step[row_of_state] + np.arange(lo, hi, dtype=np.int32)[:, None]
+            by_class[~listed[row_of_state]] = 0
+            if lo == 0:
+                by_class[0] = 0
+            yield lo, by_class
+
+    def dense(self) -> np.ndarray:
+        """The full table `T[state, token]` (int32, shape (num_states, vocab_size)): each
+        block of `_next_by_class` spread over the vocabulary in one gather."""
+        out = np.empty((self.num_states, self.vocab_size), np.int32)
+        for lo, by_class in self._next_by_class():
+            np.take(by_class, self.token_class, axis=1, out=out[lo:lo + len(by_class)])
+        return out
+
     def transitions(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Every allowed (state, token) pair of the ordinary table with its next state, as
         CSR: `ptr` [S + 1] and, per state, its tokens (sorted) and next states."""
-        order, class_ptr = self.tokens_by_class
-        lengths = np.diff(self.row_ptr)[self.state_row]          # entries per state
-        entry_state = np.repeat(np.arange(self.num_states), lengths)
-        first = np.repeat(self.row_ptr[self.state_row], lengths)
-        entry = first + positions_within(lengths)
-        classes = self.row_class[entry]
-        sizes = class_ptr[classes + 1] - class_ptr[classes]
-        pair_state = np.repeat(entry_state, sizes)
-        tokens = order[np.repeat(class_ptr[classes], sizes) + positions_within(sizes)]
-        nxt = pair_state + np.repeat(self.row_delta[entry], sizes)
-        live = pair_state != 0  # the dead state allows nothing
-        pair_state, tokens, nxt = pair_state[live], tokens[live], nxt[live]
-        pair_order = np.lexsort((tokens, pair_state))
+        counts, tokens, nxt = [], [], []
+        for _, by_class in self._next_by_class():
+            block = np.take(by_class, self.token_class, axis=1)
+            allowed = block != 0
+            counts.append(allowed.sum(axis=1))
+            tokens.append(np.nonzero(allowed)[1])  # row-major: by state, then token
+            nxt.append(block[allowed].astype(np.int64))
         ptr = np.zeros(self.num_states + 1, np.int64)
-        np.cumsum(np.bincount(pair_state, minlength=self.num_states), out=ptr[1:])
-        return ptr, tokens[pair_order], nxt[pair_order]
+        np.cumsum(np.concatenate(counts), out=ptr[1:])
+        return ptr, np.concatenate(tokens).astype(np.int64), np.concatenate(nxt)
 
 
 def _tensor(sign: str, ndim: int) -> Field:

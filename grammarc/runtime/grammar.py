@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from ..format.artifact import ArtifactData, dense_transitions, encode_table, write_artifact
+from ..format.artifact import ArtifactData, encode_table, write_artifact
 from ..charsets import CharFolder, csr_byte_edges
 from ..errors import ArtifactError
 from ..format.table import TokenTable
@@ -404,7 +404,7 @@ class Grammar:
     # ---------------------------------------------------------------- tables
     def to_dense(self) -> np.ndarray:
         """The full table `T[state, token]` (int32, shape (num_states, vocab_size))."""
-        return dense_transitions(*self.table.transitions(), self.vocab_size)
+        return self.table.dense()
 
     def to_csr(self):
         """The full table as a `scipy.sparse.csr_matrix` (needs scipy: `pip install
