@@ -14,8 +14,8 @@ the format writes and reads them, the runtime looks them up, all by these names.
 
 from __future__ import annotations
 
-from dataclasses import Field, dataclass, field, fields
 from collections.abc import Iterator
+from dataclasses import Field, dataclass, field, fields
 from functools import cached_property
 
 import numpy as np

@@ -74,10 +74,10 @@ def test_ci_runs_the_readme_test_command():
     """CI runs the README's test command as written (its options, pytest-xdist's, included),
     so that the README's time of the test run is CI's."""
     readme = (ROOT / "README.md").read_text()
-    installs = [line for block in re.findall(r"```bash\n(.*?)```", readme, re.S)
+    test_lines = [line for block in re.findall(r"```bash\n(.*?)```", readme, re.S)
                 for line in block.splitlines() if "python -m pytest" in line]
-    assert len(installs) == 1, installs
-    test_command = installs[0].rsplit("&& ", 1)[1].strip()
+    assert len(test_lines) == 1, test_lines
+    test_command = test_lines[0].rsplit("&& ", 1)[1].strip()
     ci_lines = [line.split("#")[0].strip()
                 for line in (ROOT / ".ci" / "run").read_text().splitlines()]
     assert test_command in ci_lines, (test_command, ci_lines)
