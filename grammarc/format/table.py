@@ -200,10 +200,10 @@ class TokenTable:
         counts, tokens, nxt = [], [], []
         for _, by_class in self._next_by_class():
             block = np.take(by_class, self.token_class, axis=1)
-            allowed = block != 0
-            counts.append(allowed.sum(axis=1))
-            tokens.append(np.nonzero(allowed)[1])  # row-major: by state, then token
-            nxt.append(block[allowed].astype(np.int64))
+            rows, columns = np.nonzero(block)  # row-major: by state, then token
+            counts.append(np.bincount(rows, minlength=len(block)))
+            tokens.append(columns)
+            nxt.append(block[rows, columns].astype(np.int64))
         ptr = np.zeros(self.num_states + 1, np.int64)
         np.cumsum(np.concatenate(counts), out=ptr[1:])
         return ptr, np.concatenate(tokens).astype(np.int64), np.concatenate(nxt)

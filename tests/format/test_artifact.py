@@ -16,7 +16,7 @@ from helpers import rewrite_artifact
 from safetensors.numpy import save_file
 
 import grammarc
-from grammarc.format.artifact import CALLS_FORMAT_VERSION, COUNTERS_FORMAT_VERSION, read_artifact
+from grammarc.format.artifact import COUNTERS_FORMAT_VERSION, read_artifact
 from grammarc.errors import ArtifactError, GrammarcError
 
 PATTERN = r"(?:[^eE]{1,12}|\d{4}-\d{2}-\d{2})"
