@@ -13,13 +13,16 @@ class Frame:
     what the runtime asks of the whole stack kept at hand (depth, whether every return state
     is final, the tokens that finish every frame, a hash)."""
 
-    __slots__ = ("top", "below", "depth", "ends", "cost", "hash", "rests")
+    __slots__ = ("top", "below", "depth", "ends", "cost", "hash", "rests", "settled")
 
     def __init__(self, top: int, below: "Frame | None", ends: bool, cost: int) -> None:
         self.top, self.below, self.ends, self.cost = top, below, ends, cost
         # the rests that return past a frame above this one resolved on these frames, by
         # (grammar, table state, return state) of that frame: filled by `CallGrammar.mask`
         self.rests: dict[tuple[int, int, int], Any] | None = None
+        # the settled masks of the states over these frames, by (grammar, table state,
+        # packed): filled by `CallGrammar.mask` and its bitmasks
+        self.settled: dict[tuple[int, int, bool], Any] | None = None
         self.depth = below.depth + 1 if below is not None else 0
         self.hash = hash((top, below.hash)) if below is not None else 0
 

@@ -10,14 +10,16 @@ tables are then slices. Numpy only."""
 
 from __future__ import annotations
 
+from array import array
 from bisect import bisect_right
 from dataclasses import dataclass
-from functools import cached_property, lru_cache
+from functools import lru_cache
 from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
 from ..format.table import TokenTable, positions_within
+from .arrays import python_ints
 
 if TYPE_CHECKING:
     from .calls import CallGrammar
@@ -50,9 +52,11 @@ def _run_sizes(owner: np.ndarray, rows: int) -> np.ndarray:
     return np.bincount(owner, minlength=rows)
 
 
-def _offsets(counts: np.ndarray) -> list[int]:
-    """The offsets of consecutive runs of `counts` elements."""
-    return [0, *np.cumsum(counts).tolist()]
+def _offsets(counts: np.ndarray) -> array:
+    """The offsets of consecutive runs of `counts` elements (`python_ints`)."""
+    offsets = np.zeros(len(counts) + 1, np.int64)
+    np.cumsum(counts, out=offsets[1:])
+    return python_ints(offsets)
 
 
 def _by_blocks(lengths: np.ndarray,
@@ -154,7 +158,12 @@ class StateInfo:
     """What a table state's masks need whatever the stack: its tokens that push (`push`,
     with the tokens to finish the frames after each, the pushed ones included) and that
     return (`ret_*`), and, for budgets (computed on first use or by `warm`), the same for its
-    ordinary tokens and the distinct needs of both (`levels`); the frames below excluded."""
+    ordinary tokens and the distinct needs of both (`levels`); the frames below excluded.
+    One per table state met, so slotted: a warmed grammar of 50,000 states keeps one small
+    object each for the garbage collector to walk, not three (object, dict, `Needs`)."""
+
+    __slots__ = ("_table", "_q", "_lo", "_hi", "push", "ret_tokens", "ret_suffix",
+                 "_row_need", "_row_fits", "_row_tokens", "_most_need", "_levels")
 
     def __init__(self, table: TokenTable, q: int, push: Needs, ret_tokens: np.ndarray,
                  ret_suffix: np.ndarray) -> None:
@@ -162,43 +171,60 @@ class StateInfo:
         self._lo, self._hi = table.row_ptr[table.state_row[q]], \
             table.row_ptr[table.state_row[q] + 1]
         self.push, self.ret_tokens, self.ret_suffix = push, ret_tokens, ret_suffix
+        self._row_need: np.ndarray | None = None
+        self._row_fits: float | None = None
+        self._row_tokens: int | None = None
+        self._most_need: float | None = None
+        self._levels: tuple[int, ...] | None = None
 
     @property
     def row_classes(self) -> np.ndarray:
         """The classes of its ordinary tokens."""
         return self._table.row_class[self._lo:self._hi]
 
-    @cached_property
+    @property
     def row_need(self) -> np.ndarray:
         """Tokens to finish the frame after each ordinary token (-1: never)."""
-        table = self._table
-        return table.min_tokens_to_accept[self._q + table.row_delta[self._lo:self._hi]]
+        if self._row_need is None:
+            table = self._table
+            self._row_need = table.min_tokens_to_accept[self._q + table.row_delta[self._lo:
+                                                                                   self._hi]]
+        return self._row_need
 
-    @cached_property
+    @property
     def row_fits(self) -> float:
         """The least budget need within which every ordinary token fits (inf: never)."""
-        need = self.row_need
-        return float("inf") if (need < 0).any() else int(need.max(initial=0))
+        if self._row_fits is None:
+            need = self.row_need
+            self._row_fits = float("inf") if (need < 0).any() else int(need.max(initial=0))
+        return self._row_fits
 
-    @cached_property
+    @property
     def row_tokens(self) -> int:
         """How many ordinary tokens it has."""
-        class_ptr = self._table.tokens_by_class[1]
-        return int((class_ptr[self.row_classes + 1] - class_ptr[self.row_classes]).sum())
+        if self._row_tokens is None:
+            class_ptr = self._table.tokens_by_class[1]
+            self._row_tokens = int((class_ptr[self.row_classes + 1]
+                                    - class_ptr[self.row_classes]).sum())
+        return self._row_tokens
 
-    @cached_property
+    @property
     def most_need(self) -> float:
         """The largest need of its ordinary and pushing tokens (inf: one never finishes)."""
-        return max(self.row_fits, self.push.most_need)
+        if self._most_need is None:
+            self._most_need = max(self.row_fits, self.push.most_need)
+        return self._most_need
 
-    @cached_property
+    @property
     def levels(self) -> tuple[int, ...]:
         """The sorted distinct needs >= 0 of the ordinary and pushing tokens."""
-        return tuple(sorted(set(levels_of(self.row_need)) | set(self.push.levels)))
+        if self._levels is None:
+            self._levels = tuple(sorted(set(levels_of(self.row_need)) | set(self.push.levels)))
+        return self._levels
 
     def warm(self) -> None:
         """Compute now what budgets use."""
-        self.levels, self.row_tokens, self.most_need  # noqa: B018 (cached properties)
+        self.levels, self.row_tokens, self.most_need  # noqa: B018 (computed once, kept)
         self.push.warm()
 
 
@@ -239,9 +265,9 @@ class StateTables:
         """The `StateInfo` of table state q, `states[i]`."""
         a, b = self._push_ptr[i], self._push_ptr[i + 1]
         c, d = self._ret_ptr[i], self._ret_ptr[i + 1]
-        return StateInfo(self._table, q, Needs(self._push_token[a:b], self._push_need[a:b],
-                                               self._vocab_size),
-                         self._ret_token[c:d], self._ret_suffix[c:d])
+        push = Needs(self._push_token[a:b], self._push_need[a:b], self._vocab_size) \
+            if b > a else NO_NEEDS
+        return StateInfo(self._table, q, push, self._ret_token[c:d], self._ret_suffix[c:d])
 
     def with_returns(self) -> np.ndarray:
         """The indices i of `states` with returning tokens."""

@@ -17,8 +17,10 @@ that the frames further down decide (from a few to 32,000 distinct rests: resolv
 once, once per frame and kept on it, `Rests`). A mask, budgeted or not, is therefore a
 function of a short key (table state, top return state, the rests alive with their costs,
 acceptance, the count's distance to its bounds and, with a budget, how many distinct token
-costs fit), and is cached by it. Tokens are kept ordered by cost, or ranked over the
-vocabulary where they are many (`Needs`), so that a new key is a few vectorised passes.
+costs fit), and is cached by it; where the budget cuts nothing, the mask is also kept on the
+state's top frame (`_settled_mask`), so that the table state's next mask or fill over the
+same frames is one lookup. Tokens are kept ordered by cost, or ranked over the vocabulary
+where they are many (`Needs`), so that a new key is a few vectorised passes.
 `CallGrammar.plan` computes every per-state and per-pair table at once (the compiler calls
 it), `warm` too every mask of a row and every first read of a rest. Numpy only.
 """
@@ -27,14 +29,14 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections.abc import Callable, Iterator
-from functools import cached_property
 from typing import Any
 
 import numpy as np
 
 from ..format.artifact import suffix_count
 from ..format.table import TokenTable, positions_within
-from .arrays import budgets_per_row, check_logits, integer, integer_array, is_torch, read_only
+from .arrays import (budgets_per_row, check_logits, integer, integer_array, is_torch,
+                     python_ints, read_only)
 from .bitmask import pack, write_bitmask
 from .call_state import DEAD, EMPTY_STACK, CallState, Frame
 from .call_tables import (NO_NEEDS, NO_TOP, NONE, Needs, Read, ReadTables, Rests, Runs,
@@ -81,10 +83,10 @@ class CallGrammar(Grammar):
         self._counts = Counts(calls, self.table.min_tokens_to_accept)
         # per table state, its row where its mask can be the row's (no stack token, no
         # count), -1 where the mask is always built
-        self._plain_row = np.where((np.diff(self._stack_ptr) == 0) & (self._counts.row < 0),
-                                   self.table.state_row, -1).tolist()
-        self._accepting = self.table.accepting.tolist()
-        self._min_tokens = self.table.min_tokens_to_accept.tolist()
+        self._plain_row = python_ints(np.where(
+            (np.diff(self._stack_ptr) == 0) & (self._counts.row < 0), self.table.state_row, -1))
+        self._accepting = python_ints(self.table.accepting)  # 0 or 1
+        self._min_tokens = python_ints(self.table.min_tokens_to_accept)
         # tokens to finish the frames a push sequence pushes (-1: never)
         lengths = np.diff(self._push_ptr)
         owner = np.repeat(np.arange(len(lengths)), lengths)
@@ -104,6 +106,8 @@ class CallGrammar(Grammar):
         self._planned_tops: tuple[dict[tuple[int, int], int], TopTables] | None = None
         self._planned_reads: tuple[dict[tuple[int, int, int], int], ReadTables] | None = None
         self._state_masks = MaskCache(self.vocab_size)
+        # `_settled_mask`'s memo of the states with an empty stack (their frame is shared)
+        self._root_settled: dict[tuple[int, int, bool], tuple] = {}
 
     # ------------------------------------------------------------ configurations
     @property
@@ -244,13 +248,14 @@ class CallGrammar(Grammar):
         yield from ((self._first_read, q, ret, below) for q, ret in pairs
                     if len(self._top(q, ret).deep_suffixes) for below in tops[ret] if below)
 
-    @cached_property
+    @property
     def possible_tops(self) -> tuple[tuple[int, ...], ...]:
         """Per table state, the return states that can lie on top of the stack in it (0: the
         empty stack): those of the call edges (q, m, r) to its machine m, or, in the root,
         nothing. A frame of machine m is only ever entered by one of its calls (the byte
         rules of docs/FORMAT.md), and machine m's states are `machine_start[m]` up to the
-        next machine's start."""
+        next machine's start. Computed at each read (`plan` and `warm` read it once), not
+        kept: a tuple per state would stay for the garbage collector to walk."""
         starts = self._machine_start
         callers: list[set[int]] = [set() for _ in range(len(starts))]
         callers[0].add(0)
@@ -377,46 +382,97 @@ class CallGrammar(Grammar):
         """Read-only booleans over the vocabulary (with `budget`: `mask_within`'s tokens),
         cached by what decides them (module docstring)."""
         state = self._check_state(state)
-        budget = self._cutting(state, budget)
+        return self._settled_mask(state, budget, False, self._build_bools)
+
+    def _mask_packed(self, state: CallState, budget: int | None) -> np.ndarray:
+        """`mask(state, budget=budget)` packed for a bitmask (`MaskCache.packed`)."""
+        return self._settled_mask(state, budget, True, self._build_packed)
+
+    def _settled_mask(self, state: CallState, budget: int | None, packed: bool,
+                      build: Callable[[CallState, int | None], tuple]) -> np.ndarray:
+        """The mask of `state` under `budget` (packed or boolean). Where the budget cuts
+        nothing (`_free_from`), a state's mask is a function of the state alone: where it
+        is cached (its row, or its key in the state masks' cache) is kept on the state's
+        top frame (the grammar's memo for an empty stack) with the least budget that cuts
+        nothing, so that the next mask or fill of that table state over the same frames is
+        a lookup, not the few dozen calls of its key. The memo holds no mask: the caches
+        stay the only bound on the masks' memory."""
+        if budget is not None:
+            budget = integer(budget, "budget")
+        q, frames = state.table_state, state.frames
+        memo = frames.settled if frames.depth else self._root_settled
+        key = (id(self), q, packed)
+        found = memo.get(key) if memo is not None else None
+        free_from = None
+        if found is not None:
+            free_from, where = found
+            if budget is not None and free_from is None:  # kept without a budget
+                free_from = self._free_from(state)
+                memo[key] = (free_from, where)
+            if budget is None or budget >= free_from:
+                cache = self._allowed_masks if type(where) is int else self._state_masks
+                mask = cache.peek(where, packed)
+                if mask is not None:
+                    return mask
+            else:
+                return build(state, budget)[0]
+        elif budget is not None:
+            free_from = self._free_from(state)
+            if budget < free_from:
+                return build(state, budget)[0]
+        elif self._counts.row[q] >= 0:  # in a counted loop: the count decides the mask
+            return build(state, None)[0]
+        mask, where = build(state, None)
+        if where is not None:
+            if memo is None:
+                memo = frames.settled = {}
+            memo[key] = (free_from, where)
+        return mask
+
+    def _build_bools(self, state: CallState, budget: int | None) -> tuple:
+        """The booleans of `mask` (`budget` None: a budget that cuts nothing), and where
+        they are cached: the row's mask row (an int), the key of the state masks' cache,
+        or None (a budget inside a counted loop)."""
         row = self._plain_row[state.table_state] if budget is None else -1
         if row >= 0:
             mask = self._cached_mask(row, allowed=True)
             if self._eos_agrees(mask.item, 0, state):
-                return mask
+                return mask, self.table.mask_row(row)
         key, build = self._mask_source(state, budget)
-        return read_only(build()) if key is None else self._state_masks.get(key, build)
+        if key is None:
+            return read_only(build()), None
+        return self._state_masks.get(key, build), key
 
-    def _mask_packed(self, state: CallState, budget: int | None) -> np.ndarray:
-        """`mask(state, budget=budget)` packed for a bitmask (`MaskCache.packed`)."""
-        budget = self._cutting(state, budget)
+    def _build_packed(self, state: CallState, budget: int | None) -> tuple:
+        """`_build_bools` packed."""
         row = self._plain_row[state.table_state] if budget is None else -1
         if row >= 0:
             packed = self._cached_packed(row)
             if self._eos_agrees(packed.item, 3, state):
-                return packed
+                return packed, self.table.mask_row(row)
         key, build = self._mask_source(state, budget)
-        return pack(build()) if key is None else \
-            self._state_masks.packed(key, build)
+        if key is None:
+            return pack(build()), None
+        return self._state_masks.packed(key, build), key
 
-    def _cutting(self, state: CallState, budget: int | None) -> int | None:
-        """`budget`, or None where it cuts nothing from the state's mask (every token the
-        state allows can still finish within it, and EOS too where it may end), so that
-        the mask without a budget, and its cache, serve (outside counted loops)."""
-        if budget is None:
-            return None
-        budget = integer(budget, "budget")
+    def _free_from(self, state: CallState) -> float:
+        """The least budget that cuts nothing from the state's mask: every token it allows
+        can still finish within it, EOS too where the state may end (inf: every budget
+        cuts, as in a counted loop, whose needs follow the count). Below it a mask is built
+        for its budget; from it the mask without a budget serves, with its caches."""
         q, frames = state.table_state, state.frames
-        if budget < 1 or self._counts.row[q] >= 0 or \
-                _room(budget, frames.cost) < self._info(q).most_need:
-            return budget
+        if self._counts.row[q] >= 0:
+            return float("inf")
+        most = self._info(q).most_need  # its ordinary and pushing tokens, over every frame
+        least = max(1, most + 2 + frames.cost if frames.cost >= 0 else
+                    1 if most < 0 else float("inf"))
         top = self._top(q, frames.top)
-        if top.stop.size and (_room(budget, frames.below.cost) if frames.depth else -1) \
-                < top.stop.most_need:
-            return budget
-        if len(top.deep_tokens) and \
-                budget - 2 < self._rests(q, frames.top, top, frames.below).most_need:
-            return budget
-        return None
+        if top.stop.size:  # its tokens returning into the top frame, over the ones below
+            below = frames.below.cost if frames.depth else -1
+            least = max(least, top.stop.most_need + 2 + below if below >= 0 else float("inf"))
+        if len(top.deep_tokens):  # its tokens returning past it: their rests' needs
+            least = max(least, self._rests(q, frames.top, top, frames.below).most_need + 2)
+        return least
 
     def _eos_agrees(self, item: Callable[[int], int], shift: int, state: CallState) -> bool:
         """Whether a row's mask (its `item`: of booleans, shift 0, or of packed bytes,

@@ -74,6 +74,18 @@ class MaskCache:
             self._remember(key, mask)
         return mask
 
+    def peek(self, key: Hashable, packed: bool) -> np.ndarray | None:
+        """The mask of `key` where the level of its kind holds it (packed, or boolean: as
+        `packed` and `get` give them), else None: nothing built, unpacked or packed."""
+        level = self._packed if packed else self._recent
+        mask = level.get(key)  # without the lock, as `get`'s hit
+        if mask is not None:
+            try:
+                level.move_to_end(key)
+            except KeyError:  # another thread evicted it meanwhile
+                pass
+        return mask
+
     def packed(self, key: Hashable, build: Callable[[], np.ndarray]) -> np.ndarray:
         """The mask of `key` packed (`bitmask.pack`, what `bitmask.write_bitmask` copies
         into an engine's bitmask row), read-only."""

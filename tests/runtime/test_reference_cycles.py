@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 import grammarc
+from grammarc.runtime.calls import CallGrammar
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -113,3 +114,20 @@ def test_a_dropped_grammar_is_freed_at_once_after_any_use(smollm2, name, loaded,
         gone = weakref.ref(grammar)
         del grammar, matcher, fork
         assert gone() is None, f"a dropped {name} grammar lives on in a reference cycle"
+
+
+def test_a_warmed_grammar_keeps_one_small_object_per_state_for_the_collector(smollm2):
+    """What `warm` leaves for Python's garbage collector to walk at each full collection,
+    which can fall inside a mask: about one small object per table state (its slotted
+    `StateInfo`), not three (object, `__dict__`, tokens that push), and no list or tuple over
+    the states (`python_ints`). A warmed 50,000-state maskbench grammar kept 290,000 objects,
+    a 90 ms full collection; 9,181 states kept 30,000, 5 ms."""
+    grammar = grammarc.compile(ROOT / "grammars" / "order.schema.json", smollm2)
+    assert isinstance(grammar, CallGrammar) and grammar.num_states > 2000
+    with collector_off():
+        before = len(gc.get_objects())
+        grammar.warm()
+        gc.collect()
+        kept = len(gc.get_objects()) - before
+    assert kept <= 1.2 * grammar.num_states, \
+        f"warm left {kept} objects for {grammar.num_states} table states"
