@@ -2,7 +2,7 @@
 sequence per step when it passes `max_tokens` (issue 40).
 
     python benchmarks/call_bench.py [--tokenizer smollm2] [--steps 60] [--cache DIR]
-                                    [--modes fresh warm] [--repeat 1]
+                                    [--modes fresh warm] [--repeat 1] [--flat] [--peers]
 
 Cases: llama.cpp's c.gbnf inside `int f(){` and n nested `while(x<1){`, the JSON-value GBNF
 inside n nested arrays, and grammars/tree.schema.json n nodes deep, for n = 1, 10, 100. Each
@@ -11,9 +11,13 @@ allowed token first) and then takes `--steps` random allowed steps; every step a
 budgeted mask (`mask(state, budget=...)`), the budgeted bitmask (`fill_bitmask(...,
 budget=...)`) and steps the state; then what a serving engine's step costs on its own: a
 `Matcher` (with that `max_tokens`, on its own copy of the grammar, loaded and warmed alike)
-fills its row of the bitmask and accepts the token. Prints, per call, the mean over the walk's
-steps (what the engine pays per sequence per step, its first uses included) and the p50 / p99 /
-max of a step. Modes:
+fills its row of the bitmask and accepts the token. In the same steps, two references fill
+a row too, after the same work between steps: a `Matcher` walking a flat table at random
+(`--flat`, grammars/person.schema.json: what a fill costs without calls, cold caches and
+all) and, with `--peers`, xgrammar's `GrammarMatcher` on the same grammar text following the
+same tokens (it has no budget: its fill is unbudgeted; it stops timing where it refuses a
+token). Prints, per call, the mean over the walk's steps (what the engine pays per sequence
+per step, its first uses included) and the p50 / p99 / max of a step. Modes:
 `fresh` steps a grammar as loaded (first uses included), `warm` calls `g.warm()` after loading
 (what a server does once); its time and the resident memory it adds are measured once per
 grammar in a fresh process. With
@@ -38,6 +42,7 @@ from grammarc.runtime import bitmask_width
 
 ROOT = Path(__file__).resolve().parent.parent
 GBNF = Path("/work/shared/conformance/gbnf")
+FLAT = ROOT / "grammars" / "person.schema.json"  # a flat table's fill, the reference
 CASES = {  # name: (source, kind, the text opening one level, the text before the levels)
     "c.gbnf": (GBNF / "c.gbnf", "gbnf", "while(x<1){", "int f(){"),
     "json.gbnf": (GBNF / "json.gbnf", "gbnf", '{"a": [', ""),
@@ -47,8 +52,9 @@ CASES = {  # name: (source, kind, the text opening one level, the text before th
 
 
 def artifact(name: str, tokenizer, cache: Path) -> Path:
-    """The case's artifact, compiled into `cache` the first time."""
-    source, kind, _, _ = CASES[name]
+    """The case's artifact (`flat`: the flat reference), compiled into `cache` the first
+    time."""
+    source, kind = (FLAT, "json-schema") if name == "flat" else CASES[name][:2]
     path = cache / f"{name}.{tokenizer.name}.safetensors"
     if not path.exists():
         cache.mkdir(parents=True, exist_ok=True)
@@ -73,6 +79,8 @@ def prefix_tokens(g, token_ids: dict[bytes, int], text: bytes) -> list[int]:
 
 
 def percentiles(times: list[float]) -> str:
+    if not times:
+        return "no step"
     a = np.asarray(times) * 1e6
     return (f"mean {a.mean():7.1f}  p50 {np.percentile(a, 50):7.1f}  p99 {np.percentile(a, 99):8.1f}"
             f"  max {a.max():8.1f} µs")
@@ -103,14 +111,72 @@ def warm_cost(path: Path) -> tuple[float, float]:
     return float(out[0]), int(out[1]) / 2**20
 
 
+class FlatWalk:
+    """A `Matcher` on a flat table taking random allowed steps, started again when it ends:
+    the reference fill of the same step (`--flat`)."""
+
+    def __init__(self, path: Path, warm: bool, rng) -> None:
+        self.grammar = grammarc.load(path)
+        if warm:
+            self.grammar.warm()
+        self.matcher, self.rng = grammarc.Matcher(self.grammar), rng
+        self.row = np.zeros(bitmask_width(self.grammar.vocab_size), np.int32)
+        self.eos = set(self.grammar.eos_token_ids)
+
+    def fill(self) -> float:
+        """Seconds one fill of its row takes."""
+        start = time.perf_counter()
+        self.matcher.fill_bitmask(self.row)
+        return time.perf_counter() - start
+
+    def step(self) -> None:
+        choices = [t for t in np.flatnonzero(self.matcher.mask()).tolist() if t not in self.eos]
+        if choices:
+            self.matcher.accept(int(self.rng.choice(choices)))
+        else:
+            self.matcher.reset()
+
+
+class XGrammarWalk:
+    """xgrammar's matcher on the case's grammar, following the walk's tokens (`--peers`)."""
+
+    def __init__(self, name: str, tokenizer) -> None:
+        import xgrammar
+
+        source, kind, _, _ = CASES[name]
+        info = xgrammar.TokenizerInfo([b or b"" for b in tokenizer.token_bytes],
+                                      xgrammar.VocabType.RAW, vocab_size=tokenizer.vocab_size,
+                                      stop_token_ids=list(tokenizer.eos_token_ids))
+        compiler = xgrammar.GrammarCompiler(info, max_threads=1, cache_enabled=False)
+        compiled = compiler.compile_grammar(source.read_text()) if kind == "gbnf" else \
+            compiler.compile_json_schema(source.read_text(), any_whitespace=False,
+                                         separators=(", ", ": "))
+        self.matcher = xgrammar.GrammarMatcher(compiled)
+        self.bits = np.zeros((1, bitmask_width(tokenizer.vocab_size)), np.int32)
+        self.alive = True
+
+    def fill(self) -> float | None:
+        """Seconds one fill takes (None once it refused a token of the walk)."""
+        if not self.alive:
+            return None
+        start = time.perf_counter()
+        self.matcher.fill_next_token_bitmask(self.bits)
+        return time.perf_counter() - start
+
+    def step(self, token: int) -> None:
+        self.alive = self.alive and self.matcher.accept_token(token)
+
+
 def run_case(path: Path, name: str, depth: int, token_ids, steps: int, rng,
-             warm: bool) -> dict[str, list]:
-    """Per-step times of each call along the case's walk."""
+             warm: bool, flat: Path | None = None, peer=None) -> dict[str, list]:
+    """Per-step times of each call along the case's walk (and of the references' fills in
+    the same steps: `flat`, the flat reference's artifact; `peer`, an `XGrammarWalk`)."""
     g = grammarc.load(path)  # afresh: first uses included
     served = grammarc.load(path)  # the serving engine's, its caches its own
     if warm:
         g.warm()
         served.warm()
+    reference = FlatWalk(flat, warm, np.random.default_rng(1)) if flat else None
     _, _, level, head = CASES[name]
     text = (head + level * depth).encode()
     tokens = prefix_tokens(grammarc.load(path), token_ids, text)
@@ -119,6 +185,10 @@ def run_case(path: Path, name: str, depth: int, token_ids, steps: int, rng,
     eos = set(g.eos_token_ids)
     timing: dict[str, list] = {"mask(budget)": [], "fill_bitmask(budget)": [], "next_state": [],
                                "Matcher.fill_bitmask": [], "Matcher.accept": []}
+    if reference:
+        timing["flat Matcher.fill_bitmask"] = []
+    if peer:
+        timing["xgrammar fill (no budget)"] = []
     state = g.initial_state
     matcher = grammarc.Matcher(served, max_tokens=budget)  # a serving engine's step
     row = np.zeros(bitmask_width(g.vocab_size), np.int32)
@@ -142,6 +212,12 @@ def run_case(path: Path, name: str, depth: int, token_ids, steps: int, rng,
         t5 = time.perf_counter()
         accepted = matcher.accept(token)
         t6 = time.perf_counter()
+        if reference:  # its own random choice, then its fill: the same work before it
+            reference.step()
+            timing["flat Matcher.fill_bitmask"].append(reference.fill())
+        if peer and (seconds := peer.fill()) is not None:
+            timing["xgrammar fill (no budget)"].append(seconds)
+            peer.step(token)
         assert accepted and not (row != buffer[0]).any(), "the matcher disagrees with the grammar"
         timing["mask(budget)"].append(t1 - t0)
         timing["fill_bitmask(budget)"].append(t2 - t1)
@@ -161,9 +237,14 @@ def main() -> None:
     parser.add_argument("--modes", nargs="*", choices=("fresh", "warm"),
                         default=["fresh", "warm"])
     parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument("--flat", action="store_true",
+                        help="time a flat table's fill in the same steps (the reference)")
+    parser.add_argument("--peers", action="store_true",
+                        help="time xgrammar's fill in the same steps (bench venv)")
     args = parser.parse_args()
     tok = grammarc.load_tokenizer(args.tokenizer)
     token_ids = {b: i for i, b in enumerate(tok.token_bytes) if b}
+    flat = artifact("flat", tok, args.cache) if args.flat else None
     for name in args.cases:
         path = artifact(name, tok, args.cache)
         if "warm" in args.modes:
@@ -172,9 +253,11 @@ def main() -> None:
         for depth in (1, 10, 100):
             for mode in args.modes:
                 runs = [run_case(path, name, depth, token_ids, args.steps,
-                                 np.random.default_rng(0), mode == "warm")
+                                 np.random.default_rng(0), mode == "warm", flat,
+                                 XGrammarWalk(name, tok) if args.peers else None)
                         for _ in range(args.repeat)]
-                timing = {call: np.min([run[call] for run in runs], axis=0).tolist()
+                timing = {call: np.min([run[call][:min(len(r[call]) for r in runs)]
+                                        for run in runs], axis=0).tolist()
                           for call in runs[0]}
                 print(f"{name} nested {depth} {mode} ({len(timing['next_state'])} steps)")
                 for call, times in timing.items():

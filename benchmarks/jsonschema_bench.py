@@ -341,6 +341,7 @@ class MaskTimes:
     after_first: list[int] = field(default_factory=list)
     work_max: int = 0
     gc_max: int = 0
+    gc_kind: str = ""  # `GarbageClock.last` of that collection
 
 
 class GarbageClock:
@@ -348,14 +349,16 @@ class GarbageClock:
 
     def __init__(self) -> None:
         self.total_ns = 0
+        self.last = ""  # the last collection: its generation and the objects it freed
         self._start = 0
         gc.callbacks.append(self._observe)
 
-    def _observe(self, phase: str, _info: dict) -> None:
+    def _observe(self, phase: str, info: dict) -> None:
         if phase == "start":
             self._start = time.perf_counter_ns()
         else:
             self.total_ns += time.perf_counter_ns() - self._start
+            self.last = f"gen {info['generation']}, {info['collected']} freed"
 
 
 GC_CLOCK: GarbageClock | None = None  # installed in the workers
@@ -377,7 +380,8 @@ def walk(engine: Engine, compiled: Any, ids: list[int], seen: set[Hashable],
         collecting = (GC_CLOCK.total_ns if GC_CLOCK else 0) - gc_start
         times.wall.append(elapsed)
         times.work_max = max(times.work_max, cpu - collecting)
-        times.gc_max = max(times.gc_max, collecting)
+        if collecting > times.gc_max:
+            times.gc_max, times.gc_kind = collecting, GC_CLOCK.last
         if key is not None:
             if key in seen:
                 times.after_first.append(elapsed)
@@ -417,7 +421,8 @@ def run_case(engine: Engine, case: Case, send: Callable[[tuple[str, Any]], None]
             "sampled_invalid": sampled_invalid,
             "tbm_us": np.array(times.wall, dtype=np.float64) / 1e3,
             "tbm_after_first_us": np.array(times.after_first, dtype=np.float64) / 1e3,
-            "tbm_work_max_us": times.work_max / 1e3, "tbm_gc_max_us": times.gc_max / 1e3}
+            "tbm_work_max_us": times.work_max / 1e3, "tbm_gc_max_us": times.gc_max / 1e3,
+            "tbm_gc_kind": times.gc_kind}
 
 
 def sample_validator(schema: Any) -> Any:
@@ -520,6 +525,7 @@ class Outcome:
     tbm_max_us: float | None = None
     tbm_work_max_us: float | None = None  # the most CPU time one mask took, less GC
     tbm_gc_max_us: float | None = None  # the longest garbage collection inside a mask
+    tbm_gc_kind: str = ""  # its generation and the objects it freed
     sampled: int = 0  # sampled texts judged (--sample)
     sampled_invalid: list[dict] = field(default_factory=list)  # those jsonschema refused
     tbm_us: np.ndarray = field(default_factory=lambda: np.zeros(0), repr=False)
@@ -559,6 +565,7 @@ def make_outcome(case: Case, engine: str, result: dict, compile_s: float | None,
         outcome.tbm_max_us = float(times.max())
         outcome.tbm_work_max_us = result["tbm_work_max_us"]
         outcome.tbm_gc_max_us = result["tbm_gc_max_us"]
+        outcome.tbm_gc_kind = result["tbm_gc_kind"]
     return outcome
 
 
