@@ -20,9 +20,9 @@ class Frame:
         # the rests that return past a frame above this one resolved on these frames, by
         # (grammar, table state, return state) of that frame: filled by `CallGrammar.mask`
         self.rests: dict[tuple[int, int, int], Any] | None = None
-        # the settled masks of the states over these frames, by (grammar, table state,
-        # packed): filled by `CallGrammar.mask` and its bitmasks
-        self.settled: dict[tuple[int, int, bool], Any] | None = None
+        # where the masks of the states over these frames are cached, by (grammar, table
+        # state): filled by `CallGrammar.mask` and its bitmasks
+        self.settled: dict[tuple[int, int], Any] | None = None
         self.depth = below.depth + 1 if below is not None else 0
         self.hash = hash((top, below.hash)) if below is not None else 0
 

@@ -27,6 +27,7 @@ it), `warm` too every mask of a row and every first read of a rest. Numpy only.
 
 from __future__ import annotations
 
+import itertools
 from bisect import bisect_right
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -49,6 +50,11 @@ from .masks import MaskCache
 # at most this many in all (c.gbnf over SmolLM2 has 3.4 million: those are read on first use,
 # or by `warm`)
 PLANNED_READS = 1 << 20
+
+# a number per grammar object, never reused in the process: what its memos on stack frames are
+# keyed by (an `id` may be reused by a grammar made after one is dropped, whose states' frames
+# a caller may still hold)
+_SERIALS = itertools.count(1)
 
 
 class CallGrammar(Grammar):
@@ -106,8 +112,9 @@ class CallGrammar(Grammar):
         self._planned_tops: tuple[dict[tuple[int, int], int], TopTables] | None = None
         self._planned_reads: tuple[dict[tuple[int, int, int], int], ReadTables] | None = None
         self._state_masks = MaskCache(self.vocab_size)
+        self._serial = next(_SERIALS)  # the key of its memos on frames (`_rests`, masks)
         # `_settled_mask`'s memo of the states with an empty stack (their frame is shared)
-        self._root_settled: dict[tuple[int, int, bool], tuple] = {}
+        self._root_settled: dict[tuple[int, int], tuple] = {}
 
     # ------------------------------------------------------------ configurations
     @property
@@ -310,7 +317,7 @@ class CallGrammar(Grammar):
         of a walk; nothing per stack is kept in the grammar)."""
         if not len(top.deep_suffixes) or not below.depth:  # no rest, or nowhere to return
             return top.dead
-        key = (id(self), q, ret)
+        key = (self._serial, q, ret)
         memo = below.rests
         found = memo.get(key) if memo is not None else None
         if found is None:
@@ -392,26 +399,25 @@ class CallGrammar(Grammar):
                       build: Callable[[CallState, int | None], tuple]) -> np.ndarray:
         """The mask of `state` under `budget` (packed or boolean). Where the budget cuts
         nothing (`_free_from`), a state's mask is a function of the state alone: where it
-        is cached (its row, or its key in the state masks' cache) is kept on the state's
-        top frame (the grammar's memo for an empty stack) with the least budget that cuts
-        nothing, so that the next mask or fill of that table state over the same frames is
-        a lookup, not the few dozen calls of its key. The memo holds no mask: the caches
-        stay the only bound on the masks' memory."""
+        is cached (its mask row, or its key in the state masks' cache) is kept on the
+        state's top frame (the grammar's memo for an empty stack) with the least budget that
+        cuts nothing, so that the next mask or fill of that table state over the same
+        frames, of either kind, is a lookup, not the few dozen calls of its key. The memo
+        holds no mask: the caches stay the only bound on the masks' memory."""
         if budget is not None:
             budget = integer(budget, "budget")
         q, frames = state.table_state, state.frames
         memo = frames.settled if frames.depth else self._root_settled
-        key = (id(self), q, packed)
-        found = memo.get(key) if memo is not None else None
+        found = memo.get((self._serial, q)) if memo is not None else None
         free_from = None
         if found is not None:
             free_from, where = found
             if budget is not None and free_from is None:  # kept without a budget
                 free_from = self._free_from(state)
-                memo[key] = (free_from, where)
+                memo[(self._serial, q)] = (free_from, where)
             if budget is None or budget >= free_from:
                 cache = self._allowed_masks if type(where) is int else self._state_masks
-                mask = cache.peek(where, packed)
+                mask = cache.packed(where, None) if packed else cache.get(where, None)
                 if mask is not None:
                     return mask
             else:
@@ -426,7 +432,7 @@ class CallGrammar(Grammar):
         if where is not None:
             if memo is None:
                 memo = frames.settled = {}
-            memo[key] = (free_from, where)
+            memo[(self._serial, q)] = (free_from, where)
         return mask
 
     def _build_bools(self, state: CallState, budget: int | None) -> tuple:

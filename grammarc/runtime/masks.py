@@ -50,9 +50,9 @@ class MaskCache:
         with self._lock:
             return len(self._packed.keys() | self._recent.keys())
 
-    def get(self, key: Hashable, build: Callable[[], np.ndarray]) -> np.ndarray:
+    def get(self, key: Hashable, build: Callable[[], np.ndarray] | None) -> np.ndarray | None:
         """The mask of `key`, read-only; `build()` makes it (a fresh boolean array) if it is
-        held by neither level."""
+        held by neither level (None without a `build`)."""
         mask = self._recent.get(key)  # the hit, without the lock: each call is atomic
         if mask is not None:
             try:
@@ -65,6 +65,8 @@ class MaskCache:
             if packed is not None:
                 self._packed.move_to_end(key)
         if packed is None:
+            if build is None:
+                return None
             mask = build()  # outside the lock: two threads may build one mask twice
         else:
             mask = np.unpackbits(packed, count=self._vocab_size,
@@ -74,21 +76,11 @@ class MaskCache:
             self._remember(key, mask)
         return mask
 
-    def peek(self, key: Hashable, packed: bool) -> np.ndarray | None:
-        """The mask of `key` where the level of its kind holds it (packed, or boolean: as
-        `packed` and `get` give them), else None: nothing built, unpacked or packed."""
-        level = self._packed if packed else self._recent
-        mask = level.get(key)  # without the lock, as `get`'s hit
-        if mask is not None:
-            try:
-                level.move_to_end(key)
-            except KeyError:  # another thread evicted it meanwhile
-                pass
-        return mask
-
-    def packed(self, key: Hashable, build: Callable[[], np.ndarray]) -> np.ndarray:
+    def packed(self, key: Hashable, build: Callable[[], np.ndarray] | None
+               ) -> np.ndarray | None:
         """The mask of `key` packed (`bitmask.pack`, what `bitmask.write_bitmask` copies
-        into an engine's bitmask row), read-only."""
+        into an engine's bitmask row), read-only; None if neither level holds it and there
+        is no `build`."""
         with self._lock:
             packed = self._packed.get(key)
             if packed is not None:
@@ -96,6 +88,8 @@ class MaskCache:
                 return packed
             mask = self._recent.get(key)
         if mask is None:
+            if build is None:
+                return None
             mask = build()
             mask.flags.writeable = False
         packed = pack(mask)
