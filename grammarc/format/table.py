@@ -14,6 +14,7 @@ the format writes and reads them, the runtime looks them up, all by these names.
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Iterator
 from dataclasses import Field, dataclass, field, fields
 from functools import cached_property
@@ -125,23 +126,25 @@ class TokenTable:
         seen = self._mask_rows[row]
         if seen < 0:
             classes = self.row_class[self.row_ptr[row]:self.row_ptr[row + 1]].tobytes()
-            seen = self._mask_rows[row] = self._class_sets.setdefault(classes, row)
-        return int(seen)
+            seen = self._mask_rows[row] = self._class_sets.setdefault(classes, int(row))
+        return seen
 
     def share_mask_rows(self, mask_row: np.ndarray) -> None:
         """Take every row's `mask_row` answer from `mask_row` (computed ahead, by
         `alignment.row_masks`): the first row that allows the same classes, per row."""
         if mask_row.shape != (self.num_rows,):
             raise ValueError(f"mask_row has shape {mask_row.shape}, not ({self.num_rows},)")
-        self._mask_rows[:] = mask_row
+        self._mask_rows[:] = array("q", np.ascontiguousarray(mask_row, np.int64).tobytes())
 
     def mask_rows(self) -> np.ndarray:
         """One row for each distinct set of allowed classes (`mask_row`), in row order."""
         return np.unique([self.mask_row(row) for row in range(self.num_rows)])
 
     @cached_property
-    def _mask_rows(self) -> np.ndarray:
-        return np.full(self.num_rows, -1, np.int64)  # mask_row's answers so far (-1: none)
+    def _mask_rows(self) -> array:
+        """`mask_row`'s answers so far (-1: none), as Python ints by index (read by every
+        mask of a state with calls; a numpy scalar read costs several times more)."""
+        return array("q", [-1]) * self.num_rows
 
     @cached_property
     def _class_sets(self) -> dict[bytes, int]:

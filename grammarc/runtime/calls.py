@@ -87,6 +87,7 @@ class CallGrammar(Grammar):
         self._eos_set = frozenset(self.eos_token_ids)
         self._eos_list = [int(token) for token in self._eos]
         self._counts = Counts(calls, self.table.min_tokens_to_accept)
+        self._counted = python_ints(self._counts.row >= 0)  # 1: a state of a counted loop
         # per table state, its row where its mask can be the row's (no stack token, no
         # count), -1 where the mask is always built
         self._plain_row = python_ints(np.where(
@@ -150,7 +151,7 @@ class CallGrammar(Grammar):
                 raise ValueError("the dead state has no count and no stack")
             return DEAD
         high = int(self._counts.high[q])
-        if count < 0 or count and (self._counts.row[q] < 0 or 0 <= high < count):
+        if count < 0 or count and (not self._counted[q] or 0 <= high < count):
             raise ValueError(f"count {count} is not one table state {q} can hold")
         frames = EMPTY_STACK
         for ret in returns:
@@ -426,7 +427,7 @@ class CallGrammar(Grammar):
             free_from = self._free_from(state)
             if budget < free_from:
                 return build(state, budget)[0]
-        elif self._counts.row[q] >= 0:  # in a counted loop: the count decides the mask
+        elif self._counted[q]:  # in a counted loop: the count decides the mask
             return build(state, None)[0]
         mask, where = build(state, None)
         if where is not None:
@@ -467,7 +468,7 @@ class CallGrammar(Grammar):
         cuts, as in a counted loop, whose needs follow the count). Below it a mask is built
         for its budget; from it the mask without a budget serves, with its caches."""
         q, frames = state.table_state, state.frames
-        if self._counts.row[q] >= 0:
+        if self._counted[q]:
             return float("inf")
         most = self._info(q).most_need  # its ordinary and pushing tokens, over every frame
         least = max(1, most + 2 + frames.cost if frames.cost >= 0 else
@@ -501,7 +502,7 @@ class CallGrammar(Grammar):
             return (q, frames.top, ends, *self._counts.key(q, count), rests.alive_key), \
                 lambda: self._build_mask(state, info, top, None, None, rests.within(), ends)
         eos = ends and budget >= 1
-        if self._counts.row[q] >= 0:  # the need of ordinary tokens follows the count
+        if self._counted[q]:  # the need of ordinary tokens follows the count
             return None, lambda: self._build_mask(state, info, top, budget, None,
                                                   rests.within(budget - 2), eos)
         room = _room(budget, frames.cost)
@@ -522,7 +523,7 @@ class CallGrammar(Grammar):
         frame), or, inside a counted loop, the budget `within` itself (`stop_within` None);
         `deep`: which rests of `top` are allowed."""
         q, count = state.table_state, state.count
-        counted = self._counts.row[q] >= 0
+        counted = self._counted[q]
         if within is None:
             row = self._cached_mask(int(self.table.state_row[q]), allowed=True)
             if not (info.push.size or top.stop.size or len(top.deep_tokens) or counted) \
@@ -589,7 +590,7 @@ class CallGrammar(Grammar):
             return DEAD
         plain = self._table_next(q, token_id)
         if plain:
-            return CallState(plain, frames, count if self._counts.row[plain] >= 0 else 0)
+            return CallState(plain, frames, count if self._counted[plain] else 0)
         j = self._stack_entry(q, token_id)
         if j < 0:
             return DEAD
