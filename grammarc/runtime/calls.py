@@ -369,7 +369,7 @@ class CallGrammar(Grammar):
 
     def is_accepting(self, state: CallState) -> bool:
         state = self._check_state(state)
-        return self._accepting[state.table_state] and state.frames.ends
+        return bool(self._accepting[state.table_state] and state.frames.ends)
 
     def state_name(self, state: CallState) -> str | None:
         self._check_state(state)
