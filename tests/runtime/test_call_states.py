@@ -78,6 +78,16 @@ def test_states_are_values_with_shared_stacks(grammars, smollm2):
     assert grammar.walk_bytes(b"[", deep).frames.below is deep.frames
 
 
+def test_acceptance_is_a_bool(grammars):
+    """`is_accepting` answers True or False (the tables hold acceptance as ints), deep in
+    the stack too."""
+    grammar = grammars["tree"]
+    for text, expected in [(b'{"value": 1, "children": [', False),
+                           (b'{"value": 1, "children": [{"value": 2, "children": []}]}', True),
+                           (b'{"value": 1, "children": []}', True)]:
+        assert grammar.is_accepting(grammar.walk_bytes(text)) is expected, text
+
+
 def test_forks_and_rollbacks_are_independent(grammars):
     grammar = grammars["tree"]
     rng = random.Random(4)
