@@ -64,6 +64,29 @@ def test_budget_masks_are_exactly_the_brute_force_set(grammars, name):
                 bits.view(np.uint8), bitorder="little")[:grammar.vocab_size]), got)
 
 
+@pytest.mark.parametrize("name", list(OPENINGS))
+def test_masks_kept_on_frames_equal_masks_built_afresh(grammars, name, tmp_path):
+    """A state's mask or bitmask asked again, by budgets in any order and both kinds in
+    turn, is read from where its top frame (or, with an empty stack, the grammar) kept it:
+    the same tokens as on a second grammar object, where the state is read back from its
+    ints (new frames, no memo). Steps of the walk meet their table states again over the
+    same frames (the items of an array), with and without a budget that cuts."""
+    grammar = grammars[name]
+    grammar.save(tmp_path / "g.safetensors")
+    fresh = grammarc.load(tmp_path / "g.safetensors")
+    rng = np.random.default_rng(5)
+    for i, state in enumerate(random_token_walk(grammar, rng, 40, OPENINGS[name])):
+        need = grammar.tokens_to_accept(state)
+        budgets = [None, 1000, 0, 1, need, need + 1, need + 2, need + 3, 2]
+        for budget in [*budgets, *reversed(budgets)]:
+            want = fresh.mask(fresh.state_from_ints(grammar.state_to_ints(state)),
+                              budget=budget)
+            assert np.array_equal(grammar.mask(state, budget=budget), want), (name, i, budget)
+            bits = np.unpackbits(grammar.bitmask(state, budget=budget).view(np.uint8),
+                                 bitorder="little")[:grammar.vocab_size]
+            assert np.array_equal(bits.astype(bool), want), (name, i, budget)
+
+
 def test_states_are_values_with_shared_stacks(grammars, smollm2):
     grammar = grammars["any"]
     a = grammar.walk_bytes(b"[[[[")
