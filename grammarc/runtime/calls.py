@@ -390,14 +390,13 @@ class CallGrammar(Grammar):
         """Read-only booleans over the vocabulary (with `budget`: `mask_within`'s tokens),
         cached by what decides them (module docstring)."""
         state = self._check_state(state)
-        return self._settled_mask(state, budget, False, self._build_bools)
+        return self._settled_mask(state, budget, False)
 
     def _mask_packed(self, state: CallState, budget: int | None) -> np.ndarray:
         """`mask(state, budget=budget)` packed for a bitmask (`MaskCache.packed`)."""
-        return self._settled_mask(state, budget, True, self._build_packed)
+        return self._settled_mask(state, budget, True)
 
-    def _settled_mask(self, state: CallState, budget: int | None, packed: bool,
-                      build: Callable[[CallState, int | None], tuple]) -> np.ndarray:
+    def _settled_mask(self, state: CallState, budget: int | None, packed: bool) -> np.ndarray:
         """The mask of `state` under `budget` (packed or boolean). Where the budget cuts
         nothing (`_free_from`), a state's mask is a function of the state alone: where it
         is cached (its mask row, or its key in the state masks' cache) is kept on the
@@ -422,45 +421,34 @@ class CallGrammar(Grammar):
                 if mask is not None:
                     return mask
             else:
-                return build(state, budget)[0]
+                return self._build(state, budget, packed)[0]
         elif budget is not None:
             free_from = self._free_from(state)
             if budget < free_from:
-                return build(state, budget)[0]
+                return self._build(state, budget, packed)[0]
         elif self._counted[q]:  # in a counted loop: the count decides the mask
-            return build(state, None)[0]
-        mask, where = build(state, None)
+            return self._build(state, None, packed)[0]
+        mask, where = self._build(state, None, packed)
         if where is not None:
             if memo is None:
                 memo = frames.settled = {}
             memo[(self._serial, q)] = (free_from, where)
         return mask
 
-    def _build_bools(self, state: CallState, budget: int | None) -> tuple:
-        """The booleans of `mask` (`budget` None: a budget that cuts nothing), and where
-        they are cached: the row's mask row (an int), the key of the state masks' cache,
-        or None (a budget inside a counted loop)."""
+    def _build(self, state: CallState, budget: int | None, packed: bool) -> tuple:
+        """The mask of `state` (`budget` None: a budget that cuts nothing), packed or
+        boolean, and where it is cached: the row's mask row (an int), the key of the state
+        masks' cache, or None (a budget inside a counted loop)."""
         row = self._plain_row[state.table_state] if budget is None else -1
         if row >= 0:
-            mask = self._cached_mask(row, allowed=True)
-            if self._eos_agrees(mask.item, 0, state):
+            mask = self._cached_packed(row) if packed else self._cached_mask(row, allowed=True)
+            if self._eos_agrees(mask.item, 3 if packed else 0, state):
                 return mask, self.table.mask_row(row)
         key, build = self._mask_source(state, budget)
         if key is None:
-            return read_only(build()), None
-        return self._state_masks.get(key, build), key
-
-    def _build_packed(self, state: CallState, budget: int | None) -> tuple:
-        """`_build_bools` packed."""
-        row = self._plain_row[state.table_state] if budget is None else -1
-        if row >= 0:
-            packed = self._cached_packed(row)
-            if self._eos_agrees(packed.item, 3, state):
-                return packed, self.table.mask_row(row)
-        key, build = self._mask_source(state, budget)
-        if key is None:
-            return pack(build()), None
-        return self._state_masks.packed(key, build), key
+            return (pack(build()) if packed else read_only(build())), None
+        cache = self._state_masks
+        return (cache.packed(key, build) if packed else cache.get(key, build)), key
 
     def _free_from(self, state: CallState) -> float:
         """The least budget that cuts nothing from the state's mask: every token it allows
