@@ -14,7 +14,10 @@ on keys) and uniqueItems over values equal but spelled apart. For it and for `js
 values (the sampled ones, and numbers, arrays and objects of them) are written with each
 number spelled many ways (`1`, `1.0`, `10e-1`, `0.1E+1`, ...) and judged by `jsonschema` on
 exact numbers (`Decimal`): one the table accepts that is invalid is an *invalid accepted*; a
-valid value whose canonical text the table refuses is a *valid refused*.
+valid value whose canonical text the table refuses is a *valid refused*. Two JSON Schema cases
+in five are compiled with `--key-order any`; where no object of theirs fell back to the schema's
+order (no notice says so), the values are also written with the keys of every object shuffled
+(numbers as they are spelled), and a valid one refused so is a *valid refused* too.
 
     python benchmarks/fuzz.py --cases 2000 --seed 1
 
@@ -52,6 +55,7 @@ from grammar_oracles import (  # the tests' independent GBNF reader and JSON num
 
 SHARED_GBNF = ROOT.parent / "shared" / "conformance" / "gbnf"
 KINDS = ("regex", "json-schema", "json-numbers", "lark", "gbnf", "fsm", "artifact")
+JSON_KINDS = ("json-schema", "json-numbers")
 SUFFIX_KIND = {".regex": "regex", ".schema.json": "json-schema", ".lark": "lark",
                ".gbnf": "gbnf", ".fsm.yaml": "fsm", ".safetensors": "artifact"}
 EXTRA_REGEXES = [r"[a-z]+(\.[a-z]+)*@[a-z]+", r"(?:\d{1,3}\.){3}\d{1,3}", r"(ab|a)*c?",
@@ -217,6 +221,11 @@ def run_case(kind: str, source: str | bytes, seed: int) -> dict:
     import grammarc
     from grammarc.errors import GrammarcError
 
+    # a JSON Schema in any key order two times in five: its texts with the keys of every
+    # object shuffled are checked too, where no object fell back to the schema's order
+    key_order = "any" if kind in JSON_KINDS and random.Random(seed).random() < 0.4 \
+        else "schema"
+    notices: list[str] = []
     started = time.perf_counter()
     try:
         if kind == "artifact":
@@ -227,7 +236,9 @@ def run_case(kind: str, source: str | bytes, seed: int) -> dict:
                 grammar.mask(grammar.initial_state)
         else:
             grammar = grammarc.compile(source, _TOKENIZER, "json-schema"
-                                       if kind == "json-numbers" else kind)
+                                       if kind == "json-numbers" else kind,
+                                       options=grammarc.FrontendOptions(
+                                           key_order=key_order, notice=notices.append))
     except GrammarcError as exc:
         one_line = "\n" not in str(exc)
         return {"outcome": "error" if one_line else "multi-line error",
@@ -254,20 +265,23 @@ def run_case(kind: str, source: str | bytes, seed: int) -> dict:
                 samples.append(data)
             if not verdict:
                 invalid.append(data[:80].decode("utf-8", "replace"))
-    if kind in ("json-schema", "json-numbers"):
-        respelled = _check_spellings(grammar, str(source), samples, random.Random(seed))
+    if kind in JSON_KINDS:
+        any_order = key_order == "any" and not any(
+            "in any order" in notice or "schema's order" in notice for notice in notices)
+        respelled = _check_spellings(grammar, str(source), samples, random.Random(seed),
+                                     any_order)
         checked += respelled[0]
         invalid += respelled[1]
         refused += respelled[2]
     return {"outcome": "compiled", "checked": checked, "invalid": invalid, "refused": refused,
-            "seconds": compiled}
+            "seconds": compiled, "key_order": key_order}
 
 
-def _check_spellings(grammar: Any, source: str, samples: list[bytes],
-                     rng: random.Random) -> tuple[int, list[str], list[str]]:
+def _check_spellings(grammar: Any, source: str, samples: list[bytes], rng: random.Random,
+                     any_order: bool) -> tuple[int, list[str], list[str]]:
     """Values (the samples, and numbers, arrays and objects of them) with each number spelled
-    many ways: (texts checked, invalid ones accepted, valid values whose canonical text is
-    refused)."""
+    many ways, and with `any_order` the keys of their objects shuffled: (texts checked,
+    invalid ones accepted, valid values whose canonical or shuffled text is refused)."""
     from grammarc.frontends.json_schema import canonical_dumps
 
     schema = json.loads(source)
@@ -277,13 +291,48 @@ def _check_spellings(grammar: Any, source: str, samples: list[bytes],
     checked, invalid, refused = 0, [], []
     for value in values:
         for _ in range(3):
-            text = spelled_json(value, rng)
+            text = spelled_json(shuffled(value, rng) if any_order else value, rng)
             checked += 1
             if grammar.matches(text) and not validator.is_valid(exact_json(text)):
                 invalid.append(text[:80])
-        if validator.is_valid(value) and not grammar.matches(canonical_dumps(schema, value)):
-            refused.append(canonical_dumps(schema, value)[:80])
+        if validator.is_valid(value):
+            texts = [canonical_dumps(schema, value)]
+            if any_order:
+                texts.append(with_keys_shuffled(texts[0], rng))
+            checked += len(texts) - 1
+            refused += [text[:80] for text in texts if not grammar.matches(text)]
     return checked, invalid, refused
+
+
+def shuffled(value: Any, rng: random.Random) -> Any:
+    """`value` with the keys of each of its objects in a random order."""
+    if isinstance(value, dict):
+        keys = list(value)
+        rng.shuffle(keys)
+        return {key: shuffled(value[key], rng) for key in keys}
+    if isinstance(value, list):
+        return [shuffled(item, rng) for item in value]
+    return value
+
+
+class _Spelled(str):
+    """A number as its text spells it."""
+
+
+def with_keys_shuffled(text: str, rng: random.Random) -> str:
+    """The JSON text `text` (`json.dumps`'s separators) with the members of each of its
+    objects in a random order, every number and string spelled as before."""
+    def dumps(value: Any) -> str:
+        if isinstance(value, tuple):  # an object's members
+            members = list(value)
+            rng.shuffle(members)
+            return "{" + ", ".join(f"{json.dumps(k)}: {dumps(v)}" for k, v in members) + "}"
+        if isinstance(value, list):
+            return "[" + ", ".join(dumps(item) for item in value) + "]"
+        return str(value) if isinstance(value, _Spelled) else json.dumps(value)
+
+    return dumps(json.loads(text, object_pairs_hook=tuple, parse_int=_Spelled,
+                            parse_float=_Spelled))
 
 
 def oracle(kind: str, source: str | bytes, data: bytes) -> bool | None:
@@ -420,7 +469,8 @@ def report(results: list[dict]) -> bool:
     for r in results:
         if r["outcome"] in bad_outcomes or r.get("invalid") or r.get("refused"):
             clean = False
-            print(f"\n{r['outcome']} ({r['kind']}): {r.get('detail', '')}\n  invalid: "
+            order = f", key order {r['key_order']}" if r.get("key_order") == "any" else ""
+            print(f"\n{r['outcome']} ({r['kind']}{order}): {r.get('detail', '')}\n  invalid: "
                   f"{r.get('invalid', [])}\n  refused: {r.get('refused', [])}\n  source: "
                   f"{r['source']!r}")
     return clean
