@@ -59,7 +59,10 @@ class Arrays(CompilerPart):
         contains = None
         if "contains" in node and self.draft >= 6:
             contains = self.value(Ref(node["contains"], ref.base), item_pos)
-        if node.get("uniqueItems") is True and (max_items is None or max_items > 1):
+        # the most items the array can hold: uniqueItems says nothing of arrays of at most one
+        longest = max_items if rest_language != NOTHING else \
+            len(prefix) if max_items is None else min(max_items, len(prefix))
+        if node.get("uniqueItems") is True and (longest is None or longest > 1):
             return self._unique_array(ref, item_pos, prefix, rest, min_items, max_items,
                                       contains)
         if (self.calls and contains is None and max_items is not None

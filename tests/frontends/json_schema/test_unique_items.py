@@ -81,3 +81,20 @@ def test_unique_items_beyond_the_limits_is_an_error_or_dropped_with_lenient():
         automaton, notices = dfa_of(schema, lenient=True)
         assert len(notices) == 1 and notices[0].endswith("; ignored (--lenient)")
         assert accepts(automaton, "[]")
+
+
+@pytest.mark.parametrize("schema", [
+    {"items": {"type": "string"}, "uniqueItems": True, "maxItems": 1},
+    {"prefixItems": [{"type": "string"}], "items": False, "uniqueItems": True},
+    {"$schema": "http://json-schema.org/draft-07/schema#", "items": [{"type": "string"}],
+     "additionalItems": False, "uniqueItems": True},
+    {"prefixItems": [{"type": "string"}, {"type": "integer"}], "items": False,
+     "uniqueItems": True, "maxItems": 1},
+])
+def test_unique_items_of_arrays_of_at_most_one_item_is_no_constraint(schema):
+    """An array that holds at most one item is unique whatever its item language (an
+    unbounded one here, which two items could not be kept unique over)."""
+    automaton, notices = dfa_of(schema)
+    assert not notices
+    assert accepts(automaton, "[]") and accepts(automaton, '["a"]')
+    assert not accepts(automaton, '["a", "b"]') and not accepts(automaton, '["a", "a"]')
