@@ -157,8 +157,8 @@ class Arrays(CompilerPart):
         message = None
         if contains is not None or any(c is None for c in choices):
             message = (f"{pointer}: uniqueItems is supported only for items limited to a few "
-                       "values (enum, const, boolean, null, an integer range, unions and "
-                       "objects of these), without contains")
+                       "values (enum, const, boolean, null, an integer range, strings a pattern "
+                       "or lengths leave few of, unions and objects of these), without contains")
         else:
             bits: dict[Any, int] = {}  # each value allowed somewhere (by `value_key`): its bit
             spelled: list[dict[int, Expr]] = []  # per schema: value's bit -> its texts there

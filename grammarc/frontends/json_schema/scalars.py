@@ -8,6 +8,7 @@ from decimal import Decimal
 from typing import Any
 
 from ...automaton import EMPTY, Automaton, Expr, alt, concat, literal
+from ...automaton.callgraph import called_names
 from ...automaton.counters import with_counted_repeat
 from ...errors import GrammarError, TooManyStatesError, UnsupportedError
 from . import numbers, strings
@@ -250,9 +251,17 @@ class Scalars(CompilerPart):
                 else:
                     return _distinct(union) if len(union) <= _MAX_UNIQUE_CANDIDATES else None
         properties = node.get("properties")
-        if self.compiler.read(node).types == {"object"} and isinstance(properties, dict) and \
+        types = self.compiler.read(node).types
+        if types == {"object"} and isinstance(properties, dict) and \
                 node.get("additionalProperties") is False and "patternProperties" not in node:
             return self._candidate_objects(ref, properties, opened)
+        if types == {"string"}:  # a pattern or lengths may leave few strings: read them off
+            language = self.string(node)
+            if called_names(language):  # a long string counted at run time
+                return None
+            texts = self.ops.dfa(language)
+            return [] if texts is None else \
+                strings.finite_values(texts, _MAX_UNIQUE_CANDIDATES)
         return None
 
     def _candidate_objects(self, ref: Ref, properties: dict, opened: frozenset[int]

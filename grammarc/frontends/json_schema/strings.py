@@ -15,12 +15,16 @@ languages are the serialisations of the intersected values.
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Iterator
 from functools import lru_cache
 
+import numpy as np
+
 from ...automaton import (
-    EMPTY, NOTHING, Alt, Automaton, CharSet, Concat, Expr, Repeat, alt, build_dfa, charset,
-    concat, literal, repeat,
+    EMPTY, NOTHING, Alt, Automaton, ByteDFA, CharSet, Concat, Expr, Repeat, alt, build_dfa,
+    charset, concat, literal, repeat,
 )
 from ...charsets import MAX_CODE_POINT, complement_ranges, intersect_ranges, normalize_ranges
 from ...errors import GrammarError, UnsupportedError
@@ -201,12 +205,39 @@ def _strip_position(exc: GrammarError) -> str:
     return parts[1] if len(parts) == 2 and parts[0].replace(":", "").isdigit() else text
 
 
+_ECMA_GROUPS = ("?:", "?=", "?!", "?<")  # `(?<=`, `(?<!` and named groups start `?<`
+_PYTHON_ONLY_ESCAPES = "AZaNU"  # letters Python's `re` reads as escapes, ECMA-262 does not
+_HIGH_THEN_LOW = re.compile(r"\\u(d[89ab][0-9a-f]{2})\\u(d[c-f][0-9a-f]{2})", re.IGNORECASE)
+
+
 def _ecma_to_python(pattern: str, where: str) -> str:
-    """Rewrite the ECMA-262 constructs whose meaning differs in Python's `re`."""
+    """Rewrite the ECMA-262 constructs whose meaning differs in Python's `re` (with the `u`
+    flag, as JSON Schema reads patterns: a surrogate pair of `\\u` escapes is one character),
+    and refuse the Python syntax ECMA-262 does not have (`\\Z`, `{,n}`, `(?P<n>`, `(?i)`)
+    rather than read it as Python would."""
     out = []
     previous = ""
+    pair_end = 0  # the end of the surrogate pair being written as one character
     for i, token, in_class in regex_tokens(pattern, ecma=True):
-        if token.startswith("\\") and len(token) > 1:
+        if i < pair_end:
+            continue
+        pair = _HIGH_THEN_LOW.match(pattern, i) if token == "\\u" else None
+        if pair is not None:
+            high, low = int(pair[1], 16), int(pair[2], 16)
+            out.append(f"\\U{0x10000 + (high - 0xD800) * 0x400 + low - 0xDC00:08x}")
+            pair_end = pair.end()
+        elif token.startswith("\\") and len(token) > 1 and \
+                token[1] in _PYTHON_ONLY_ESCAPES:
+            instead = "^ and $ for anchors" if token[1] in "AZ" else \
+                "the character itself or \\uXXXX"
+            raise GrammarError(f"{where}: pattern {pattern!r}: {token} is not an ECMA-262 "
+                               f"escape (JSON Schema patterns are ECMA-262: use {instead})")
+        elif not in_class and (token == "{" and pattern.startswith("{,", i) or token == "?"
+                               and previous == "(" and not pattern.startswith(_ECMA_GROUPS, i)):
+            python = pattern[i - 1:i + 2] if token == "?" else "{,"
+            raise GrammarError(f"{where}: pattern {pattern!r}: {python!r} at character {i} is "
+                               "Python syntax, not ECMA-262")
+        elif token.startswith("\\") and len(token) > 1:
             escaped = token[1]
             if escaped == "s":
                 out.append(_ECMA_SPACE if in_class else f"[{_ECMA_SPACE}]")
@@ -372,6 +403,55 @@ def format_texts(name: str) -> Expr | None:
     return None if regex is None else Automaton(build_dfa(json_string(parse_regex(regex))))
 
 
-__all__ = ["ANY_CHAR", "COUNTED_LENGTH", "FORMATS", "counted_string", "format_texts",
-           "json_string", "length_between",
+# what `finite_values` reads after a backslash: the short escapes of the characters that
+# have no literal spelling, and `u` for `\\u00XX` below U+0020 (none for the others, which
+# are read as themselves): each value is read in one spelling
+_ESCAPE_ONLY = frozenset(b'"\\bfnrtu')
+_CONTROL_HEX = (b"0", b"0", b"01", b"0123456789abcdef")  # \u00XX below U+0020, lower case
+
+
+def finite_values(texts: ByteDFA, most: int, steps: int = 1 << 16) -> list[str] | None:
+    """The string values of `texts`, a DFA of JSON string texts (quotes included, every
+    spelling of a value in it or none), if they are at most `most`; else None, or None when
+    more than `steps` bytes would be read to tell (a language without bound, or a wide one:
+    `^.$` spells a million characters). Each value is read in one spelling: its characters
+    literally, those that must be escaped by their short escape or `\\u00XX`."""
+    table = texts.byte_table()
+    found: dict[str, None] = {}  # in the order met (a control character spelled two ways once)
+    budget = [steps]
+    on_path: set[tuple[int, int]] = set()
+
+    def walk(state: int, escape: int, spelled: bytearray) -> bool:
+        """Whether every value from here was found within the budgets (`escape`: 0 outside
+        an escape, 1 after a backslash, 2..5 inside `\\u00XX`)."""
+        if (state, escape) in on_path:  # a loop: values without bound
+            return False
+        if texts.accepting[state]:  # after the closing quote
+            found[json.loads(spelled.decode("utf-8"))] = None
+            if len(found) > most:
+                return False
+        on_path.add((state, escape))
+        for byte in np.flatnonzero(table[state]).tolist():
+            if escape == 1 and byte not in _ESCAPE_ONLY or \
+                    escape >= 2 and bytes([byte]) not in _CONTROL_HEX[escape - 2]:
+                continue
+            budget[0] -= 1
+            if budget[0] < 0:
+                return False
+            after = 1 if escape == 0 and byte == 0x5C else \
+                2 if escape == 1 and byte == 0x75 else \
+                escape + 1 if 2 <= escape < 5 else 0
+            spelled.append(byte)
+            finished = walk(int(table[state, byte]), after, spelled)
+            spelled.pop()
+            if not finished:
+                return False
+        on_path.discard((state, escape))
+        return True
+
+    return list(found) if walk(1, 0, bytearray()) else None
+
+
+__all__ = ["ANY_CHAR", "COUNTED_LENGTH", "FORMATS", "counted_string", "finite_values",
+           "format_texts", "json_string", "length_between",
            "pattern_texts", "serialized", "string_literal", "NOTHING"]

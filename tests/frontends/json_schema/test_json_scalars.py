@@ -14,7 +14,7 @@ import pytest
 from helpers import accepts, dfa_of
 
 from grammarc.automaton import Ops, build_dfa
-from grammarc.errors import UnsupportedError
+from grammarc.errors import GrammarError, UnsupportedError
 from grammarc.frontends.json_schema import numbers, strings
 
 
@@ -139,6 +139,9 @@ def test_formats(fmt, text, ok):
     ("^a", ["a", "abc"], ["ba"]), ("a$", ["ba"], ["ab"]), ("b", ["abc"], ["ac", ""]),
     ("^a|c$", ["ax", "xc"], ["xa"]), ("^\\s+$", ["\u00a0 \t"], ["x"]), ("^.$", ["é"], ["\n"]),
     ("^(?<word>[a-z]+)-\\d$", ["ab-1"], ["ab-"]), ("^[^]$", ["\n"], [""]),
+    # a surrogate pair of escapes is one character (JSON Schema reads patterns with `u`)
+    ("\\ud83d\\ude00", ["x\U0001f600y"], ["x", "\U0001f601"]),
+    ("^[\\uD83D\\uDE00a]$", ["\U0001f600", "a"], ["b", "\U0001f601"]),
 ])
 def test_ecma_patterns_search_semantics(pattern, yes, no):
     dfa, _ = dfa_of({"type": "string", "pattern": pattern})
@@ -146,6 +149,26 @@ def test_ecma_patterns_search_semantics(pattern, yes, no):
         assert accepts(dfa, json.dumps(value)), value
     for value in no:
         assert not accepts(dfa, json.dumps(value)), value
+
+
+def test_a_negated_pattern_of_an_astral_character_forbids_it():
+    """`\\ud83d\\ude00` was read as two lone surrogates, a pattern matching nothing, so its
+    `not` allowed every string."""
+    dfa, _ = dfa_of({"type": "string", "not": {"pattern": "\\ud83d\\ude00"}})
+    assert not accepts(dfa, json.dumps("x\U0001f600")) and accepts(dfa, '"x"')
+    assert not accepts(dfa, json.dumps("\U0001f600", ensure_ascii=False))
+
+
+@pytest.mark.parametrize("pattern", [
+    "a\\Z", "\\Aa", "^\\a$", "^\\N{LATIN SMALL LETTER A}$", "^\\U0001F600$", "^a{,2}$",
+    "(?P<n>a)", "(?i)ab", "(?#note)a",
+])
+def test_python_regex_syntax_in_a_pattern_is_refused(pattern):
+    """Python's `re` reads these as anchors, escapes, a quantifier, a named group or flags;
+    ECMA-262 (with `u`, as JSON Schema reads patterns) has none of them: a clear error, not
+    Python's meaning (under a `not`, that let invalid values through)."""
+    with pytest.raises(GrammarError, match="ECMA-262"):
+        dfa_of({"type": "string", "not": {"pattern": pattern}})
 
 
 @pytest.mark.parametrize("pattern", [

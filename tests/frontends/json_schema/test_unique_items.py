@@ -1,6 +1,6 @@
 """uniqueItems over a finite item language (enums of strings and objects, booleans, null,
-integer ranges, prefixItems, and unions and objects of these, with keywords that remove some
-of their values), judged by `jsonschema` on every array of up to 4 items drawn from the
+integer ranges, strings a pattern or lengths leave few of, prefixItems, and unions and objects
+of these, with keywords that remove some of their values), judged by `jsonschema` on every array of up to 4 items drawn from the
 values (and values next to them), in both key orders; a clear error beyond the limits and
 `--lenient` dropping the keyword with a notice."""
 
@@ -41,8 +41,13 @@ SCHEMAS = [
      "uniqueItems": True},
     {"items": {"type": "object", "properties": {"a": {"enum": [1, 2]}, "b": {"const": [1]}},
                "additionalProperties": False}, "uniqueItems": True, "maxItems": 3},
+    # strings a pattern or lengths leave few of (read off their automaton), "" among them
+    {"items": {"type": "string", "pattern": "^[a-cé]$"}, "uniqueItems": True},
+    {"items": {"anyOf": [{"type": "string", "maxLength": 1, "pattern": "^[abx]?$",
+                          "not": {"const": "x"}}, {"const": 1}]},
+     "uniqueItems": True, "maxItems": 3},
 ]
-POOL = ["a", "b", "c", 1, 1.0, 2, -2, -3, 0, 3, True, False, None, {"a": 1, "b": [1]},
+POOL = ["a", "b", "c", "", "é", 1, 1.0, 2, -2, -3, 0, 3, True, False, None, {"a": 1, "b": [1]},
         {"a": 2}, [1, 2], "x", 4, {"a": 1}, {"b": [1], "a": 1.0}, {}, {"a": 1, "c": 0}]
 
 
@@ -65,6 +70,10 @@ def test_unique_items_against_jsonschema(schema, key_order):
     if key_order == "any" and schema is SCHEMAS[3]:
         assert accepts(automaton, '[{"b": [1], "a": 1}, {"a": 2}]')
         assert not accepts(automaton, '[{"b": [1], "a": 1}, {"a": 1, "b": [1]}]')
+    # a string value spelled with an escape is the same value
+    if schema is SCHEMAS[-2]:
+        assert accepts(automaton, '["a", "\\u00e9"]') and accepts(automaton, '["\\u00E9"]')
+        assert not accepts(automaton, '["\u00e9", "\\u00e9"]')
 
 
 def test_unique_items_beyond_the_limits_is_an_error_or_dropped_with_lenient():
@@ -98,3 +107,21 @@ def test_unique_items_of_arrays_of_at_most_one_item_is_no_constraint(schema):
     assert not notices
     assert accepts(automaton, "[]") and accepts(automaton, '["a"]')
     assert not accepts(automaton, '["a", "b"]') and not accepts(automaton, '["a", "a"]')
+
+
+def test_the_strings_of_a_finite_language_are_read_once_each_and_only_when_few():
+    from grammarc.automaton.products import Ops
+    from grammarc.frontends.json_schema import strings
+
+    def values(pattern: str, most: int = 256):
+        return strings.finite_values(Ops(100_000).dfa(strings.pattern_texts(pattern, "#")),
+                                     most)
+
+    assert values("^(GET|POST|PUT)$") == ["GET", "POST", "PUT"]
+    assert values("^[\\n\"\\\\/é]?$") is not None
+    assert sorted(values("^[\\n\"\\\\/é]?$")) == sorted(["", "\n", '"', "\\", "/", "é"])
+    assert values("^a+$") is None                 # without bound
+    assert values("^.$") is None                  # a million characters: past the budget
+    assert values("^[a-z]{2}$") is None           # 676 values, more than 256
+    assert len(values("^[a-z]{2}$", 1000)) == 676
+
