@@ -42,6 +42,9 @@ class Document(Schemas, Protocol):
     def difference(self, a: Expr, b: Expr) -> Expr:
         """The values of `a` that are not values of `b`, exact on numbers."""
 
+    def refuse_approximated_format(self, keyword: str, ref: Ref) -> None:
+        """Raise if `ref`, which `keyword` subtracts, holds a format checked on a subset."""
+
     def canonical(self, expr: Expr) -> Expr:
         """The texts of `expr` whose numbers are spelled canonically."""
 

@@ -43,17 +43,17 @@ from ...automaton.expr import Call, MachineSet, exact_to
 from ...automaton.linking import fallback_language
 from ...automaton.signals import UnresolvedCallError
 from ...charsets import MAX_CODE_POINT
-from ...errors import GrammarError
+from ...errors import GrammarError, UnsupportedError
 from .. import FrontendOptions
-from . import numbers
+from . import numbers, strings
 from .any_value import ANY_MACHINE, AnyValues
 from .arrays import Arrays
 from .conditions import KeyCondition
 from .layout import Layout
 from .linker import CANONICAL, Machines
 from .node import (
-    KEYWORDS, OBJECT_MERGE_KEYWORDS, TYPES, SchemaNode, bytes_label, count_keyword,
-    distinct_schemas, exact_numbers, first_bytes, is_container,
+    DATA_KEYWORDS, KEYWORDS, OBJECT_MERGE_KEYWORDS, TYPES, SchemaNode, bytes_label,
+    count_keyword, distinct_schemas, exact_numbers, first_bytes, is_container,
 )
 from .objects import Objects
 from .numbers import Bounds
@@ -259,6 +259,7 @@ class Compiler:
             if self.draft <= 7:
                 return referenced  # draft 7 and earlier: $ref replaces its siblings
             parts.append(referenced)
+        self._refuse_subtracted_approximations(ref)
         condition, rest = self.objects.key_condition(ref)
         if condition is not None or (schema.constrains_locally and not type_only):
             with self._testing(condition):
@@ -296,6 +297,51 @@ class Compiler:
         typed = self.of_types(combined, schema.types)
         return typed if typed is not None else \
             self.ops.intersect(combined, self.local(ref, position, within=within))
+
+    def _refuse_subtracted_approximations(self, ref: Ref) -> None:
+        """Refuse a format checked on a subset of its values (`APPROXIMATED_FORMATS`) in a
+        schema subtracted where strings may be: under `not`, in `if` (from `else`), in a
+        `oneOf` branch beside one that allows strings."""
+        node = ref.node
+        if "not" in node:
+            self.refuse_approximated_format("not", Ref(node["not"], ref.base))
+        if "if" in node and ("then" in node or "else" in node):
+            self.refuse_approximated_format("if", Ref(node["if"], ref.base))
+        # (`oneOf` in `exactly_one`, with the branches' languages; `contains` in `arrays`)
+
+    def refuse_approximated_format(self, keyword: str, ref: Ref,
+                                   minuend: Expr | None = None) -> None:
+        """Raise if the schema `ref`, which `keyword` subtracts (from `minuend`, else from
+        values that may be any string), or one below it holds a format checked on a subset
+        of its values: its complement would let values of the format through. Those left
+        out have at least four dots (5 labels), so a `minuend` without such strings is safe."""
+        found = self._approximated_format_in(self.registry.at(ref.node, ref.base), set())
+        if found is not None and (minuend is None or self.ops.intersect(
+                minuend, strings.four_dots()) != NOTHING):
+            pointer, name = found
+            raise UnsupportedError(
+                f"{pointer}: format {name!r} under {keyword}: grammarc checks "
+                f"{strings.APPROXIMATED_FORMATS[name]}, a subset of the format, which a "
+                f"{keyword} cannot subtract exactly (the rest of the format would pass)")
+
+    def _approximated_format_in(self, ref: Ref, seen: set[int]) -> tuple[str, str] | None:
+        """(JSON pointer, format) of an `APPROXIMATED_FORMATS` format in the schema `ref` or
+        below it (through `$ref`s), or None."""
+        node = ref.node
+        if isinstance(node, list):
+            return next((found for item in node if (found := self._approximated_format_in(
+                self.registry.at(item, ref.base), seen)) is not None), None)
+        if not isinstance(node, dict) or id(node) in seen:
+            return None
+        seen.add(id(node))
+        if node.get("format") in strings.APPROXIMATED_FORMATS and \
+                "string" in self.read(node).types:
+            return self.registry.pointer(node), node["format"]
+        below = [self.registry.resolve(ref)] if isinstance(node.get("$ref"), str) else []
+        below += [self.registry.at(value, ref.base) for key, value in node.items()
+                  if key not in DATA_KEYWORDS and isinstance(value, (dict, list))]
+        return next((found for child in below
+                     if (found := self._approximated_format_in(child, seen)) is not None), None)
 
     def _bounds(self, node: dict) -> Bounds:
         """The range every number a schema accepts lies in by its own keywords and those of
@@ -470,6 +516,9 @@ class Compiler:
                 self.objects.disjoint_objects(objects[i], objects[j]))
         options = []
         for i, branch in enumerate(branches):
+            for j in range(len(branches)) if schemas is not None else ():
+                if overlap[i][j]:
+                    self.refuse_approximated_format("oneOf", schemas[j], branch)
             others = [other for j, other in enumerate(branches) if overlap[i][j]]
             options.append(self.difference(branch, alt(*others)) if others else branch)
         return self.union(options)

@@ -395,6 +395,20 @@ FORMATS = {
 }
 
 
+# formats whose language above is a subset of the format's, with what it leaves out: exact
+# where a value must have the format, too small to subtract (under a `not`, it would let
+# through values that have the format)
+APPROXIMATED_FORMATS = {"hostname": "hostnames of at most 4 labels",
+                        "email": "addresses whose domain has at most 4 labels"}
+
+
+@lru_cache(maxsize=None)
+def four_dots() -> Expr:
+    """JSON texts of the strings with at least four dots: every value an
+    `APPROXIMATED_FORMATS` language leaves out of its format is one."""
+    return pattern_texts(r"\.[^]*\.[^]*\.[^]*\.", "four_dots")
+
+
 @lru_cache(maxsize=None)
 def format_texts(name: str) -> Expr | None:
     """JSON texts of the strings of a supported `format`, as a minimal DFA built once per
@@ -452,6 +466,6 @@ def finite_values(texts: ByteDFA, most: int, steps: int = 1 << 16) -> list[str] 
     return list(found) if walk(1, 0, bytearray()) else None
 
 
-__all__ = ["ANY_CHAR", "COUNTED_LENGTH", "FORMATS", "counted_string", "finite_values",
-           "format_texts", "json_string", "length_between",
+__all__ = ["ANY_CHAR", "APPROXIMATED_FORMATS", "COUNTED_LENGTH", "FORMATS", "counted_string", "finite_values",
+           "format_texts", "four_dots", "json_string", "length_between",
            "pattern_texts", "serialized", "string_literal", "NOTHING"]

@@ -135,6 +135,39 @@ def test_formats(fmt, text, ok):
     assert accepts(dfa, json.dumps(text)) == ok
 
 
+@pytest.mark.parametrize("schema", [
+    {"type": "string", "not": {"format": "hostname"}},
+    {"$defs": {"mail": {"type": "string", "format": "email"}},
+     "not": {"anyOf": [{"$ref": "#/$defs/mail"}, {"type": "integer"}]}},
+    {"if": {"format": "hostname"}, "then": {"maxLength": 9}},
+    {"oneOf": [{"type": "string", "format": "hostname"}, {"type": "string"}]},
+    {"type": "array", "contains": {"type": "string", "format": "hostname"}, "maxContains": 1},
+])
+def test_a_format_checked_on_a_subset_is_not_subtracted(schema):
+    """grammarc's hostnames have at most 4 labels (`a.b.c.d.e` is left out): under `not`, as
+    an `if`, beside a `oneOf` branch holding such strings, or counted by `maxContains`, the
+    complement would let `a.b.c.d.e` through though it has the format. A clear error."""
+    with pytest.raises(UnsupportedError, match="a subset of the format"):
+        dfa_of(schema)
+
+
+@pytest.mark.parametrize("schema,yes,no", [
+    # no other branch holds a string of four dots: the subset is exact there
+    ({"oneOf": [{"type": "string", "format": "hostname"}, {"type": "string", "format": "ipv4"}]},
+     ["a.b", "1.2.3.x"], ["1.2.3.4", "a..b"]),
+    ({"oneOf": [{"type": "string", "format": "hostname"}, {"type": "integer"}]}, ["a.b", 3], []),
+    # matches that contains does not count only make an array fall short
+    ({"type": "array", "contains": {"type": "string", "format": "hostname"}},
+     [["a.b"]], [["a.b.c.d.e"], []]),
+])
+def test_a_format_checked_on_a_subset_where_subtracting_it_is_exact(schema, yes, no):
+    dfa, _ = dfa_of(schema)
+    for value in yes:
+        assert accepts(dfa, json.dumps(value)), value
+    for value in no:
+        assert not accepts(dfa, json.dumps(value)), value
+
+
 @pytest.mark.parametrize("pattern,yes,no", [
     ("^a", ["a", "abc"], ["ba"]), ("a$", ["ba"], ["ab"]), ("b", ["abc"], ["ac", ""]),
     ("^a|c$", ["ax", "xc"], ["xa"]), ("^\\s+$", ["\u00a0 \t"], ["x"]), ("^.$", ["é"], ["\n"]),
