@@ -334,9 +334,10 @@ class Compiler:
         if not isinstance(node, dict) or id(node) in seen:
             return None
         seen.add(id(node))
-        if node.get("format") in strings.APPROXIMATED_FORMATS and \
+        name = node.get("format")  # (a dict of properties may name one "format")
+        if isinstance(name, str) and name in strings.APPROXIMATED_FORMATS and \
                 "string" in self.read(node).types:
-            return self.registry.pointer(node), node["format"]
+            return self.registry.pointer(node), name
         below = [self.registry.resolve(ref)] if isinstance(node.get("$ref"), str) else []
         below += [self.registry.at(value, ref.base) for key, value in node.items()
                   if key not in DATA_KEYWORDS and isinstance(value, (dict, list))]

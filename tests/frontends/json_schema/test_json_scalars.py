@@ -159,6 +159,9 @@ def test_a_format_checked_on_a_subset_is_not_subtracted(schema):
     # matches that contains does not count only make an array fall short
     ({"type": "array", "contains": {"type": "string", "format": "hostname"}},
      [["a.b"]], [["a.b.c.d.e"], []]),
+    # properties named "format" and "$ref" are no format and no reference
+    ({"not": {"properties": {"format": {"type": "string"}, "$ref": {"const": 1}}}},
+     [{"format": 1}, {"$ref": 2}], [{}, {"format": "x"}, 3]),
 ])
 def test_a_format_checked_on_a_subset_where_subtracting_it_is_exact(schema, yes, no):
     dfa, _ = dfa_of(schema)
