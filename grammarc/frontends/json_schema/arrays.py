@@ -159,10 +159,12 @@ class Arrays(CompilerPart):
         choices = [self.scalars.candidate_values(self.registry.at(s, ref.base))
                    for s in schemas]
         message = None
-        if contains is not None or any(c is None for c in choices):
+        if contains is not None:
+            message = f"{pointer}: uniqueItems together with contains is not supported"
+        elif any(c is None for c in choices):
             message = (f"{pointer}: uniqueItems is supported only for items limited to a few "
                        "values (enum, const, boolean, null, an integer range, strings a pattern "
-                       "or lengths leave few of, unions and objects of these), without contains")
+                       "or lengths leave few of, unions and objects of these)")
         else:
             bits: dict[Any, int] = {}  # each value allowed somewhere (by `value_key`): its bit
             spelled: list[dict[int, Expr]] = []  # per schema: value's bit -> its texts there

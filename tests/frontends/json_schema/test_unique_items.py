@@ -90,6 +90,8 @@ def test_unique_items_beyond_the_limits_is_an_error_or_dropped_with_lenient():
         automaton, notices = dfa_of(schema, lenient=True)
         assert len(notices) == 1 and notices[0].endswith("; ignored (--lenient)")
         assert accepts(automaton, "[]")
+    with pytest.raises(UnsupportedError, match="^#: uniqueItems together with contains is not"):
+        dfa_of({"items": {"enum": [1, 2]}, "contains": {"const": 1}, "uniqueItems": True})
 
 
 @pytest.mark.parametrize("schema", [
