@@ -219,6 +219,7 @@ def _init_worker(memory_bytes: int) -> None:
 def run_case(kind: str, source: str | bytes, seed: int) -> dict:
     """Compile or load one case; sample from what compiled and ask the oracle."""
     import grammarc
+    from grammarc.deepcall import call_with_deep_stack
     from grammarc.errors import GrammarcError
 
     # a JSON Schema in any key order two times in five: its texts with the keys of every
@@ -258,7 +259,9 @@ def run_case(kind: str, source: str | bytes, seed: int) -> dict:
             break
         data = b"".join(_TOKENIZER.token_bytes[t] or b"" for t in tokens
                         if t not in grammar.eos_token_ids)
-        verdict = oracle(kind, source, data)
+        # on the deep stack grammarc compiles on: a grammar nested deeply enough for grammarc
+        # to need it takes `re`'s parser and Lark's loader past Python's limit too
+        verdict = call_with_deep_stack(lambda: oracle(kind, source, data))
         if verdict is not None:
             checked += 1
             if verdict and kind != "artifact":
@@ -359,17 +362,9 @@ def oracle(kind: str, source: str | bytes, data: bytes) -> bool | None:
         return exact_validator(json.loads(str(source))).is_valid(value)
     if kind == "fsm":
         return _spec_accepts(str(source), text)
-    from grammarc.deepcall import call_with_deep_stack
-
-    # on the deep stack grammarc compiles them on: a grammar nested deeply enough for
-    # grammarc to need it takes Lark's recursive loader past Python's limit too
-    return call_with_deep_stack(lambda: _earley_accepts(kind, str(source), text))
-
-
-def _earley_accepts(kind: str, grammar: str, text: str) -> bool | None:
-    """Lark's Earley parser's verdict on `text` (GBNF read by the tests' separate reader)."""
     import lark
 
+    grammar = str(source)
     if kind == "gbnf":
         try:
             grammar = gbnf_to_lark(grammar)
