@@ -62,7 +62,7 @@ class Arrays(CompilerPart):
             if count_keyword(node, "maxContains") is not None:  # else uncounted matches
                 # only make an array fall short of its minimum: refused, never accepted
                 self.compiler.refuse_approximated_format(
-                    "contains", Ref(node["contains"], ref.base), rest_language)
+                    "contains", Ref(node["contains"], ref.base), alt(*elements, rest_language))
         # the most items the array can hold: uniqueItems says nothing of arrays of at most one
         longest = max_items if rest_language != NOTHING else \
             len(prefix) if max_items is None else min(max_items, len(prefix))

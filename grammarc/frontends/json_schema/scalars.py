@@ -255,7 +255,9 @@ class Scalars(CompilerPart):
         if types == {"object"} and isinstance(properties, dict) and \
                 node.get("additionalProperties") is False and "patternProperties" not in node:
             return self._candidate_objects(ref, properties, opened)
-        if types == {"string"}:  # a pattern or lengths may leave few strings: read them off
+        if types == {"string"} and (not isinstance(node.get("format"), str) or
+                                    strings.format_texts(node["format"]) is not None):
+            # a pattern, lengths or a format may leave few strings: read them off
             language = self.string(node)
             if called_names(language):  # a long string counted at run time
                 return None

@@ -122,6 +122,8 @@ class Compiler:
         # the `allOf` of the schemas a merge gives one key, by base and the schemas' identities
         self._conjunctions: dict[tuple, dict] = {}
         self._canonical: dict[int, tuple[Expr, Expr]] = {}  # by the identity of the texts
+        # a format checked on a subset below each schema subtracted somewhere, by its identity
+        self._approximations: dict[int, tuple[str, str] | None] = {}
         check_supported(self.registry, self.options)
         check_spelling(self.registry, self.options)
 
@@ -315,7 +317,11 @@ class Compiler:
         values that may be any string), or one below it holds a format checked on a subset
         of its values: its complement would let values of the format through. Those left
         out have at least four dots (5 labels), so a `minuend` without such strings is safe."""
-        found = self._approximated_format_in(self.registry.at(ref.node, ref.base), set())
+        key = id(ref.node)
+        if key not in self._approximations:
+            self._approximations[key] = self._approximated_format_in(
+                self.registry.at(ref.node, ref.base), set())
+        found = self._approximations[key]
         if found is not None and (minuend is None or self.ops.intersect(
                 minuend, strings.four_dots()) != NOTHING):
             pointer, name = found

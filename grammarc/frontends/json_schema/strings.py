@@ -466,6 +466,6 @@ def finite_values(texts: ByteDFA, most: int, steps: int = 1 << 16) -> list[str] 
     return list(found) if walk(1, 0, bytearray()) else None
 
 
-__all__ = ["ANY_CHAR", "APPROXIMATED_FORMATS", "COUNTED_LENGTH", "FORMATS", "counted_string", "finite_values",
-           "format_texts", "four_dots", "json_string", "length_between",
+__all__ = ["ANY_CHAR", "APPROXIMATED_FORMATS", "COUNTED_LENGTH", "FORMATS", "counted_string",
+           "finite_values", "format_texts", "four_dots", "json_string", "length_between",
            "pattern_texts", "serialized", "string_literal", "NOTHING"]
