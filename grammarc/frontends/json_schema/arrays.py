@@ -59,8 +59,9 @@ class Arrays(CompilerPart):
         contains = None
         if "contains" in node and self.draft >= 6:
             contains = self.value(Ref(node["contains"], ref.base), item_pos)
-            if count_keyword(node, "maxContains") is not None:  # else uncounted matches
-                # only make an array fall short of its minimum: refused, never accepted
+            if self.draft >= 2019 and count_keyword(node, "maxContains") is not None:
+                # (without maxContains, a match the format's subset does not count can
+                # only make an array fall short of its minimum: refused, never accepted)
                 self.compiler.refuse_approximated_format(
                     "contains", Ref(node["contains"], ref.base), alt(*elements, rest_language))
         # the most items the array can hold: uniqueItems says nothing of arrays of at most one
