@@ -12,7 +12,6 @@ from ...automaton.expr import MachineSet
 from ...errors import GrammarError
 from .. import FrontendOptions
 from ..json_text import TooLongNumber, bare_word_offset, json_decimal, json_integer
-from .node import DATA_KEYWORDS
 from .positions import any_order_fits
 from .resolution import escape_token
 from .schema import compile_schema
@@ -54,6 +53,9 @@ def read_json(text: str, source_name: str | None = None) -> Any:
                            source_name=source_name, text=text, offset=offset) from None
 
 
+_DATA_KEYWORDS = frozenset({"enum", "const", "default", "examples", "example"})
+
+
 def largest_unordered_objects(text: str, max_states: int,
                               most: int = 3) -> list[tuple[str, int]]:
     """The schema objects of the document `text` with the most `properties` (two or more)
@@ -73,7 +75,7 @@ def largest_unordered_objects(text: str, max_states: int,
                                                                              max_states):
                 found.append((len(keys), pointer))
             todo.extend((value, f"{pointer}/{escape_token(str(key))}")
-                        for key, value in node.items() if key not in DATA_KEYWORDS)
+                        for key, value in node.items() if key not in _DATA_KEYWORDS)
     found.sort(key=lambda item: (-item[0], item[1]))
     return [(pointer, count) for count, pointer in found[:most]]
 

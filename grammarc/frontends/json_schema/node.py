@@ -26,7 +26,6 @@ _TYPE_SPECIFIC = {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", 
                   "minProperties", "maxProperties", "propertyNames", "dependentRequired",
                   "dependencies"}
 KEYWORDS = frozenset({*_TYPE_SPECIFIC, "type", "enum", "const", *_APPLICATORS})  # not annotations
-DATA_KEYWORDS = frozenset({"enum", "const", "default", "examples", "example"})  # hold no schema
 ANNOTATIONS = frozenset({"title", "description", "$comment", "examples", "default",
                           "deprecated", "readOnly", "writeOnly"})  # no effect on validation
 # the keywords of schemas whose `allOf` is merged into one schema (`_merged_objects`)

@@ -317,12 +317,18 @@ def all_schemas(registry: Registry) -> Iterator[tuple[str, dict]]:
             continue
         seen.add(id(node))
         yield registry.pointer(node), node
-        for key in _SCHEMA_KEYWORDS:
-            if key in node:
-                stack.append(node[key])
-        for key in _LIST_KEYWORDS + ("items",):
-            value = node.get(key)
-            stack.extend(value if isinstance(value, list) else [value] if key in node else [])
-        for key in _MAP_KEYWORDS + ("dependencies",):
-            if isinstance(node.get(key), dict):
-                stack.extend(node[key].values())
+        stack.extend(subschemas(node))
+
+
+def subschemas(node: dict) -> Iterator[Any]:
+    """What the keywords of the schema object `node` hold in place of schemas (not through
+    `$ref`; some may be no schema: a draft-4 dependency's list of names)."""
+    for key in _SCHEMA_KEYWORDS:
+        if key in node:
+            yield node[key]
+    for key in _LIST_KEYWORDS + ("items",):
+        value = node.get(key)
+        yield from value if isinstance(value, list) else [value] if key in node else []
+    for key in _MAP_KEYWORDS + ("dependencies",):
+        if isinstance(node.get(key), dict):
+            yield from node[key].values()

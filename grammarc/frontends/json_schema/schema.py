@@ -52,15 +52,15 @@ from .conditions import KeyCondition
 from .layout import Layout
 from .linker import CANONICAL, Machines
 from .node import (
-    DATA_KEYWORDS, KEYWORDS, OBJECT_MERGE_KEYWORDS, TYPES, SchemaNode, bytes_label,
-    count_keyword, distinct_schemas, exact_numbers, first_bytes, is_container,
+    KEYWORDS, OBJECT_MERGE_KEYWORDS, TYPES, SchemaNode, bytes_label, count_keyword,
+    distinct_schemas, exact_numbers, first_bytes, is_container,
 )
 from .objects import Objects
 from .numbers import Bounds
 from .positions import Position
 from .resolution import (
     ROOT_URI, Ref, Registry, check_against_meta_schema, check_spelling, check_supported,
-    draft_of, escape_token,
+    draft_of, escape_token, subschemas,
 )
 from .scalars import Scalars
 
@@ -334,19 +334,15 @@ class Compiler:
         """(JSON pointer, format) of an `APPROXIMATED_FORMATS` format in the schema `ref` or
         below it (through `$ref`s), or None."""
         node = ref.node
-        if isinstance(node, list):
-            return next((found for item in node if (found := self._approximated_format_in(
-                self.registry.at(item, ref.base), seen)) is not None), None)
         if not isinstance(node, dict) or id(node) in seen:
             return None
         seen.add(id(node))
-        name = node.get("format")  # (a dict of properties may name one "format")
+        name = node.get("format")
         if isinstance(name, str) and name in strings.APPROXIMATED_FORMATS and \
                 "string" in self.read(node).types:
             return self.registry.pointer(node), name
         below = [self.registry.resolve(ref)] if isinstance(node.get("$ref"), str) else []
-        below += [self.registry.at(value, ref.base) for key, value in node.items()
-                  if key not in DATA_KEYWORDS and isinstance(value, (dict, list))]
+        below += [self.registry.at(child, ref.base) for child in subschemas(node)]
         return next((found for child in below
                      if (found := self._approximated_format_in(child, seen)) is not None), None)
 
