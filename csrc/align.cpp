@@ -1020,3 +1020,71 @@ py::tuple row_class_masks(In<int64_t> token_order, In<int64_t> class_ptr, In<int
 }
 
 }  // namespace grammarc
+
+namespace grammarc {
+
+py::tuple refine_entries(In<int64_t> state_ptr, In<int32_t> entry_class, In<int32_t> entry_next,
+                         In<int32_t> coarse_of_fine, In<int32_t> next_map) {
+    const int64_t n_entries = length(entry_class, "entry_class");
+    length(entry_next, "entry_next", n_entries);
+    const int64_t n_states = csr_rows(state_ptr, n_entries, "state_ptr");
+    const int64_t n_fine = length(coarse_of_fine, "coarse_of_fine");
+    require(n_fine >= 1 && n_fine < INT32_MAX, "coarse_of_fine has 1 to 2**31 - 1 entries");
+    const int64_t n_next = length(next_map, "next_map");
+    require_in_range(entry_next.data(), n_entries, 0, n_next, "entry_next");
+    const int32_t* coarse = coarse_of_fine.data();
+    require_in_range(coarse, n_fine, 0, n_fine, "coarse_of_fine");
+    int32_t n_coarse = 1;
+    for (int64_t f = 0; f < n_fine; ++f) n_coarse = std::max(n_coarse, coarse[f] + 1);
+    require_in_range(entry_class.data(), n_entries, 0, n_coarse, "entry_class");
+    const int64_t* ptr = state_ptr.data();
+    const int32_t *cls = entry_class.data(), *next = entry_next.data(), *map = next_map.data();
+    std::vector<int64_t> out_ptr(n_states + 1, 0);
+    std::vector<int32_t> out_class, out_next;
+    {
+        py::gil_scoped_release released;
+        // the fine classes of each coarse class, ascending
+        std::vector<int64_t> child_ptr;
+        std::vector<int32_t> children;
+        group_by_owner(coarse, n_fine, 0, n_coarse, child_ptr, children);
+        for (int64_t s = 0; s < n_states; ++s) {
+            int64_t width = 0;
+            for (int64_t e = ptr[s]; e < ptr[s + 1]; ++e) width += child_ptr[cls[e] + 1] - child_ptr[cls[e]];
+            out_ptr[s + 1] = out_ptr[s] + width;
+        }
+        out_class.resize(out_ptr[n_states]);
+        out_next.resize(out_ptr[n_states]);
+        // a state's coarse classes are distinct, so are its fine ones: a long row is
+        // scattered by fine class and read back in order, a short one sorted
+        std::vector<int32_t> next_of_fine(n_fine, -1);
+        std::vector<std::pair<int32_t, int32_t>> row;
+        for (int64_t s = 0; s < n_states; ++s) {
+            int64_t pos = out_ptr[s];
+            const int64_t width = out_ptr[s + 1] - pos;
+            if (width * 16 >= n_fine) {
+                for (int64_t e = ptr[s]; e < ptr[s + 1]; ++e)
+                    for (int64_t j = child_ptr[cls[e]]; j < child_ptr[cls[e] + 1]; ++j)
+                        next_of_fine[children[j]] = map[next[e]];
+                for (int32_t f = 0; f < n_fine; ++f) {
+                    if (next_of_fine[f] < 0) continue;
+                    out_class[pos] = f;
+                    out_next[pos++] = next_of_fine[f];
+                    next_of_fine[f] = -1;
+                }
+                continue;
+            }
+            row.clear();
+            for (int64_t e = ptr[s]; e < ptr[s + 1]; ++e)
+                for (int64_t j = child_ptr[cls[e]]; j < child_ptr[cls[e] + 1]; ++j)
+                    row.emplace_back(children[j], map[next[e]]);
+            std::sort(row.begin(), row.end());
+            for (const auto& [f, n] : row) {
+                out_class[pos] = f;
+                out_next[pos++] = n;
+            }
+        }
+    }
+    return py::make_tuple(to_numpy(out_ptr), to_numpy(out_class), to_numpy(out_next));
+}
+
+}  // namespace grammarc

@@ -33,6 +33,8 @@ py::array_t<int32_t> min_tokens_to_accept(In<int64_t> state_ptr, In<int32_t> ent
 py::tuple dedupe_rows(In<int64_t> state_ptr, In<int32_t> entry_class, In<int32_t> entry_next,
                       In<int32_t> min_tokens, In<int32_t> class_map);
 py::tuple row_moves(In<int32_t> state_row, In<int64_t> row_ptr, In<int32_t> row_delta);
+py::tuple refine_entries(In<int64_t> state_ptr, In<int32_t> entry_class, In<int32_t> entry_next,
+                         In<int32_t> coarse_of_fine, In<int32_t> next_map);
 py::tuple sink_pairs(In<int64_t> state_ptr, In<int32_t> entry_class, In<int32_t> entry_next,
                      int64_t sink, int64_t n_classes);
 py::tuple row_class_masks(In<int64_t> token_order, In<int64_t> class_ptr, In<int64_t> row_ptr,

@@ -82,6 +82,11 @@ PYBIND11_MODULE(_core, m) {
           "leads to itself and the two differ on first bytes below which lie at most half "
           "the nodes the state walks (its walk then covers those subtrees, from both); "
           "visits bounds the nodes all these walks visit.");
+    m.def("refine_entries", &refine_entries, py::arg("state_ptr"), py::arg("entry_class"),
+          py::arg("entry_next"), py::arg("coarse_of_fine"), py::arg("next_map"),
+          "Each state's entries over finer classes: an entry (c, next) stands for every fine "
+          "class f with coarse_of_fine[f] == c, and leads to next_map[next]; each row sorted "
+          "by fine class. (state_ptr, entry_class, entry_next).");
     m.def("sink_pairs", &sink_pairs, py::arg("state_ptr"), py::arg("entry_class"),
           py::arg("entry_next"), py::arg("sink"), py::arg("n_classes"),
           "The entries of the states below `sink` that lead to it, and the classes of the "

@@ -32,7 +32,7 @@ import time
 import weakref
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
-from typing import Callable, Collection
+from typing import Callable, Collection, Sequence
 
 import numpy as np
 
@@ -191,12 +191,17 @@ class TokenEntries:
 def walk_entries(dfa: ByteDFA, trie: VocabTrie, vocab_size: int,
                  eos_token_ids: tuple[int, ...],
                  progress: Callable[[int, int], None] | None = None,
-                 walked: int | None = None) -> TokenEntries:
+                 walked: int | None = None, skipped: np.ndarray | None = None,
+                 refine_by: Sequence[np.ndarray] = ()) -> TokenEntries:
     """Walk the vocabulary from every state: token classes and each state's entries. With
     `walked`, only the states below it are walked (the others get no entries): a state that
-    allows every token and goes to itself splits no class."""
+    allows every token and goes to itself splits no class. The states `skipped` (a mask) are
+    not walked either: their entries come from elsewhere, walks whose token classes
+    `refine_by` lists, and the classes returned are the common refinement of this walk's and
+    those (as if every state had been walked here)."""
     num_states, num_classes = dfa.trans.shape
     walked = walked or num_states
+    skipped = np.zeros(num_states, bool) if skipped is None else skipped
     byte_class = dfa.byte_class.astype(np.int32)
     # transitions as offsets of the next state's row, -1 for the dead state
     offset_type = np.int32 if num_states * num_classes < 2**31 else np.int64
@@ -206,8 +211,11 @@ def walk_entries(dfa: ByteDFA, trie: VocabTrie, vocab_size: int,
     eos = sorted(set(eos_token_ids))
 
     def bases_of(first_label, end, first):
-        return _core.walk_bases(first_label, (end[first] - first).astype(np.int64), trans_off,
-                                num_classes, walked)
+        bases, visits = _core.walk_bases(first_label, (end[first] - first).astype(np.int64),
+                                         trans_off, num_classes, walked)
+        # a state walks from its base's records: never from a state not walked here
+        bases[(bases >= 0) & skipped[np.maximum(bases, 0)]] = -1
+        return bases, visits
 
     # one int32 per node: depth, byte class and "ends a token", read by the walk in one load
     # (items: the nodes that end a token, plus one item for all EOS tokens)
@@ -237,10 +245,19 @@ def walk_entries(dfa: ByteDFA, trie: VocabTrie, vocab_size: int,
     walk = _core.TrieWalk(code, end, trans_off, num_classes, accepting, eos_item if eos else -1)
     threads = 2 if visits > _PARALLEL_AFTER_BUSY * trie.num_nodes or (
         visits > _PARALLEL_AFTER * trie.num_nodes and _a_core_is_idle()) else 1
-    forests = _refine_all(walk, bases, eos_item + 1, num_states, walked, threads, progress)
+    forests = _refine_all(walk, bases, eos_item + 1, num_states,
+                          np.flatnonzero(~skipped[1:walked]).astype(np.int32) + 1, threads,
+                          progress)
     token_class, canon_of_item = _core.canonical_classes(
         forests[0].classes[None] if len(forests) == 1 else
         np.stack([f.classes for f in forests]), item_of_token)
+    if refine_by:  # the common refinement with the other walks', token by token
+        token_class = _core.canonical_classes(np.stack([token_class, *refine_by]),
+                                              np.arange(vocab_size, dtype=np.int64))[0]
+        # a trie item's tokens are those no state tells apart; no token ends at the others
+        has_item = item_of_token >= 0
+        canon_of_item = np.zeros_like(canon_of_item)
+        canon_of_item[item_of_token[has_item]] = token_class[has_item]
     state_ptr, entry_class, entry_next = _expand_all(forests, canon_of_item, num_states,
                                                      num_classes)
     return TokenEntries(token_class, state_ptr, entry_class, entry_next)
@@ -296,10 +313,10 @@ def _a_core_is_idle() -> bool:
 
 
 def _refine_all(walk: _core.TrieWalk, bases: np.ndarray, num_items: int, num_states: int,
-                walked: int, threads: int, progress: Callable[[int, int], None] | None
-                ) -> list[_core.SplitForest]:
-    """Refine over all states, on up to `threads` threads, each with its own split forest
-    (the kernel releases the GIL).
+                states: np.ndarray, threads: int,
+                progress: Callable[[int, int], None] | None) -> list[_core.SplitForest]:
+    """Refine over `states` (ascending), on up to `threads` threads, each with its own split
+    forest (the kernel releases the GIL).
 
     Each forest sorts the items a state allows into groups by (current class, next state);
     every group becomes a new class whose parent is the class it came from, and the state
@@ -313,9 +330,8 @@ def _refine_all(walk: _core.TrieWalk, bases: np.ndarray, num_items: int, num_sta
     the first bytes where the two differ, and keeps the base's records less what moved: so a
     base and the states walked from it go to one forest, the base first.
     """
-    states = np.arange(1, walked, dtype=np.int32)
-    family = np.where(bases[1:walked] >= 0, bases[1:walked], states)
-    order = np.lexsort((bases[1:walked] >= 0, family))
+    family = np.where(bases[states] >= 0, bases[states], states)
+    order = np.lexsort((bases[states] >= 0, family))
     states, family = states[order], family[order]
     # chunks of about _CHUNK states that end where a family ends
     family_ends = np.append(np.flatnonzero(family[1:] != family[:-1]) + 1, len(states))
@@ -333,7 +349,7 @@ def _refine_all(walk: _core.TrieWalk, bases: np.ndarray, num_items: int, num_sta
             forests[0].refine(walk, chunk, bases)
             done += len(chunk)
             if progress:
-                progress(done, walked - 1)
+                progress(done, len(states))
         return forests
     queue = iter(chunks)
     lock = threading.Lock()
@@ -353,7 +369,7 @@ def _refine_all(walk: _core.TrieWalk, bases: np.ndarray, num_items: int, num_sta
     while not all(f.done() for f in futures):
         wait(futures, timeout=0.1)
         if progress:
-            progress(done[0], walked - 1)
+            progress(done[0], len(states))
     for future in futures:
         future.result()
     return forests

@@ -565,3 +565,21 @@ def test_classes_below_matches_numpy_on_random_tables():
         _core.classes_below(table, np.array([n_rows], i32), token_class, n_classes, 2)
     with pytest.raises(ValueError, match="token_class"):
         _core.classes_below(table, rows, np.full(n_tokens, n_classes, i32), n_classes, 2)
+
+
+def test_refine_entries_spreads_each_entry_over_the_finer_classes_in_order():
+    # fine classes 0..4 below coarse ones 0, 1, 2: 1 -> {1, 3}, 2 -> {2, 4}
+    coarse_of_fine = np.array([0, 1, 2, 1, 2], i32)
+    state_ptr = np.array([0, 2, 2, 3], i64)  # state 0: classes 2 and 1; state 1: none
+    ptr, cls, nxt = _core.refine_entries(state_ptr, np.array([2, 1, 1], i32),
+                                         np.array([0, 1, 2], i32), coarse_of_fine,
+                                         np.array([7, 8, 9], i32))
+    assert ptr.tolist() == [0, 4, 4, 6]
+    assert cls.tolist() == [1, 2, 3, 4, 1, 3]
+    assert nxt.tolist() == [8, 7, 8, 7, 9, 9]
+    with pytest.raises(ValueError, match="entry_next"):
+        _core.refine_entries(state_ptr, np.array([2, 1, 1], i32), np.array([0, 1, 3], i32),
+                             coarse_of_fine, np.array([7, 8, 9], i32))
+    with pytest.raises(ValueError, match="entry_class"):
+        _core.refine_entries(state_ptr, np.array([2, 3, 1], i32), np.array([0, 1, 2], i32),
+                             coarse_of_fine, np.array([7, 8, 9], i32))
