@@ -61,6 +61,8 @@ def test_default_output_name_layout_and_eos(tmp_path):
     (["binary.regex"], "not UTF-8"),
     (["grammar.lark"], "grammar.lark:1:12: invalid Lark grammar: unexpected token ')'"),
     (["grammar.txt"], "cannot tell the grammar kind"),
+    ([str(ROOT / "grammars" / "event.schema.json"), "--layout", "dense", "-o", "e.safetensors"],
+     "--layout dense: the grammar compiles to machines linked by calls"),
 ])
 def test_bad_input_is_one_line_exit_1(tmp_path, args, fragment):
     (tmp_path / "blocker").write_text("a file, not a folder")

@@ -4,17 +4,19 @@ explicit sets of values a schema may be (for `uniqueItems` and `oneOf` discrimin
 
 from __future__ import annotations
 
+import json
 from decimal import Decimal
 from typing import Any
 
 from ...automaton import EMPTY, Automaton, Expr, alt, concat, literal
 from ...automaton.callgraph import called_names
+from ...automaton.expr import Call
 from ...automaton.counters import with_counted_repeat
 from ...errors import GrammarError, TooManyStatesError, UnsupportedError
 from . import numbers, strings
 from .conditions import value_key
 from .node import KEYWORDS, count_keyword, json_type
-from .part import CompilerPart
+from .part import CompilerPart, Document
 from .positions import Position
 from .resolution import Ref
 
@@ -23,10 +25,16 @@ _MAX_LITERAL_ORDERS = 12   # keys of an enum/const object in any key order (2^n 
 _MAX_COUNT = 2**31 - 1     # the largest bound a count register holds (docs/FORMAT.md)
 _MAX_UNIQUE_RANGE = 64      # integers a range an array with uniqueItems draws from may hold
 _MAX_UNIQUE_CANDIDATES = 256  # values of items with uniqueItems, read off a schema's structure
+_STRING_KEYWORDS = ("minLength", "maxLength", "pattern", "format")  # what `string` reads
 
 class Scalars(CompilerPart):
     """The scalar values of a schema, its enumerated values, and its values as explicit
     sets."""
+
+    def __init__(self, compiler: Document) -> None:
+        super().__init__(compiler)
+        self._strings: dict[str, Expr] = {}  # the texts of each string machine, by name
+        self.string_machines: set[str] = set()  # the names of those that are not counted
 
     def of_types(self, node: dict, types: frozenset[str],
                  within: numbers.Bounds = numbers.Bounds()) -> list[Expr]:
@@ -76,6 +84,26 @@ class Scalars(CompilerPart):
         return base
 
     def string(self, node: dict) -> Expr:
+        """The texts of `node`'s strings. With calls, a call of one machine per spelling of
+        the string keywords, so that a language a schema uses in many places is walked over
+        the vocabulary once (and the common ones once per process, `alignment.machines`)."""
+        if isinstance(node.get("format"), str) and strings.format_texts(node["format"]) is None:
+            self.options.notice(f"format {node['format']!r} at {self.registry.pointer(node)} "
+                                "is not checked")
+        if not self.calls:
+            return self._string_texts(node)
+        keywords = json.dumps({k: node[k] for k in _STRING_KEYWORDS if k in node},
+                              sort_keys=True, ensure_ascii=False, default=repr)  # Decimal
+        name = "string" if keywords == "{}" else f"string {keywords}"
+        texts = self._strings.get(name)
+        if texts is None:
+            texts = self._strings[name] = self._string_texts(node)
+        if isinstance(texts, Call):  # a counted string is a machine of its own already
+            return texts
+        self.string_machines.add(name)
+        return self.machines.machine(name, lambda: texts)
+
+    def _string_texts(self, node: dict) -> Expr:
         texts: list[Expr] = []
         lo, hi = count_keyword(node, "minLength"), count_keyword(node, "maxLength")
         only_lengths = not isinstance(node.get("pattern"), str) and \
@@ -97,10 +125,7 @@ class Scalars(CompilerPart):
                 return self.machines.machine(f"pattern {pattern}", lambda: counted)
         if isinstance(node.get("format"), str):
             formatted = strings.format_texts(node["format"])
-            if formatted is None:
-                self.options.notice(f"format {node['format']!r} at "
-                                    f"{self.registry.pointer(node)} is not checked")
-            else:
+            if formatted is not None:
                 texts.append(formatted)
         if not texts:
             texts.append(strings.any_string())
@@ -258,7 +283,7 @@ class Scalars(CompilerPart):
         if types == {"string"} and (not isinstance(node.get("format"), str) or
                                     strings.format_texts(node["format"]) is not None):
             # a pattern, lengths or a format may leave few strings: read them off
-            language = self.string(node)
+            language = self._string_texts(node)
             if called_names(language):  # a long string counted at run time
                 return None
             texts = self.ops.dfa(language)

@@ -73,6 +73,9 @@ _CUT = Automaton(ByteDFA(np.zeros((2, 1), np.int32), np.zeros(256, np.int32),
                          np.zeros(2, bool)), -1)
 
 
+_FLAT_STRING_STATES = 256  # string machines this small are inlined where nothing else calls
+
+
 @dataclass
 class Compiler:
     """Compiles one schema document; `value(ref, position)` is the workhorse.
@@ -156,6 +159,12 @@ class Compiler:
             expr = self.machines.bodies[expr.name]  # the document is one machine: its body is the
             # root (a counted machine stays called: the root keeps no count)
         used = reachable_machines(called_names(expr), self.machines.bodies)  # products inline some
+        bodies = self.machines.bodies
+        if used and used <= self.scalars.string_machines and all(
+                isinstance(bodies[name], Automaton) and
+                bodies[name].dfa.num_states <= _FLAT_STRING_STATES for name in used):
+            # small strings alone: one flat automaton costs less than calls
+            expr, used = replace_calls(expr, lambda name: bodies[name], used), set()
         machines = tuple((name, body) for name, body in self.machines.bodies.items()
                          if name in used)
         if not machines:

@@ -39,7 +39,7 @@ def test_nested_inline_objects_grow_the_nfa_linearly():
     from grammarc.automaton.nfa import build_nfa
 
     def nfa_states(levels: int) -> int:
-        schema: dict = {"type": "string"}
+        schema: dict = {"type": "boolean"}
         for i in range(levels):
             schema = {"type": "object", "properties": {"a": {"type": "integer"},
                                                        f"b{i}": schema, "c": {"type": "null"}}}

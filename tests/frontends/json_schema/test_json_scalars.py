@@ -253,3 +253,34 @@ def test_integers_have_no_fraction_unless_asked(draft):
         assert validator.is_valid(json.loads("12345.0")) == later
     number, _ = dfa_of({"$schema": draft, "enum": [12345]})  # no type: any spelling of it
     assert accepts(number, "12345.0")
+
+
+def test_a_string_language_used_in_many_places_is_one_machine(smollm2):
+    """Each spelling of the string keywords is one called machine, walked over the
+    vocabulary once however many properties use it; a schema whose only machines would be
+    strings stays one flat automaton; an unchecked format is reported at every place."""
+    from grammarc import Grammar, compile_json_schema
+    from grammarc.frontends import FrontendOptions
+    from grammarc.runtime.calls import CallGrammar
+
+    date = {"type": "string", "format": "date"}
+    schema = {"type": "object", "properties": {
+        "a": date, "b": dict(date), "c": {"type": "string"}, "d": {"type": "string"},
+        "e": {"type": "string", "format": "no-such-format"},
+        "f": {"type": "string", "format": "no-such-format"}}}
+    notices: list[str] = []
+    grammar = compile_json_schema(schema, smollm2, options=FrontendOptions(notice=notices.append))
+    assert isinstance(grammar, CallGrammar)  # extra keys' values are any value: calls
+    machines = grammar.metadata["machines"]
+    assert machines.count('string {"format": "date"}') == 1 and machines.count("string") == 1
+    assert notices == [
+        "format 'no-such-format' at #/properties/e is not checked",
+        "format 'no-such-format' at #/properties/f is not checked"]
+    closed = compile_json_schema({**schema, "additionalProperties": False}, smollm2,
+                                 options=FrontendOptions(notice=notices.append))
+    assert type(closed) is Grammar
+    texts = ['{"a": "2024-02-29", "c": "x"}', '{"b": "2024-13-01"}', '{"d": 1}', '{"e": "?"}']
+    for text in texts:
+        valid = text != texts[1] and text != texts[2]
+        for compiled in (grammar, closed):
+            assert compiled.matches(text) == valid, (text, type(compiled))
