@@ -78,17 +78,23 @@ class MachineCache:
             return False
 
     def keep(self, key: bytes, entries: TokenEntries) -> None:
-        size = sum(a.nbytes for a in (entries.token_class, entries.state_ptr,
-                                      entries.entry_class, entries.entry_next))
+        """Keep `entries` (read-only from now on) under `key`, dropping the least recently
+        used past `BUDGET_BYTES`."""
+        for array in (entries.token_class, entries.state_ptr, entries.entry_class,
+                      entries.entry_next):
+            array.flags.writeable = False
         with self._lock:
-            if key in self._kept or size > BUDGET_BYTES:
+            if key in self._kept or _size(entries) > BUDGET_BYTES:
                 return
             self._kept[key] = entries
-            self._bytes += size
+            self._bytes += _size(entries)
             while self._bytes > BUDGET_BYTES:
-                _, dropped = self._kept.popitem(last=False)
-                self._bytes -= sum(a.nbytes for a in (dropped.token_class, dropped.state_ptr,
-                                                      dropped.entry_class, dropped.entry_next))
+                self._bytes -= _size(self._kept.popitem(last=False)[1])
+
+
+def _size(entries: TokenEntries) -> int:
+    return sum(array.nbytes for array in (entries.token_class, entries.state_ptr,
+                                          entries.entry_class, entries.entry_next))
 
 
 def machine_cache(trie: VocabTrie, vocab_size: int, eos_token_ids: tuple[int, ...]
@@ -149,6 +155,8 @@ def _own_table(rows: np.ndarray, first: int, end: int, stack: int) -> np.ndarray
 def merge_entries(walked: TokenEntries, kept: list[KeptMachine], stack: int) -> TokenEntries:
     """The entries of every state: those of `walked` (whose classes already refine the kept
     machines', `walk_entries(refine_by=...)`) and the kept machines', over the same classes."""
+    if not kept:
+        return walked
     token_class = walked.token_class
     num_classes = int(token_class.max(initial=0)) + 1
     token_of_class = np.full(num_classes, -1, np.int64)
