@@ -172,7 +172,7 @@ def compile_command(source: Path | None, pattern: str | None, kind: str | None,
         progress.close()
     if layout != "factored" and grammar.table.calls is not None:
         raise GrammarcError(f"--layout {layout}: the grammar compiles to machines linked by "
-                           "calls, which only the factored layout stores (docs/FORMAT.md)")
+                            "calls, which only the factored layout stores (docs/FORMAT.md)")
     grammar.save(output, layout=layout)
     if not quiet:
         size = output.stat().st_size
