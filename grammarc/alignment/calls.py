@@ -105,7 +105,7 @@ def align_calls(pd: PushdownDFA, trie: VocabTrie, vocab_size: int,
     x = (x_token[live][order], x_next[live][order], x_arg[live][order])
     x_count = x_count[live][order]
     push_ptr, push_states = push_ids.arrays()
-    counters = _count_registers(pd, kernel, trie, x_count, s_arrays[4]) \
+    counters = _count_registers(pd, kernel, trie, entries, sink, x_count, s_arrays[4]) \
         if pd.has_counters else None
     cost = _return_cost(ordinary, pd, x_ptr, x[1], x[2], x_count, push_ptr, push_states,
                         counters)
@@ -278,10 +278,12 @@ class _Kernel:
         self.final = np.ascontiguousarray(pd.dfa.accepting, dtype=np.bool_)
         counters = pd.counters
         self.loop_machine = np.full(len(table), -1, np.int32)
-        counted = np.flatnonzero(counters.loop)
-        self.loop_machine[counters.loop[counted]] = counted
+        self.loop_machine[counters.boundary] = pd.state_machine[counters.boundary]
         self.in_loop = np.ascontiguousarray(counters.in_loop, dtype=np.bool_)
         self.count_min, self.count_max = counters.count_min, counters.count_max
+        self.state_machine = pd.state_machine
+        # the characters of a pattern counted with the fewest still needed (`Counters`)
+        self.need = counters.need if counters.need.any() else None
         callers = np.flatnonzero(np.diff(pd.call_ptr))
         self.call_row = np.full(len(table), -1, np.int32)
         self.call_row[callers] = np.arange(len(callers))
@@ -322,6 +324,8 @@ class _Kernel:
             room = max(longest * self.num_machines, _FEW_PUSHES + 1)
             kind[many], nxt[many], pos[many], push_len[many], more, count[many] = \
                 run(many, room)
+        if self.need is not None:
+            self._with_need(starts, kind, nxt, push_len, count)
         stays = np.flatnonzero(kind == _STAYS)
         width = int(push_len[stays].max(initial=0))
         pushes = np.zeros((len(stays), width + 1), np.int32)
@@ -335,7 +339,25 @@ class _Kernel:
         return kind, nxt, pos, pushes, count
 
 
-def _count_registers(pd: PushdownDFA, kernel: _Kernel, trie: VocabTrie, stack_reps: np.ndarray,
+    def _with_need(self, starts, kind, nxt, push_len, count) -> None:
+        """The kernel counts the repetitions started; a count register also holds the
+        fewest still needed where it ends (`Counters`): in the frame the walk started in,
+        the count is what the token adds to it; in a counted frame the walk opened, the
+        register, and a walk past its bound dies (in place)."""
+        stays = kind == _STAYS
+        ends_inside = stays & self.in_loop[nxt]
+        own = self.in_loop[starts] & ((kind == _RETURNS) | (stays & (push_len == 0)))
+        count[own] += (np.where(ends_inside[own], self.need[nxt[own]], 0) -
+                       self.need[starts[own]]).astype(count.dtype)
+        opened = np.flatnonzero(ends_inside & (push_len > 0))
+        count[opened] += self.need[nxt[opened]].astype(count.dtype)
+        bound = self.count_max[self.state_machine[nxt[opened]]]
+        over = opened[(bound >= 0) & (count[opened] > bound)]
+        kind[over], nxt[over] = _DIES, 0
+
+
+def _count_registers(pd: PushdownDFA, kernel: _Kernel, trie: VocabTrie,
+                     entries: TokenEntries, sink: int, stack_reps: np.ndarray,
                      suffix_reps: np.ndarray) -> CountRegisters:
     """The count registers of `pd`'s counted machines, with the counts its stack tokens and
     suffixes end with: every token walked from every state inside a counted loop. Machines
@@ -348,24 +370,29 @@ def _count_registers(pd: PushdownDFA, kernel: _Kernel, trie: VocabTrie, stack_re
     complete_cost = np.full(num_states, -1, np.int64)
     item_cost = np.full(len(pd.machine_start), -1, np.int64)
     rows: list[np.ndarray] = []
-    done: dict[bytes, tuple[int, np.ndarray, int]] = {}  # signature -> (first row, costs, item)
+    done: dict[bytes, tuple[int, np.ndarray, np.ndarray, int]] = {}  # see below
     table = kernel.table
     for m in np.flatnonzero(counters.loop).tolist():
         lo, hi = int(pd.machine_start[m]), int(ends[m])
         local = table[lo:hi]
         signature = b"".join([np.where(local > 0, local - lo + 1, 0).tobytes(),
                               counters.in_loop[lo:hi].tobytes(), accepting[lo:hi].tobytes(),
+                              counters.boundary[lo:hi].tobytes(), counters.need[lo:hi].tobytes(),
                               np.int64(counters.loop[m] - lo).tobytes()])
-        if signature not in done:
-            loop_rows, costs, item = LOOP_ROWS.get(
+        if signature not in done and counters.phase[counters.loop[m]] >= 0:
+            loop_rows, row_of = _text_rows(counters, lo, hi, trie, entries, sink)
+            done[signature] = (len(rows), row_of, np.full(len(row_of), -1, np.int64), -1)
+            rows.extend(loop_rows)
+        elif signature not in done:  # (first row, row of each state inside, costs, item)
+            loop_rows, row_of, costs, item = LOOP_ROWS.get(
                 trie, signature,
                 lambda: _walk_loop(kernel, counters, m, lo, hi, trie.token_data,
                                    trie.token_offsets, vocab_size))
-            done[signature] = (len(rows), costs, item)
+            done[signature] = (len(rows), row_of, costs, item)
             rows.extend(loop_rows)
-        first, costs, item = done[signature]
+        first, row_of, costs, item = done[signature]
         inside = np.flatnonzero(counters.in_loop[lo:hi])
-        row[lo + inside] = first + np.arange(len(inside), dtype=np.int32)
+        row[lo + inside] = first + row_of
         complete_cost[lo + inside] = costs
         item_cost[m] = item
     stacked = np.stack(rows)
@@ -375,7 +402,8 @@ def _count_registers(pd: PushdownDFA, kernel: _Kernel, trie: VocabTrie, stack_re
                           machine_item_cost=item_cost.astype(np.int32), count_row=row,
                           count_table=stacked.astype(dtype),
                           count_complete_cost=complete_cost.astype(np.int32),
-                          stack_reps=stack_reps, suffix_reps=suffix_reps)
+                          stack_reps=stack_reps, suffix_reps=suffix_reps,
+                          count_loop=counters.boundary, count_need=counters.need)
 
 
 class LoopRows:
@@ -388,13 +416,15 @@ class LoopRows:
         self.max_bytes = max_bytes
         self.size = 0
         self.trie: weakref.ref[VocabTrie] | None = None
-        self.entries: OrderedDict[bytes, tuple[np.ndarray, np.ndarray, int]] = OrderedDict()
+        self.entries: OrderedDict[bytes, tuple[np.ndarray, np.ndarray, np.ndarray, int]] = \
+            OrderedDict()
         self._lock = threading.Lock()
 
     def get(self, trie: VocabTrie, signature: bytes,
-            walk: Callable[[], tuple[np.ndarray, np.ndarray, int]]
-            ) -> tuple[np.ndarray, np.ndarray, int]:
-        """(rows, complete costs, item cost) of the loop with `signature`, walked if new."""
+            walk: Callable[[], tuple[np.ndarray, np.ndarray, np.ndarray, int]]
+            ) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+        """(rows, row of each state inside, complete costs, item cost) of the loop with
+        `signature`, walked if new."""
         with self._lock:
             if self.trie is None or self.trie() is not trie:  # another vocabulary: start over
                 self.trie, self.entries, self.size = weakref.ref(trie), OrderedDict(), 0
@@ -423,9 +453,10 @@ LOOP_ROWS = LoopRows(max_bytes=64 << 20)
 
 
 def _walk_loop(kernel: _Kernel, counters, machine: int, lo: int, hi: int, data, offsets,
-               vocab_size: int) -> tuple[np.ndarray, np.ndarray, int]:
-    """The count rows of one counted machine's loop states (uint16 [inside, V]), the tokens
-    that complete the repetition under way from each, and those that read one repetition."""
+               vocab_size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """The count rows of one counted repeat's states inside its loop (uint16 [inside, V]),
+    the row of each, the tokens that complete the repetition under way from each, and those
+    that read one repetition."""
     inside = lo + np.flatnonzero(counters.in_loop[lo:hi])
     loop = int(counters.loop[machine])
     starts = np.repeat(inside, vocab_size).astype(np.int32)
@@ -455,7 +486,105 @@ def _walk_loop(kernel: _Kernel, counters, machine: int, lo: int, hi: int, data, 
         complete = better
     one = moves & (count == 1) & (source == loop)
     item = int((complete[index[nxt[one].astype(np.int64) - lo]] + 1).min(initial=inf))
-    return loop_rows, np.where(complete >= inf, -1, complete), (-1 if item >= inf else item)
+    return loop_rows, np.arange(len(inside), dtype=np.int32), \
+        np.where(complete >= inf, -1, complete), (-1 if item >= inf else item)
+
+
+def _text_rows(counters, lo: int, hi: int, trie: VocabTrie, entries: TokenEntries,
+               sink: int) -> tuple[list[np.ndarray], np.ndarray]:
+    """The count rows of a `CountedText` machine's states inside its loop, and the row of
+    each, from the ordinary entries: a token adds the characters it starts, read on the
+    spelling DFA alone (`_spelled_starts`), plus the need of the state it ends in (0 where
+    it leaves: to a final state, or to the sink, returning), minus the need of its own.
+    States whose classes agree wherever both allow them (a word pattern's states, which
+    differ in how many words are left) share a row, with no costs: the count of such a
+    machine never lies below its least (`automaton.counters._counted_text`)."""
+    inside = lo + np.flatnonzero(counters.in_loop[lo:hi])
+    num_classes = int(entries.token_class.max(initial=0)) + 1
+    places = np.unique(counters.phase[inside])
+    started, leaves = _spelled_starts(trie, counters.phase_next, counters.phase_boundary,
+                                      counters.phase_in_loop, places)
+    # per state: need of where each class leads (-1: the class dies there)
+    ends = np.full((len(inside), num_classes), -1, np.int64)
+    for i, q in enumerate(inside.tolist()):
+        a, b = entries.state_ptr[q], entries.state_ptr[q + 1]
+        nxt = entries.entry_next[a:b].astype(np.int64)
+        kept = np.where(nxt == sink, 0, np.where(counters.in_loop[np.minimum(nxt, sink - 1)],
+                                                  counters.need[np.minimum(nxt, sink - 1)], 0))
+        ends[i, entries.entry_class[a:b]] = kept
+    groups: dict[tuple[int, int], list[int]] = {}
+    for i, q in enumerate(inside.tolist()):
+        groups.setdefault((int(counters.phase[q]), int(counters.need[q])), []).append(i)
+    rows: list[np.ndarray] = []
+    row_of = np.zeros(len(inside), np.int32)
+    for (place, need), members in groups.items():
+        merged, member_row = _shared_rows(ends[members], ends[members] >= 0)
+        at = int(np.searchsorted(places, place))
+        for ends_of_classes in merged.astype(np.int64):
+            value = started[at] + ends_of_classes[entries.token_class] - need
+            rows.append(np.where(value >= 0, value * 2 + leaves[at], 0))
+        row_of[members] = len(rows) - len(merged) + member_row
+    if max(int(row.max(initial=0)) for row in rows) > np.iinfo(np.uint16).max:
+        raise GrammarError("a token starts more than 32,767 repetitions of a counted repeat")
+    return [row.astype(np.uint16) for row in rows], row_of
+
+
+def _spelled_starts(trie: VocabTrie, table: np.ndarray, boundary: np.ndarray,
+                    in_loop: np.ndarray, places: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per place (a state of a spelling DFA) and token: the repetitions the token starts
+    from there until it leaves the loop, and whether it leaves ([places, V] each; a token
+    the spelling forbids gets anything: no state allows it). The tokens are read a byte
+    position at a time, longest first, so each step reads only the tokens that long."""
+    key = ("spelled starts", table.tobytes(), boundary.tobytes(), in_loop.tobytes())
+    found = trie.memo.get(key, {})
+    todo = [p for p in places.tolist() if p not in found]
+    if todo:
+        offsets, data = trie.token_offsets, trie.token_data
+        lengths = np.diff(offsets)
+        order = np.argsort(-lengths, kind="stable")
+        longest = int(lengths.max(initial=0))
+        for p in todo:
+            state = np.full(len(order), p, np.int64)
+            count = np.zeros(len(order), np.int64)
+            left = np.zeros(len(order), bool)
+            for j in range(longest):
+                n = int(np.searchsorted(-lengths[order], -(j + 1), side="right"))
+                byte = data[offsets[order[:n]] + j]
+                now, nxt = state[:n], table[state[:n], byte]
+                reading = ~left[:n]
+                count[:n] += reading & boundary[now] & in_loop[nxt]
+                left[:n] |= reading & ~in_loop[nxt]
+                state[:n] = np.where(reading, nxt, now)
+            by_token = np.empty(len(order), np.int64)
+            by_token[order] = count
+            gone = np.empty(len(order), bool)
+            gone[order] = left
+            found[p] = (by_token, gone)
+        trie.memo[key] = found
+    return (np.stack([found[p][0] for p in places.tolist()]),
+            np.stack([found[p][1] for p in places.tolist()]).astype(np.int64))
+
+
+def _shared_rows(values: np.ndarray, alive: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Rows (uint16) that hold each row of `values` wherever it is `alive` (elsewhere the
+    table forbids the token, so its value is never read), and the row of each: rows with
+    the most live tokens first, each merged into the first it agrees with."""
+    merged: list[np.ndarray] = []
+    merged_alive: list[np.ndarray] = []
+    row_of = np.zeros(len(values), np.int32)
+    for i in np.argsort(-alive.sum(axis=1), kind="stable").tolist():
+        for j, (row, live) in enumerate(zip(merged, merged_alive)):
+            both = live & alive[i]
+            if np.array_equal(row[both], values[i][both]):
+                row[alive[i]] = values[i][alive[i]]
+                live |= alive[i]
+                row_of[i] = j
+                break
+        else:
+            row_of[i] = len(merged)
+            merged.append(np.where(alive[i], values[i], 0))
+            merged_alive.append(alive[i].copy())
+    return np.stack(merged).astype(np.uint16), row_of
 
 
 def _return_cost(table: FactoredRows, pd: PushdownDFA, x_ptr, x_next, x_arg, x_count,

@@ -44,6 +44,25 @@ class ByteDFA:
         """The state reached from `state` after reading `data` (0 once it dies)."""
         return walk_bytes(self.step, data, state)
 
+    def has_cycle(self) -> bool:
+        """Whether a path from the start comes back to a state it passed (the language has
+        texts without bound, in a DFA whose live states all reach a final state)."""
+        successors = [np.unique(row[row != 0]).tolist() for row in self.trans]
+        colour = [0] * self.num_states  # 0 not seen, 1 on the path, 2 done
+        colour[1], path = 1, [(1, iter(successors[1]))]
+        while path:
+            state, todo = path[-1]
+            nxt = next(todo, None)
+            if nxt is None:
+                colour[state] = 2
+                path.pop()
+            elif colour[nxt] == 1:
+                return True
+            elif not colour[nxt]:
+                colour[nxt] = 1
+                path.append((nxt, iter(successors[nxt])))
+        return False
+
     def accepts(self, data: bytes) -> bool:
         return bool(self.accepting[self.walk(data)])
 

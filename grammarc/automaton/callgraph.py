@@ -18,7 +18,8 @@ import numpy as np
 from .. import _core
 from .bytedfa import ByteDFA
 from .expr import (
-    NOTHING, Alt, Automaton, Call, CharSet, Concat, Expr, Graph, Repeat, alt, concat, repeat,
+    NOTHING, Alt, Automaton, Call, CharSet, Concat, CountedText, Expr, Graph, Repeat, alt, concat,
+    repeat,
 )
 
 
@@ -219,6 +220,8 @@ def starting_bytes(expr: Expr, body_of: Callable[[str], Expr | None],
         elif isinstance(node, Repeat):
             found = walk(node.item)
             out = None if found is None else (found[0], found[1] or node.min == 0)
+        elif isinstance(node, CountedText):  # a subset of its texts: their bytes or fewer
+            out = walk(node.texts)
         elif isinstance(node, Call):
             body = body_of(node.name)
             hint = None if body is not None or first_of is None else first_of(node.name)

@@ -1,5 +1,7 @@
 """Counted repeats: a machine whose body is one byte, a counted `Repeat` and a suffix keeps
 a count register instead of a copy of its item per repetition (`Counters`, `counter_form`).
+A machine whose body is a `CountedText` (a pattern with lengths) counts the characters of
+the pattern's texts the same way, across the pattern's states (`dfa_with_counter`).
 """
 
 from __future__ import annotations
@@ -11,33 +13,73 @@ import numpy as np
 from .bytedfa import ByteDFA
 from .callgraph import called_names, starting_bytes
 from .dfa import build_dfa
-from .expr import CharSet, Concat, Expr, Repeat, concat
+from .expr import CharSet, Concat, CountedText, Expr, Repeat, concat
 
 
 @dataclass(frozen=True)
 class Counters:
-    """Count registers of machines whose body is a counted repeat (`counter_form`).
+    """Count registers of machines whose body is a counted repeat (`counter_form`) or a
+    `CountedText`.
 
-    Machine m keeps a count when `loop[m]` (its loop state) is not 0: a transition out of the
-    loop state into `in_loop` states starts one repetition (the count goes up and may not pass
-    `count_max[m]`, -1 for no bound); one out of it to other states leaves the loop (the count
-    must be at least `count_min[m]`). A counted machine calls no other.
+    Machine m keeps a count when `loop[m]` (the loop state its prefix leads to) is not 0. A
+    transition out of a `boundary` state (between repetitions) into an `in_loop` state starts
+    one repetition. The count is the repetitions started plus `need` of the state (the fewest
+    still to start before the machine can leave its loop; 0 for a counted repeat): it may
+    not pass `count_max[m]` (-1: no bound), and a transition out of the loop to another
+    state must leave it at least `count_min[m]`. A counted machine calls no other.
     """
 
     loop: np.ndarray       # int32 [M]
     count_min: np.ndarray  # int64 [M]
     count_max: np.ndarray  # int64 [M]
-    in_loop: np.ndarray    # bool [S]: the loop state and the states inside one repetition
+    in_loop: np.ndarray    # bool [S]: the states between repetitions and inside one
+    boundary: np.ndarray   # bool [S]: the states between repetitions
+    need: np.ndarray       # int64 [S]: repetitions still needed to leave (0 outside loops)
+    # a `CountedText`'s states: each one's state (-1: none) in the DFA of the spellings it
+    # counts (`phase_next`, [P, 256], with its states between and inside repetitions)
+    phase: np.ndarray
+    phase_next: np.ndarray
+    phase_boundary: np.ndarray
+    phase_in_loop: np.ndarray
 
     def step(self, q: int, nxt: int, count: int, machine: int) -> tuple[int, int]:
         """(next state, count) of the transition q -> nxt in `machine`; (0, 0) if the count
         forbids it. Outside counted machines the count stays 0."""
-        if machine < 0 or q != self.loop[machine]:
-            return (nxt, count if self.in_loop[nxt] else 0)
+        if machine < 0 or not self.loop[machine]:
+            return (nxt, 0)
+        total = count + int(self.boundary[q] and self.in_loop[nxt]) + \
+            int(self.need[nxt]) - int(self.need[q])
         if self.in_loop[nxt]:
             bound = int(self.count_max[machine])
-            return (0, 0) if 0 <= bound <= count else (nxt, count + 1)
-        return (nxt, 0) if count >= self.count_min[machine] else (0, 0)
+            return (0, 0) if 0 <= bound < total else (nxt, total)
+        if self.in_loop[q] and total < self.count_min[machine]:
+            return (0, 0)
+        return (nxt, 0)
+
+
+@dataclass(frozen=True)
+class LocalCounter:
+    """The count register of one machine's DFA, in its own numbering (see `Counters`)."""
+
+    loop: int
+    count_min: int
+    count_max: int          # -1: no bound
+    in_loop: np.ndarray     # bool [states]
+    boundary: np.ndarray    # bool [states]
+    need: np.ndarray        # int64 [states]
+    # a `CountedText`'s: each state's state in its spelling DFA (-1: none), and that DFA's
+    # byte table, states between repetitions and states inside the loop
+    phase: np.ndarray | None = None
+    spelling: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+
+    def key(self) -> tuple:
+        return (self.loop, self.count_min, self.count_max, self.in_loop.tobytes(),
+                self.boundary.tobytes(), self.need.tobytes())
+
+
+def is_counted(body: Expr) -> bool:
+    """Whether a machine with this body keeps a count (and so must stay a call)."""
+    return isinstance(body, CountedText) or counter_form(body) is not None
 
 
 def counter_form(body: Expr) -> tuple[tuple[Expr, ...], bytes, Repeat, Expr] | None:
@@ -81,19 +123,37 @@ def with_counted_repeat(body: Expr, longer_than: int, most: int) -> Expr | None:
 
 
 def dfa_with_counter(body: Expr, counted: bool, max_states: int,
-                     codes: dict[str, bytes]) -> tuple[ByteDFA, tuple | None]:
+                     codes: dict[str, bytes]) -> tuple[ByteDFA, LocalCounter | None]:
     """The DFA of a machine body; if `counted` and the body has a counter form whose loop the
-    next byte tells from its exit, the DFA of its unbounded loop and the counter (loop state,
-    min, max, in-loop states); otherwise the body with its bounds, and None."""
+    next byte tells from its exit, the DFA of its unbounded loop and its counter; a
+    `CountedText` whose characters can be counted (`_counted_text`), its texts' DFA and
+    their counter; otherwise the body with its bounds, and None."""
+    if isinstance(body, CountedText):
+        found = _counted_text(body, max_states, codes) if counted else None
+        return found if found is not None else \
+            (build_dfa(body.exact(max_states), max_states=max_states, call_codes=codes), None)
     form = counter_form(body) if counted else None
-    if form is not None:
-        prefix, spelled, repeat_node, suffix = form
-        item_first = starting_bytes(repeat_node.item, lambda name: None)
-        exit_first = starting_bytes(suffix, lambda name: None)
-        if item_first is None or exit_first is None or (item_first & exit_first).any():
-            form = None
-    if form is None:
+    loop_dfa = _loop_dfa(form, max_states, codes) if form is not None else None
+    if loop_dfa is None:
         return build_dfa(body, max_states=max_states, call_codes=codes), None
+    dfa, loop, in_loop = loop_dfa
+    repeat_node = form[2]
+    bound = -1 if repeat_node.max is None else repeat_node.max
+    boundary = np.zeros(len(in_loop), bool)
+    boundary[loop] = True
+    return dfa, LocalCounter(loop, repeat_node.min, bound, in_loop, boundary,
+                             np.zeros(len(in_loop), np.int64))
+
+
+def _loop_dfa(form: tuple, max_states: int, codes: dict[str, bytes]
+              ) -> tuple[ByteDFA, int, np.ndarray] | None:
+    """(DFA, loop state, states in the loop) of a counter form's body with its repeat
+    unbounded, or None where the next byte cannot tell the loop from its exit."""
+    prefix, spelled, repeat_node, suffix = form
+    item_first = starting_bytes(repeat_node.item, lambda name: None)
+    exit_first = starting_bytes(suffix, lambda name: None)
+    if item_first is None or exit_first is None or (item_first & exit_first).any():
+        return None
     loop_body = concat(*prefix, Repeat(repeat_node.item, 0, None), suffix)
     dfa = build_dfa(loop_body, max_states=max_states, call_codes=codes)
     table = dfa.byte_table()
@@ -110,5 +170,65 @@ def dfa_with_counter(body: Expr, counted: bool, max_states: int,
             todo.extend(int(t) for t in np.unique(table[q]) if t and t != loop)
     if in_loop[np.unique(table[loop][exit_first])].any() or dfa.accepting[in_loop].any():
         raise AssertionError("the item of a counted repeat must be a prefix code")
-    bound = -1 if repeat_node.max is None else repeat_node.max
-    return dfa, (loop, repeat_node.min, bound, in_loop)
+    return dfa, loop, in_loop
+
+
+def counts_characters(body: CountedText, max_states: int) -> bool:
+    """Whether a machine with this body counts its characters (`_counted_text`) rather than
+    spelling out the product of its texts and lengths."""
+    return _counted_text(body, max_states, {}) is not None
+
+
+def _counted_text(body: CountedText, max_states: int, codes: dict[str, bytes]
+                  ) -> tuple[ByteDFA, LocalCounter] | None:
+    """The DFA of `body.texts` and a counter of the characters of `body.lengths` read along
+    it, or None where that is not exact: each state of the texts must be at one place of a
+    character's spelling (read beside the lengths' loop DFA), and the fewest characters
+    (`need`) must not be below the least length (the register then only checks the most:
+    the shortest way on from any state fits whenever a way does)."""
+    form = counter_form(body.lengths)
+    loop_dfa = _loop_dfa(form, max_states, codes) if form is not None else None
+    if loop_dfa is None or body.texts.calls:
+        return None
+    spelling, spelling_loop, spelling_in_loop = loop_dfa
+    dfa = body.texts.dfa
+    table, spell = dfa.byte_table(), spelling.byte_table()
+    place = np.full(len(table), -1, np.int64)  # each state's state in the spelling DFA
+    place[1], todo = 1, [1]
+    while todo:
+        q = todo.pop()
+        nxt, spelled = table[q], spell[place[q]]
+        live = nxt != 0
+        if (spelled[live] == 0).any():
+            return None
+        for t, s in set(zip(nxt[live].tolist(), spelled[live].tolist())):
+            if place[t] < 0:
+                place[t] = s
+                todo.append(t)
+            elif place[t] != s:
+                return None
+    reached = place >= 0
+    in_loop = reached & spelling_in_loop[np.maximum(place, 0)]
+    boundary = reached & (place == spelling_loop)
+    if not np.array_equal(dfa.accepting[reached], spelling.accepting[place[reached]]):
+        return None
+    # fewest characters on to a final state: a starting byte costs one
+    cost = (boundary[:, None] & in_loop[table]).astype(np.int64)
+    unknown = np.int64(1) << 40
+    need = np.where(dfa.accepting, 0, unknown)
+    while True:
+        better = np.minimum(need, (cost + need[table]).min(axis=1))
+        better[0] = unknown
+        if np.array_equal(better, need):
+            break
+        need = better
+    loop = int(table[1, form[1][0]])
+    lo, hi = form[2].min, form[2].max
+    if not in_loop[loop] or (need[in_loop] >= unknown).any() or lo > need[loop]:
+        return None
+    need = np.where(in_loop, need, 0)
+    spelling_boundary = np.zeros(len(spell), bool)
+    spelling_boundary[spelling_loop] = True
+    return dfa, LocalCounter(loop, lo, -1 if hi is None else hi, in_loop, boundary, need,
+                             np.where(in_loop, place, -1),
+                             (spell, spelling_boundary, spelling_in_loop))

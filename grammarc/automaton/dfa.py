@@ -46,7 +46,7 @@ def build_dfa(expr: Expr, max_states: int = DEFAULT_MAX_STATES,
     the expression's `Call`s (callgraph.py).
     """
     nfa_limit = min(max(20 * max_states, 1_000_000), _NO_LIMIT)
-    fragment, label_names = build_nfa(expr, nfa_limit, call_codes)
+    fragment, label_names = build_nfa(expr, nfa_limit, call_codes, dfa_states=max_states)
     return determinize(fragment, max_states=max_states, label_names=label_names)
 
 

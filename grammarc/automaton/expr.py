@@ -159,7 +159,30 @@ class Call:
     name: str
 
 
-Expr = Union[CharSet, Concat, Alt, Repeat, Automaton, Graph, Call]
+@dataclass(frozen=True, eq=False)
+class CountedText:
+    """The texts of `texts` that are also texts of `lengths`, a counter form (a literal
+    prefix, a counted `Repeat` of one character, a suffix; `counters.counter_form`): as the
+    body of a machine, `texts`' DFA with the characters counted at run time, so a pattern
+    with a long `maxLength` is not a product of its states and the lengths
+    (`counters.dfa_with_counter`). Anywhere else it is that product, built when first needed
+    (`exact`), within `max_states`. Compared and hashed by identity."""
+
+    texts: Automaton
+    lengths: Expr
+
+    def exact(self, max_states: int) -> "Expr":
+        """The intersection as an `Automaton` (`NOTHING` if empty; `TooManyStatesError` past
+        `max_states`), kept for the last `max_states` asked."""
+        found = self.__dict__.get("_exact")
+        if found is None or found[0] != max_states:
+            from .products import Ops  # the products build on this module
+            found = (max_states, Ops(max_states).intersect(self.texts, self.lengths))
+            object.__setattr__(self, "_exact", found)
+        return found[1]
+
+
+Expr = Union[CharSet, Concat, Alt, Repeat, Automaton, Graph, Call, CountedText]
 
 
 @dataclass(frozen=True)
@@ -290,6 +313,8 @@ def fingerprint(expr: Expr) -> int:
         elif isinstance(expr, Graph):
             cached = hash(("graph", expr.names, expr.start, expr.accepting,
                            *((a, b, fingerprint(label)) for a, b, label in expr.edges)))
+        elif isinstance(expr, CountedText):
+            cached = hash(("counted", fingerprint(expr.texts), fingerprint(expr.lengths)))
         else:
             dfa = expr.dfa
             cached = hash(("automaton", *map(_array_key, _dfa_arrays(dfa)), dfa.label_names,
@@ -321,6 +346,8 @@ def same_spelling(a: Expr, b: Expr, agreed: set[tuple[int, int]] | None = None) 
             equal = (x.names, x.start, x.accepting, [e[:2] for e in x.edges]) == \
                 (y.names, y.start, y.accepting, [e[:2] for e in y.edges]) and \
                 all(same(e[2], f[2]) for e, f in zip(x.edges, y.edges))
+        elif isinstance(x, CountedText):
+            equal = same(x.texts, y.texts) and same(x.lengths, y.lengths)
         elif isinstance(x, Automaton):
             ours, theirs = _dfa_arrays(x.dfa), _dfa_arrays(y.dfa)
             equal = (x.exact_to, x.dfa.label_names, [(p, q) for p, _, q in x.calls]) == \
@@ -360,6 +387,8 @@ def nullable(expr: Expr) -> bool:
         return expr.min == 0 or nullable(expr.item)
     if isinstance(expr, Automaton):
         return bool(expr.dfa.num_states > 1 and expr.dfa.accepting[1])
+    if isinstance(expr, CountedText):
+        return nullable(expr.texts) and nullable(expr.lengths)
     reached, todo = {expr.start}, [expr.start]  # a Graph: nodes reached by empty labels
     while todo:
         node = todo.pop()
@@ -372,7 +401,7 @@ def nullable(expr: Expr) -> bool:
 
 __all__ = [  # the range helpers are re-exported: front ends import them from here
     "EMPTY", "MAX_CODE_POINT", "NOTHING", "SURROGATES", "Alt", "Automaton", "Call", "CharSet",
-    "Concat", "Expr", "Graph", "MachineSet", "Repeat", "alt", "charset", "complement_ranges",
+    "Concat", "CountedText", "Expr", "Graph", "MachineSet", "Repeat", "alt", "charset", "complement_ranges",
     "concat", "exact_to", "fingerprint", "literal", "normalize_ranges", "nullable", "repeat",
     "same_spelling",
 ]

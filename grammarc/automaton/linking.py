@@ -17,7 +17,7 @@ from .callgraph import (
     call_codes, called_names, code_paths, reachable_machines, recursive_machines,
     replace_calls, without_codes,
 )
-from .counters import counter_form
+from .counters import is_counted
 from .dfa import build_dfa
 from .expr import NOTHING, Automaton, Call, Expr, MachineSet, fingerprint, same_spelling
 from .pushdown import PushdownDFA, build_pushdown, built_dfa
@@ -157,7 +157,7 @@ def _respelled(body: Expr, replacement: Callable[[str], Expr], built: dict[tuple
     replaced. None where the DFA was not built or the body keeps a counter (its shape
     matters)."""
     hit = built.get((fingerprint(body), False))
-    if hit is None or counter_form(body) is not None or not same_spelling(hit[0], body):
+    if hit is None or is_counted(body) or not same_spelling(hit[0], body):
         return None
     dfa = hit[1]
     name_of = {code: name for name, code in codes.items()}

@@ -51,7 +51,8 @@ import numpy as np
 from .. import _core
 from ..errors import TooManyStatesError
 from .expr import (
-    Alt, Automaton, Call, CharSet, Concat, Expr, Graph, Repeat, fingerprint, same_spelling,
+    Alt, Automaton, Call, CharSet, Concat, CountedText, Expr, Graph, Repeat, fingerprint,
+    same_spelling,
 )
 from .signals import UnresolvedCallError
 
@@ -74,14 +75,18 @@ class Fragment:
 
 
 def build_nfa(expr: Expr, max_states: int,
-              call_codes: dict[str, bytes] | None = None) -> tuple[Fragment, tuple[str, ...]]:
+              call_codes: dict[str, bytes] | None = None,
+              dfa_states: int | None = None) -> tuple[Fragment, tuple[str, ...]]:
     """The NFA fragment of `expr` and the names of its labels (label i is names[i]).
 
     `call_codes` spells each `Call` as bytes no UTF-8 text contains (see callgraph.py); a call
     without one raises `UnresolvedCallError`. More than `max_states` NFA states raise
-    `TooManyStatesError`; a nesting too deep for the builder raises `RecursionError`.
+    `TooManyStatesError`, and so does a `CountedText` whose product needs more than
+    `dfa_states` (default `max_states`); a nesting too deep for the builder raises
+    `RecursionError`.
     """
-    nodes, kind, children, extra, automata = flatten(expr, call_codes or {})
+    nodes, kind, children, extra, automata = flatten(
+        expr, call_codes or {}, max_states if dfa_states is None else dfa_states)
     counts = [max(node.min, node.max or 0) for node in nodes if isinstance(node, Repeat)]
     if counts and max(counts) > max_states:  # a copy of the item per count: past the bound,
         raise TooManyStatesError(  # and past what the builder's 32-bit counts hold
@@ -98,12 +103,12 @@ def build_nfa(expr: Expr, max_states: int,
     return Fragment(num_states, eps, edges, tags, num_families, labels), names
 
 
-def flatten(expr: Expr, call_codes: dict[str, bytes]) -> tuple[list[Expr], list[int],
-                                                                list[list[int]], list[list[int]],
-                                                                list[tuple]]:
+def flatten(expr: Expr, call_codes: dict[str, bytes], max_states: int
+            ) -> tuple[list[Expr], list[int], list[list[int]], list[list[int]], list[tuple]]:
     """The flat program of an expression DAG, root first: (nodes, kind, children, payload,
     automata fragments), one entry per distinct node (see the module docstring); nodes
-    spelled alike (`expr.same_spelling`) are one node, except Graphs."""
+    spelled alike (`expr.same_spelling`) are one node, except Graphs. A `CountedText` is its
+    product, built within `max_states` DFA states."""
     index: dict[int, int] = {}
     by_spelling: dict[int, list[int]] = {}  # fingerprint -> the numbers of such nodes
     nodes: list[Expr] = []
@@ -114,6 +119,8 @@ def flatten(expr: Expr, call_codes: dict[str, bytes]) -> tuple[list[Expr], list[
     agreed: set[tuple[int, int]] = set()  # pairs of nodes spelled alike (all alive till the end)
 
     def number(node: Expr) -> int:
+        if isinstance(node, CountedText):  # kept alive by `node` (`_exact`): its id is its own
+            node = node.exact(max_states)
         i = index.get(id(node))
         if i is not None:
             return i

@@ -32,7 +32,7 @@ from .. import _core
 from ..errors import TooManyStatesError
 from .bytedfa import ByteDFA
 from .callgraph import CODE_BYTES, call_codes, code_paths
-from .counters import Counters, counter_form, dfa_with_counter
+from .counters import Counters, LocalCounter, dfa_with_counter, is_counted
 from .dfa import SUBSET_FACTOR
 from .expr import Expr, MachineSet, fingerprint, same_spelling
 from .signals import NotDeterministicError
@@ -132,7 +132,7 @@ def built_dfa(body: Expr, counted: bool, max_states: int, built: dict[tuple, tup
               codes: dict[str, bytes]) -> tuple:
     """(body, DFA, counter, `_dfa_key` of the two) of `dfa_with_counter`, kept in `built` by the
     body's spelling (the same body rebuilt by renaming calls is built once)."""
-    key = (fingerprint(body), counted and counter_form(body) is not None)
+    key = (fingerprint(body), counted and is_counted(body))
     hit = built.get(key)
     if hit is None or not same_spelling(hit[0], body):
         dfa, counter = dfa_with_counter(body, counted, max_states, codes)
@@ -140,11 +140,11 @@ def built_dfa(body: Expr, counted: bool, max_states: int, built: dict[tuple, tup
     return hit
 
 
-def _dfa_key(dfa: ByteDFA, counter: tuple | None) -> tuple:
+def _dfa_key(dfa: ByteDFA, counter: LocalCounter | None) -> tuple:
     """What tells a machine's DFA and counter from another's (equal: the same machine)."""
     return (dfa.trans.shape, dfa.trans.tobytes(), dfa.byte_class.tobytes(),
             dfa.accepting.tobytes(),
-            None if counter is None else (*counter[:3], counter[3].tobytes()))
+            None if counter is None else counter.key())
 
 
 def _text_steps(dfa: ByteDFA) -> np.ndarray:
@@ -159,7 +159,7 @@ def _text_steps(dfa: ByteDFA) -> np.ndarray:
 
 def _link(names: list[str], steps: list[np.ndarray], byte_classes: list[np.ndarray],
           finals: list[np.ndarray], calls: list[list[tuple[int, int, int]]],
-          counters: list[tuple | None], max_states: int) -> PushdownDFA:
+          counters: list[LocalCounter | None], max_states: int) -> PushdownDFA:
     """Number every machine's live states in one table and check determinism. `steps` are
     the machines' text transitions per byte class of their own (`_text_steps`), the table's
     classes the bytes that every machine's classes put together."""
@@ -228,14 +228,32 @@ def _link(names: list[str], steps: list[np.ndarray], byte_classes: list[np.ndarr
     count_min = np.zeros(len(names), np.int64)
     count_max = np.full(len(names), -1, np.int64)
     in_loop = np.zeros(total, bool)
+    boundary = np.zeros(total, bool)
+    need = np.zeros(total, np.int64)
+    phase = np.full(total, -1, np.int64)
+    spellings: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+    phases = 0
     for m, (ids, counter, mapping) in enumerate(zip(local_ids, counters, glob)):
         if counter is not None:
-            local_loop, count_min[m], count_max[m], local_in_loop = counter
-            loop[m] = mapping[local_loop]
-            in_loop[mapping[ids][local_in_loop[ids]]] = True
+            count_min[m], count_max[m] = counter.count_min, counter.count_max
+            loop[m] = mapping[counter.loop]
+            in_loop[mapping[ids][counter.in_loop[ids]]] = True
+            boundary[mapping[ids][counter.boundary[ids]]] = True
+            need[mapping[ids]] = counter.need[ids]
+            if counter.spelling is not None:  # its spelling DFA's states after the others'
+                table, spelled_boundary, spelled_in_loop = counter.spelling
+                local = counter.phase[ids]
+                phase[mapping[ids]] = np.where(local >= 0, local + phases, -1)
+                spellings.append((np.where(table > 0, table + phases, 0), spelled_boundary,
+                                  spelled_in_loop))
+                phases += len(table)
+    phase_next, phase_boundary, phase_in_loop = (
+        np.concatenate([s[i] for s in spellings]) if spellings else
+        np.zeros((0, 256) if i == 0 else 0, np.int32 if i == 0 else bool) for i in range(3))
     return PushdownDFA(dfa, tuple(names), machine_start,
                        state_machine, call_ptr, call_machine, call_return, first, follow,
-                       Counters(loop, count_min, count_max, in_loop))
+                       Counters(loop, count_min, count_max, in_loop, boundary, need, phase,
+                                phase_next.astype(np.int32), phase_boundary, phase_in_loop))
 
 
 def _first_bytes(dfa: ByteDFA, machine_start, call_ptr, call_machine, names) -> np.ndarray:

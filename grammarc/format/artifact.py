@@ -30,6 +30,7 @@ FORMAT_NAME = "grammarc"
 FORMAT_VERSION = 1        # one table: next = T[state, token]
 CALLS_FORMAT_VERSION = 2  # machines linked by calls: tables plus a stack (docs/FORMAT.md)
 COUNTERS_FORMAT_VERSION = 3  # version 2 and count registers of counted machines
+TEXT_COUNTERS_FORMAT_VERSION = 4  # version 3 and counts across a pattern's states
 MAX_VOCAB_SIZE = 1 << 24   # a larger tokenizer.vocab_size is a forged file, not a vocabulary
 LAYOUTS = ("factored", "csr", "dense")
 SUFFIXES = (".safetensors", ".npz")
@@ -56,7 +57,10 @@ _STATE_NAMES = {"state_name": ("i", 1)}
 _CALL_TENSORS = stored_tensors(CallTables)
 # version 3: version 2 and count registers (counted machines, the repetitions each token
 # starts inside their loops, the counts stack tokens and suffixes end with)
-_COUNTER_TENSORS = stored_tensors(CountRegisters)
+_COUNTER_TENSORS = stored_tensors(CountRegisters, COUNTERS_FORMAT_VERSION)
+# version 4: version 3 and, per state, whether it lies between repetitions and how many it
+# still needs (a pattern's characters counted across its states)
+_TEXT_COUNTER_TENSORS = stored_tensors(CountRegisters, TEXT_COUNTERS_FORMAT_VERSION)
 _LAYOUT_TENSORS = {
     "factored": {"class_ptr": ("u", 1), "class_tokens": ("u", 1), "state_row": ("u", 1),
                  "row_ptr": ("u", 1), "row_class": ("u", 1), "row_delta": ("i", 1)},
@@ -75,10 +79,11 @@ class ArtifactData:
 
 # ------------------------------------------------------------------- layouts (docs/FORMAT.md)
 def format_version(table: TokenTable) -> int:
-    """The format version that holds `table`: 1, 2 with calls, 3 with count registers."""
+    """The format version that holds `table`: 1, 2 with calls, 3 with count registers, 4
+    with counts across a pattern's states."""
     if table.calls is None:
         return FORMAT_VERSION
-    return CALLS_FORMAT_VERSION if table.calls.counters is None else COUNTERS_FORMAT_VERSION
+    return CALLS_FORMAT_VERSION if table.calls.counters is None else table.calls.counters.version
 
 
 def encode_table(table: TokenTable, metadata: dict[str, Any],
@@ -145,8 +150,12 @@ def decode_table(data: ArtifactData) -> TokenTable:
         rows = dict(token_class=np.arange(1, vocab + 1), state_row=np.arange(num_states),
                     row_ptr=ptr, row_class=tokens + 1, row_delta=nxt - owner)
     version = data.metadata["format_version"]
-    counters = CountRegisters(**{name: t[name] for name in _COUNTER_TENSORS}) \
-        if version >= COUNTERS_FORMAT_VERSION else None
+    counters = None
+    if version >= TEXT_COUNTERS_FORMAT_VERSION:
+        counters = CountRegisters(**{name: t[name] for name in _TEXT_COUNTER_TENSORS})
+    elif version >= COUNTERS_FORMAT_VERSION:
+        counters = CountRegisters(**{name: t[name] for name in _COUNTER_TENSORS},
+                                  **CountRegisters.loop_and_need(t["machine_loop"], num_states))
     calls = CallTables(**{name: t[name] for name in _CALL_TENSORS}, counters=counters) \
         if version >= CALLS_FORMAT_VERSION else None
     return TokenTable(**rows, accepting=t["accepting"].astype(bool),
@@ -238,7 +247,8 @@ def _tensor_spec(metadata: dict[str, Any]) -> dict[str, tuple[str, int]]:
     if metadata["format_version"] >= CALLS_FORMAT_VERSION:
         spec.update(_CALL_TENSORS)
     if metadata["format_version"] >= COUNTERS_FORMAT_VERSION:
-        spec.update(_COUNTER_TENSORS)
+        spec.update(_TEXT_COUNTER_TENSORS if metadata["format_version"] >=
+                    TEXT_COUNTERS_FORMAT_VERSION else _COUNTER_TENSORS)
     return spec
 
 
@@ -312,9 +322,9 @@ def _parse_metadata(document: str) -> dict[str, Any]:
     version = metadata.get("format_version")
     if not isinstance(version, int) or isinstance(version, bool) or version < 1:
         raise ArtifactError(f"invalid format_version {version!r}")
-    if version > COUNTERS_FORMAT_VERSION:
+    if version > TEXT_COUNTERS_FORMAT_VERSION:
         raise ArtifactError(f"artifact format version {version} is newer than this grammarc "
-                            f"reads (up to {COUNTERS_FORMAT_VERSION}); upgrade grammarc")
+                            f"reads (up to {TEXT_COUNTERS_FORMAT_VERSION}); upgrade grammarc")
     _require(metadata.get("layout") in LAYOUTS, f"unknown layout {metadata.get('layout')!r}")
     if version >= CALLS_FORMAT_VERSION:
         _require(metadata["layout"] == "factored",
@@ -497,7 +507,8 @@ def _validate_calls(t: dict[str, np.ndarray], metadata: dict[str, Any], num_stat
     _require(bool(np.all(np.diff(keys) > 0)), "suffix entries must be sorted by (state, suffix)")
     _check_first_bytes(t)
     if metadata["format_version"] >= COUNTERS_FORMAT_VERSION:
-        _validate_counters(t, num_machines, num_states, vocab_size)
+        _validate_counters(t, num_machines, num_states, vocab_size,
+                           metadata["format_version"] >= TEXT_COUNTERS_FORMAT_VERSION)
 
 
 def _check_first_bytes(t: dict[str, np.ndarray]) -> None:
@@ -543,8 +554,9 @@ def _check_first_bytes(t: dict[str, np.ndarray]) -> None:
 
 
 def _validate_counters(t: dict[str, np.ndarray], num_machines: int, num_states: int,
-                       vocab_size: int) -> None:
-    """Index ranges of the count registers (docs/FORMAT.md, counted machines)."""
+                       vocab_size: int, across_states: bool) -> None:
+    """Index ranges of the count registers (docs/FORMAT.md, counted machines; version 4's
+    `across_states`)."""
     starts, loop = t["machine_start"], t["machine_loop"]
     _require(bool(np.all(np.diff(starts) > 0)), "machine_start must increase (with counters)")
     for name in ("machine_loop", "machine_count_min", "machine_count_max", "machine_item_cost"):
@@ -572,6 +584,15 @@ def _validate_counters(t: dict[str, np.ndarray], num_machines: int, num_states: 
         _require(bool(np.all(t[name] >= -1)), f"{name} below -1")
     _require(len(t["stack_reps"]) == len(t["stack_token"]), "stack_reps has the wrong length")
     _require(len(t["suffix_reps"]) == len(t["suffix_id"]), "suffix_reps has the wrong length")
+    if across_states:
+        for name in ("count_loop", "count_need"):
+            _require(len(t[name]) == num_states, f"{name} has the wrong length")
+        _require(bool(np.all(t["count_loop"] <= 1)) and
+                 not (t["count_loop"] & (row < 0)).any() and
+                 bool(np.all(t["count_loop"][loop[counted]] == 1)),
+                 "count_loop must be 0/1, 1 only inside loops, and 1 at each machine's loop state")
+        _require(not (t["count_need"] * (row < 0)).any(),
+                 "count_need must be 0 outside loops")
 
 
 def suffix_count(suffix_id: np.ndarray, stack_next: np.ndarray, stack_arg: np.ndarray,

@@ -212,16 +212,18 @@ class TokenTable:
         return ptr, np.concatenate(tokens).astype(np.int64), np.concatenate(nxt)
 
 
-def _tensor(sign: str, ndim: int) -> Field:
+def _tensor(sign: str, ndim: int, since: int = 2) -> Field:
     """A field of the call tables: how the artifact stores it, unsigned (`u`) or signed (`i`)
-    and its number of dimensions (docs/FORMAT.md)."""
-    return field(metadata={"stored": (sign, ndim)})
+    and its number of dimensions, and the format version that added it (docs/FORMAT.md)."""
+    return field(metadata={"stored": (sign, ndim), "since": since})
 
 
-def stored_tensors(tables: type) -> dict[str, tuple[str, int]]:
+def stored_tensors(tables: type, version: int | None = None) -> dict[str, tuple[str, int]]:
     """Tensor name -> (signedness, dimensions) of the array fields of `CallTables` or
-    `CountRegisters`: the artifact's specification of those tensors."""
-    return {f.name: f.metadata["stored"] for f in fields(tables) if "stored" in f.metadata}
+    `CountRegisters` (those a format `version` stores; None: all): the artifact's
+    specification of those tensors."""
+    return {f.name: f.metadata["stored"] for f in fields(tables) if "stored" in f.metadata and
+            (version is None or f.metadata["since"] <= version)}
 
 
 def _freeze_tensors(tables: CallTables | CountRegisters) -> None:
@@ -237,15 +239,19 @@ def _freeze_tensors(tables: CallTables | CountRegisters) -> None:
 
 @dataclass(frozen=True, eq=False)
 class CountRegisters:
-    """The count registers of counted machines (format version 3, docs/FORMAT.md).
+    """The count registers of counted machines (format versions 3 and 4, docs/FORMAT.md).
 
-    `count_row[q]` (-1 outside loops) is a row of `count_table`: token t starts
-    `count_table[row, t] >> 1` repetitions from q, and leaves the loop when
+    `count_row[q]` (-1 outside loops) is a row of `count_table`: token t adds
+    `count_table[row, t] >> 1` to the count from q, and leaves the loop when
     `count_table[row, t] & 1`. With count c in a machine bounded by [min, max], t is allowed
-    only if c + started <= max, and if it leaves, c + started >= min. For budgets:
+    only if c + added <= max, and if it leaves, c + added >= min. For budgets:
     `count_complete_cost[q]` tokens end the repetition under way without starting one,
     `machine_item_cost[m]` tokens read exactly one repetition from the loop state (-1: none
     can). `stack_reps` and `suffix_reps` are the counts a stack token or suffix ends with.
+    For bytes: `count_loop[q]` marks the states between repetitions, and `count_need[q]`
+    the repetitions still needed from q, which the count includes (version 4: a pattern's
+    characters counted across its states; in version 3 the one loop state of each machine,
+    and no need).
     """
 
     machine_loop: np.ndarray = _tensor("u", 1)         # [M] its loop state, 0: not counted
@@ -257,9 +263,28 @@ class CountRegisters:
     count_complete_cost: np.ndarray = _tensor("i", 1)  # [S]
     stack_reps: np.ndarray = _tensor("u", 1)           # [stack tokens]
     suffix_reps: np.ndarray = _tensor("u", 1)          # [suffix entries]
+    count_loop: np.ndarray = _tensor("u", 1, since=4)  # [S] 0/1
+    count_need: np.ndarray = _tensor("u", 1, since=4)  # [S]
 
     def __post_init__(self) -> None:
         _freeze_tensors(self)
+
+    @property
+    def version(self) -> int:
+        """The format version that holds these registers: 4 where a machine has more than
+        one state between repetitions or needs repetitions, else 3."""
+        counted = self.machine_loop[self.machine_loop > 0]
+        single = int(self.count_loop.sum()) == len(counted) and \
+            bool(np.all(self.count_loop[counted]))
+        return 3 if single and not self.count_need.any() else 4
+
+    @staticmethod
+    def loop_and_need(machine_loop: np.ndarray, num_states: int) -> dict[str, np.ndarray]:
+        """`count_loop` and `count_need` of version 3 registers: each machine's loop state,
+        no need."""
+        loop = np.zeros(num_states, np.int64)
+        loop[machine_loop[machine_loop > 0]] = 1
+        return {"count_loop": loop, "count_need": np.zeros(num_states, np.int64)}
 
 
 @dataclass(frozen=True, eq=False)
@@ -299,10 +324,12 @@ class CallTables:
         _freeze_tensors(self)
 
     def tensors(self) -> dict[str, np.ndarray]:
-        """Every array by its field name, the counters' included: the artifact's tensors."""
+        """Every array the artifact's format version stores, by its field name, the
+        counters' included: the artifact's tensors."""
+        version = 2 if self.counters is None else self.counters.version
         parts = (self,) if self.counters is None else (self, self.counters)
         return {name: getattr(part, name) for part in parts
-                for name in stored_tensors(type(part))}
+                for name in stored_tensors(type(part), version)}
 
 
 def frozen(values, dtype) -> np.ndarray:

@@ -1,6 +1,6 @@
-"""The count registers of counted machines at run time (artifact format version 3): per
-loop state its bounds, which tokens keep a count within them, the count after a token or a
-byte, and the tokens that finish a machine from a count. Numpy only."""
+"""The count registers of counted machines at run time (artifact format versions 3 and 4):
+per loop state its bounds, which tokens keep a count within them, the count after a token or
+a byte, and the tokens that finish a machine from a count. Numpy only."""
 
 from __future__ import annotations
 
@@ -23,6 +23,10 @@ class Counts:
         self.stack_reps = None if counters is None else counters.stack_reps
         self.suffix_reps = None if counters is None else counters.suffix_reps
         self.complete_cost = None if counters is None else counters.count_complete_cost
+        # per state: between repetitions; repetitions still needed (held in the count)
+        self.boundary = np.zeros(num_states, bool) if counters is None else \
+            counters.count_loop.astype(bool)
+        self.need = np.zeros(num_states, np.int64) if counters is None else counters.count_need
         # per state, its machine's loop state, bounds and cost of one repetition
         self.loop = np.zeros(num_states, np.int64)
         self.low = np.zeros(num_states, np.int64)
@@ -74,11 +78,14 @@ class Counts:
 
     def byte_step(self, q: int, nxt: int, count: int) -> tuple[int, int]:
         """(next state, count) of a byte transition; state 0 when the count forbids it."""
-        if self.row[q] < 0 or q != self.loop[q]:
-            return nxt, count if self.row[nxt] >= 0 else 0
-        if self.row[nxt] >= 0:  # one more repetition
-            return (0, 0) if 0 <= self.high[q] <= count else (nxt, count + 1)
-        return (nxt, 0) if count >= self.low[q] else (0, 0)
+        inside = self.row[nxt] >= 0
+        if self.row[q] < 0 and not inside:
+            return nxt, 0
+        total = count + int(self.boundary[q] and inside) + int(self.need[nxt]) - \
+            int(self.need[q])
+        if inside:  # within the loop (a repetition started where q lies between two)
+            return (0, 0) if 0 <= self.high[nxt] < total else (nxt, total)
+        return (nxt, 0) if total >= self.low[q] else (0, 0)
 
     def cost(self, q: int, count: int) -> int:
         """Tokens that finish q's machine from q with `count` (an upper bound; -1: none):

@@ -1,5 +1,7 @@
 """Count registers: JSON strings with length bounds past `COUNTED_LENGTH` are machines whose
-count of characters is kept at run time, a few states for any bound (issue 14).
+count of characters is kept at run time, a few states for any bound (issue 14); a pattern
+without bound under a long `maxLength` counts its characters across its own states (issue 41,
+format version 4).
 
 Checked against `jsonschema` and against the byte-level walk of the machines, which reads the
 count by its own rule (`runtime.counts.Counts.byte_step`), at and around every bound."""
@@ -12,7 +14,7 @@ import random
 import jsonschema
 import numpy as np
 import pytest
-from grammar_oracles import greedy_tokens
+from grammar_oracles import exact_validator, greedy_tokens
 from helpers import assert_same_mask, reloaded, walk_within_budget
 
 import grammarc
@@ -284,3 +286,153 @@ def test_count_rows_kept_across_compiles_give_the_tables_of_a_fresh_walk(smollm2
     assert kept.keys() == fresh.keys() and "count_table" in kept
     for key in kept:
         assert np.array_equal(kept[key], fresh[key]), key
+
+
+# --------------------------------------------- characters counted across a pattern's states
+TEXT_COUNTED = {
+    "type": "object",
+    "properties": {
+        "w": {"type": "string", "maxLength": 60, "pattern": "^(?:\\S+\\s+){0,9}\\S+$"},
+        "p": {"type": "string", "maxLength": 1501, "pattern": "^(ab)*$"},  # even lengths
+        "m": {"type": "string", "minLength": 4, "maxLength": 1500, "pattern": "^(ab)+$"},
+    },
+    "additionalProperties": False,
+}
+WORD_PIECES = ["a", "é", "日", "😀", "\\n", '\\"', "\\u00e9", "\\ud83d\\ude00"]
+SPACES = [" ", "\\t", "\\u3000", "\u3000", "\\n"]
+
+
+@pytest.fixture(scope="module")
+def text_counted(smollm2) -> CallGrammar:
+    return grammarc.compile(json.dumps(TEXT_COUNTED), smollm2, "json-schema")
+
+
+def _words(rng: random.Random, words: int, length: int) -> str:
+    """A value of `length` characters (at least 2 per word) in `words` words."""
+    chars = [rng.choice(WORD_PIECES) for _ in range(length)]
+    for at in rng.sample(range(1, length - 1, 2), words - 1):
+        chars[at] = rng.choice(SPACES)
+    return "".join(chars)
+
+
+def _text_counted_texts(rng: random.Random) -> list[str]:
+    """Values at and around each bound (characters, words, parity), and mutants of them
+    inside the string."""
+    texts = [f'{{"w": "{_words(rng, words, length)}"}}'
+             for words in (1, 2, 10, 11) for length in (22, 59, 60, 61)]
+    texts += [f'{{"p": "{"ab" * (n // 2)}{"a" * (n % 2)}"}}' for n in (0, 2, 1499, 1500, 1501, 1502)]
+    texts += [f'{{"m": "{"ab" * (n // 2)}{"a" * (n % 2)}"}}' for n in (2, 3, 4, 1500, 1502)]
+    for text in list(texts):
+        i = rng.randrange(7, len(text) - 1)
+        texts += [text[:i] + text[i + 1:], text[:i] + rng.choice('"x\\ ') + text[i:]]
+    return texts
+
+
+def _valid(validator, text: str) -> bool:
+    try:  # a lone surrogate escape is no character (Python's json reads it anyway)
+        value = json.loads(text)
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except ValueError:  # UnicodeEncodeError included
+        return False
+    return validator.is_valid(value)
+
+
+def test_a_pattern_under_a_long_max_length_counts_its_characters():
+    """The characters of a pattern without bound are counted across its states, not spelled
+    as their product with the lengths: the word pattern of issue 41 (a million states as a
+    product) is a few thousand. Where the least length is above the fewest characters the
+    pattern needs, it stays a product (`m`)."""
+    pd = build_automaton("json-schema", json.dumps(TEXT_COUNTED), None, FrontendOptions())
+    assert isinstance(pd, PushdownDFA) and pd.num_states < 3000
+    counters = pd.counters
+    counted = {pd.machine_names[m]: (counters.count_min[m], counters.count_max[m],
+                                     counters.phase[counters.loop[m]] >= 0)
+               for m in range(len(pd.machine_names)) if counters.loop[m]}
+    assert sorted(counted.values()) == [(0, 60, True), (0, 1501, True)]
+    words = {"type": "string", "maxLength": 500, "pattern": "^(?:\\S+\\s+){0,49}\\S+$"}
+    big = build_automaton("json-schema", json.dumps(words), None, FrontendOptions())
+    assert isinstance(big, PushdownDFA) and big.num_states < 5000
+    assert big.counters.need.max() == 1  # after a space, one more character at least
+
+
+def test_counted_patterns_accept_exactly(text_counted):
+    validator = exact_validator(TEXT_COUNTED, ecma_patterns=True)  # `$`: the end only
+    pd = build_automaton("json-schema", json.dumps(TEXT_COUNTED), None, FrontendOptions())
+    texts = _text_counted_texts(random.Random(17))
+    verdicts = [_valid(validator, text) for text in texts]
+    assert 10 < sum(verdicts) < len(texts) - 10
+    for text, valid in zip(texts, verdicts):
+        assert text_counted.matches(text) == valid, text
+        assert pd.accepts(text.encode()) == valid, text
+
+
+def test_counted_pattern_masks_agree_with_byte_walks(text_counted, smollm2):
+    """At the bounds, each sampled token is allowed exactly when its bytes walk on, to the
+    count they reach (the count holds the characters still needed: after a space, one)."""
+    validator = exact_validator(TEXT_COUNTED, ecma_patterns=True)  # `$`: the end only
+    sample = _token_sample(smollm2, '"a b", "é日 😀\\n\\u00e9x"} ", " a  b\tab"ab", "aba')
+    rng = random.Random(19)
+    for words, length in ((10, 59), (10, 60), (11, 60), (3, 61)):
+        text = f'{{"w": "{_words(rng, words, length)}"}}'
+        _assert_masks_follow_bytes(text_counted, smollm2, text, _valid(validator, text), sample)
+    for n in (1500, 1501):
+        text = f'{{"p": "{"ab" * (n // 2)}{"a" * (n % 2)}"}}'
+        _assert_masks_follow_bytes(text_counted, smollm2, text, n % 2 == 0, sample)
+
+
+def test_counted_pattern_samples_are_valid_and_budgets_a_guarantee(text_counted, smollm2):
+    validator = exact_validator(TEXT_COUNTED, ecma_patterns=True)  # `$`: the end only
+    rng = np.random.default_rng(8)
+    eos = set(smollm2.eos_token_ids)
+    for _ in range(12):
+        tokens = text_counted.sample_tokens(80, rng, eos_probability=0.02)
+        assert tokens is not None and tokens[-1] in eos
+        text = smollm2.decode_bytes([t for t in tokens if t not in eos]).decode()
+        assert validator.is_valid(json.loads(text)), text
+    # 59 characters, the last a space: one more character, then the end (the count holds
+    # the characters read and the one still needed)
+    state = text_counted.walk_bytes(('{"w": "' + "a " * 8 + "a" * 42 + " ").encode())
+    assert text_counted.count(state) == 60 and text_counted.tokens_to_accept(state) >= 1
+    left, state = walk_within_budget(text_counted, state, 4, rng)
+    assert left >= 0 and text_counted.is_accepting(state)
+
+
+def test_counted_pattern_artifacts_round_trip(text_counted, tmp_path):
+    loaded = reloaded(text_counted, tmp_path / "words.safetensors")
+    assert loaded.metadata["format_version"] == 4
+    for words, length in ((10, 60), (11, 60), (10, 61)):
+        text = '{"w": "' + "a " * (words - 1) + "a" * (length - 2 * (words - 1)) + '"}'
+        assert loaded.matches(text) == (words <= 10 and length <= 60), text
+        assert_same_mask(loaded, text_counted, text[:-4].encode())
+
+
+@pytest.mark.parametrize("value,message", [(2, "count_loop must be 0/1"),
+                                           (None, "count_need must be 0 outside loops")])
+def test_forged_version_4_tensors_are_refused(text_counted, tmp_path, value, message):
+    path = tmp_path / "words.npz"
+    text_counted.save(path)
+    data = read_artifact(path)
+    tensors = {name: np.array(data.tensors[name]) for name in data.tensors}
+    tensors["accepting"] = tensors["accepting"].astype(np.uint8)
+    if value is None:
+        tensors["count_need"][int(np.flatnonzero(tensors["count_row"] < 0)[-1])] = 1
+    else:
+        tensors["count_loop"][int(np.flatnonzero(tensors["count_row"] >= 0)[0])] = value
+    metadata = {k: v for k, v in data.metadata.items() if k != "checksum"}
+    write_artifact(path, metadata, tensors)
+    with pytest.raises(ArtifactError, match=message):
+        grammarc.load(path)
+
+
+def test_a_counted_pattern_inside_a_difference_is_its_product(smollm2):
+    """Where a product needs the texts of a counted pattern (here a `not`), it reads them
+    spelled out, bounds included (`CountedText.exact`), not the pattern alone."""
+    even = {"type": "string", "pattern": "^(ab)*$", "maxLength": 3001}
+    schema = {"type": "object", "properties": {"x": {"not": even}, "y": even},
+              "additionalProperties": False}
+    grammar = grammarc.compile(json.dumps(schema), smollm2, "json-schema")
+    validator = exact_validator(schema, ecma_patterns=True)
+    for key in ("x", "y"):
+        for value in ("ab" * 1500, "ab" * 1501, "aba", "", "ab" * 1500 + "a"):
+            text = json.dumps({key: value})
+            assert grammar.matches(text) == validator.is_valid({key: value}), text

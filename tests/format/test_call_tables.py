@@ -12,28 +12,34 @@ import pytest
 
 import grammarc
 from grammarc.format.artifact import (CALLS_FORMAT_VERSION, COUNTERS_FORMAT_VERSION,
-                                      FORMAT_VERSION, decode_table, format_version,
-                                      read_artifact)
+                                      FORMAT_VERSION, TEXT_COUNTERS_FORMAT_VERSION,
+                                      decode_table, format_version, read_artifact)
 from grammarc.format.table import CallTables, CountRegisters, stored_tensors
 from grammarc.runtime.calls import CallGrammar
 
 RECURSIVE = {"type": "object", "properties": {"next": {"$ref": "#"}},
              "additionalProperties": False}
 COUNTED = {"type": "array", "items": {"type": "string", "minLength": 130, "maxLength": 140}}
+WORDS = {"type": "string", "pattern": "^(?:\\S+\\s+){0,9}\\S+$", "maxLength": 300}
+SCHEMAS = {"recursive": (RECURSIVE, CALLS_FORMAT_VERSION),
+           "counted": (COUNTED, COUNTERS_FORMAT_VERSION),
+           "words": (WORDS, TEXT_COUNTERS_FORMAT_VERSION)}
 
 
-@pytest.fixture(scope="module", params=["recursive", "counted"])
+@pytest.fixture(scope="module", params=list(SCHEMAS))
 def compiled(request, bpe_tokenizer_json) -> grammarc.Grammar:
-    """A grammar with calls: without count registers (recursion) or with them (a string
-    longer than `COUNTED_LENGTH`)."""
-    schema = RECURSIVE if request.param == "recursive" else COUNTED
+    """A grammar with calls: without count registers (recursion), with them (a string
+    longer than `COUNTED_LENGTH`), or counting across a pattern's states (version 4)."""
+    schema = SCHEMAS[request.param][0]
     grammar = grammarc.compile(json.dumps(schema), bpe_tokenizer_json, "json-schema")
-    assert (grammar.table.calls.counters is not None) == (schema is COUNTED)
+    assert (grammar.table.calls.counters is not None) == (schema is not RECURSIVE)
     return grammar
 
 
 def _arrays(tables: CallTables | CountRegisters) -> dict[str, np.ndarray]:
-    return {f.name: getattr(tables, f.name) for f in fields(tables) if f.name != "counters"}
+    """The arrays of `tables` the artifact's version stores."""
+    version = tables.version if isinstance(tables, CountRegisters) else None
+    return {name: getattr(tables, name) for name in stored_tensors(type(tables), version)}
 
 
 def test_the_fields_are_the_tensors_an_artifact_holds(compiled, tmp_path):
@@ -52,9 +58,8 @@ def test_the_fields_are_the_tensors_an_artifact_holds(compiled, tmp_path):
     assert read.tensors().keys() == expected.keys()
 
 
-def test_the_format_version_follows_the_tables(compiled, smollm2):
-    calls = compiled.table.calls
-    version = CALLS_FORMAT_VERSION if calls.counters is None else COUNTERS_FORMAT_VERSION
+def test_the_format_version_follows_the_tables(compiled, smollm2, request):
+    version = SCHEMAS[request.node.callspec.params["compiled"]][1]
     assert format_version(compiled.table) == compiled.metadata["format_version"] == version
     flat = grammarc.compile("[a-z]+", smollm2, "regex")
     assert flat.table.calls is None
@@ -63,7 +68,7 @@ def test_the_format_version_follows_the_tables(compiled, smollm2):
 
 def test_the_storage_of_every_field_is_named_once():
     names = [*stored_tensors(CallTables), *stored_tensors(CountRegisters)]
-    assert len(names) == len(set(names)) == 24
+    assert len(names) == len(set(names)) == 26
     assert {f.name for f in fields(CallTables)} == set(stored_tensors(CallTables)) | {"counters"}
     assert all(sign in "ui" and ndim in (1, 2) for sign, ndim in
                [*stored_tensors(CallTables).values(), *stored_tensors(CountRegisters).values()])

@@ -10,8 +10,8 @@ from typing import Any
 
 from ...automaton import EMPTY, Automaton, Expr, alt, concat, literal
 from ...automaton.callgraph import called_names
-from ...automaton.expr import Call
-from ...automaton.counters import with_counted_repeat
+from ...automaton.expr import Call, CountedText
+from ...automaton.counters import counts_characters, with_counted_repeat
 from ...errors import GrammarError, TooManyStatesError, UnsupportedError
 from . import numbers, strings
 from .conditions import value_key
@@ -26,6 +26,15 @@ _MAX_COUNT = 2**31 - 1     # the largest bound a count register holds (docs/FORM
 _MAX_UNIQUE_RANGE = 64      # integers a range an array with uniqueItems draws from may hold
 _MAX_UNIQUE_CANDIDATES = 256  # values of items with uniqueItems, read off a schema's structure
 _STRING_KEYWORDS = ("minLength", "maxLength", "pattern", "format")  # what `string` reads
+# a pattern's states times its maxLength past this: its characters are counted at run time
+_SMALL_PRODUCT = 4096
+
+def _string_name(node: dict) -> str:
+    """The name of the machine of `node`'s strings: the spelling of its string keywords."""
+    keywords = json.dumps({k: node[k] for k in _STRING_KEYWORDS if k in node},
+                          sort_keys=True, ensure_ascii=False, default=repr)  # Decimal
+    return "string" if keywords == "{}" else f"string {keywords}"
+
 
 class Scalars(CompilerPart):
     """The scalar values of a schema, its enumerated values, and its values as explicit
@@ -92,9 +101,7 @@ class Scalars(CompilerPart):
                                 "is not checked")
         if not self.calls:
             return self._string_texts(node)
-        keywords = json.dumps({k: node[k] for k in _STRING_KEYWORDS if k in node},
-                              sort_keys=True, ensure_ascii=False, default=repr)  # Decimal
-        name = "string" if keywords == "{}" else f"string {keywords}"
+        name = _string_name(node)
         texts = self._strings.get(name)
         if texts is None:
             texts = self._strings[name] = self._string_texts(node)
@@ -118,6 +125,9 @@ class Scalars(CompilerPart):
         if isinstance(node.get("pattern"), str):
             pattern = node["pattern"]
             texts.append(strings.pattern_texts(pattern, self.registry.pointer(node) + "/pattern"))
+            counted_text = self._counted_pattern(node, texts[-1], lo, hi)
+            if counted_text is not None:
+                return counted_text
             counted = with_counted_repeat(texts[-1], strings.COUNTED_LENGTH, _MAX_COUNT) \
                 if self.calls and len(texts) == 1 and not isinstance(node.get("format"), str) \
                 else None
@@ -137,6 +147,24 @@ class Scalars(CompilerPart):
             return self.compiler.intersect_all(texts)
         except TooManyStatesError as exc:  # located: the string alone is too large
             raise TooManyStatesError(f"{self.registry.pointer(node)}: {exc}") from None
+
+    def _counted_pattern(self, node: dict, texts: Expr, lo: int | None, hi: int | None
+                         ) -> Expr | None:
+        """A call of a machine that counts the characters of a pattern without bound under a
+        `maxLength` (`^(?:\\S+\\s+){0,49}\\S+$` within 500: the product of the pattern's
+        states and the lengths would be a million states), or None where that product is
+        small (`_SMALL_PRODUCT`)."""
+        if not self.calls or isinstance(node.get("format"), str) or hi is None or \
+                hi > _MAX_COUNT or (lo or 0) > hi:
+            return None
+        pattern = self.ops.automaton(texts)
+        if not isinstance(pattern, Automaton) or pattern.dfa.num_states * hi <= _SMALL_PRODUCT \
+                or not pattern.dfa.has_cycle():
+            return None
+        counted = CountedText(pattern, strings.counted_string(lo or 0, hi))
+        if not counts_characters(counted, self.options.max_states):
+            return None  # the product, whose errors name the string
+        return self.machines.machine(_string_name(node), lambda: counted)
 
     def literal_value(self, value: Any, position: Position) -> Expr:
         """Every text of exactly this JSON value (numbers equal in value, any escapes)."""

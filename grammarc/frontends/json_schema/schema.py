@@ -38,7 +38,7 @@ import numpy as np
 
 from ...automaton import NOTHING, Automaton, ByteDFA, Expr, Ops, alt, charset, concat, repeat
 from ...automaton.callgraph import called_names, reachable_machines, replace_calls, with_first_bytes
-from ...automaton.counters import counter_form
+from ...automaton.counters import is_counted
 from ...automaton.expr import Call, MachineSet, exact_to
 from ...automaton.linking import fallback_language
 from ...automaton.signals import UnresolvedCallError
@@ -155,7 +155,7 @@ class Compiler:
                 f"({', '.join(recursions)}); deeper values may exist (raise --max-depth)")
         if expr == NOTHING:
             raise GrammarError("the schema accepts no value at all")
-        if isinstance(expr, Call) and counter_form(self.machines.bodies[expr.name]) is None:
+        if isinstance(expr, Call) and not is_counted(self.machines.bodies[expr.name]):
             expr = self.machines.bodies[expr.name]  # the document is one machine: its body is the
             # root (a counted machine stays called: the root keeps no count)
         used = reachable_machines(called_names(expr), self.machines.bodies)  # products inline some
@@ -563,7 +563,7 @@ class Compiler:
             while isinstance(option, Call) and shares_a_first_byte(i) and \
                     (open_calls or self._recursive(option.name)):
                 body = self.machines.body_of(option.name)
-                if body is None or counter_form(body) is not None:
+                if body is None or is_counted(body):
                     break
                 option = body
             opened.append(option)

@@ -35,10 +35,12 @@ def test_cli_records_integer_fractions(tmp_path):
 
 
 def test_a_string_past_the_state_limit_is_named_by_its_pointer(tmp_path):
-    # a word-count pattern with a length: too large alone, and the error says which string
+    # a word-count pattern with lengths: too large alone (a minLength above the pattern's
+    # fewest characters keeps it a product), and the error says which string
     schema = tmp_path / "bio.schema.json"
     schema.write_text(json.dumps({"type": "object", "properties": {"bio": {
-        "type": "string", "pattern": "^(?:\\S+\\s+){0,19}\\S+$", "maxLength": 100}}}))
+        "type": "string", "pattern": "^(?:\\S+\\s+){0,19}\\S+$", "minLength": 30,
+        "maxLength": 100}}}))
     out = tmp_path / "bio.safetensors"
     result = run_cli("compile", str(schema), "--tokenizer", "smollm2", "-o", str(out),
                      "--max-states", "20000")
