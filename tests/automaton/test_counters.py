@@ -229,18 +229,26 @@ def test_counted_artifacts_round_trip(counted, tmp_path, suffix):
     ("stack_reps", None, "stack_reps has the wrong length"),
 ])
 def test_forged_counter_tensors_are_refused(counted, tmp_path, tensor, value, message):
-    path = tmp_path / "counted.npz"
-    counted.save(path)
+    def edit(tensors: dict[str, np.ndarray]) -> None:
+        if value is None:
+            tensors[tensor] = tensors[tensor][:-1]
+        else:
+            counted_machine = int(np.flatnonzero(tensors["machine_loop"])[0])
+            at = counted_machine if tensor.startswith("machine") else \
+                int(np.flatnonzero(tensors["count_row"] >= 0)[0])
+            tensors[tensor][at] = value
+
+    _assert_forgery_refused(counted, tmp_path / "counted.npz", edit, message)
+
+
+def _assert_forgery_refused(grammar: CallGrammar, path, edit, message: str) -> None:
+    """`grammar` saved to `path` with its tensors changed by `edit` (checksum renewed) is
+    refused on loading with `message`."""
+    grammar.save(path)
     data = read_artifact(path)
     tensors = {name: np.array(data.tensors[name]) for name in data.tensors}
     tensors["accepting"] = tensors["accepting"].astype(np.uint8)
-    if value is None:
-        tensors[tensor] = tensors[tensor][:-1]
-    else:
-        counted_machine = int(np.flatnonzero(tensors["machine_loop"])[0])
-        at = counted_machine if tensor.startswith("machine") else \
-            int(np.flatnonzero(tensors["count_row"] >= 0)[0])
-        tensors[tensor][at] = value
+    edit(tensors)
     metadata = {k: v for k, v in data.metadata.items() if k != "checksum"}
     write_artifact(path, metadata, tensors)
     with pytest.raises(ArtifactError, match=message):
@@ -409,19 +417,13 @@ def test_counted_pattern_artifacts_round_trip(text_counted, tmp_path):
 @pytest.mark.parametrize("value,message", [(2, "count_loop must be 0/1"),
                                            (None, "count_need must be 0 outside loops")])
 def test_forged_version_4_tensors_are_refused(text_counted, tmp_path, value, message):
-    path = tmp_path / "words.npz"
-    text_counted.save(path)
-    data = read_artifact(path)
-    tensors = {name: np.array(data.tensors[name]) for name in data.tensors}
-    tensors["accepting"] = tensors["accepting"].astype(np.uint8)
-    if value is None:
-        tensors["count_need"][int(np.flatnonzero(tensors["count_row"] < 0)[-1])] = 1
-    else:
-        tensors["count_loop"][int(np.flatnonzero(tensors["count_row"] >= 0)[0])] = value
-    metadata = {k: v for k, v in data.metadata.items() if k != "checksum"}
-    write_artifact(path, metadata, tensors)
-    with pytest.raises(ArtifactError, match=message):
-        grammarc.load(path)
+    def edit(tensors: dict[str, np.ndarray]) -> None:
+        if value is None:
+            tensors["count_need"][int(np.flatnonzero(tensors["count_row"] < 0)[-1])] = 1
+        else:
+            tensors["count_loop"][int(np.flatnonzero(tensors["count_row"] >= 0)[0])] = value
+
+    _assert_forgery_refused(text_counted, tmp_path / "words.npz", edit, message)
 
 
 def test_a_counted_pattern_inside_a_difference_is_its_product(smollm2):
