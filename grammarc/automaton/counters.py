@@ -129,7 +129,7 @@ def dfa_with_counter(body: Expr, counted: bool, max_states: int,
     `CountedText` whose characters can be counted (`_counted_text`), its texts' DFA and
     their counter; otherwise the body with its bounds, and None."""
     if isinstance(body, CountedText):
-        found = _counted_text(body, max_states, codes) if counted else None
+        found = _counted_text(body, max_states) if counted else None
         return found if found is not None else \
             (build_dfa(body.exact(max_states), max_states=max_states, call_codes=codes), None)
     form = counter_form(body) if counted else None
@@ -176,18 +176,27 @@ def _loop_dfa(form: tuple, max_states: int, codes: dict[str, bytes]
 def counts_characters(body: CountedText, max_states: int) -> bool:
     """Whether a machine with this body counts its characters (`_counted_text`) rather than
     spelling out the product of its texts and lengths."""
-    return _counted_text(body, max_states, {}) is not None
+    return _counted_text(body, max_states) is not None
 
 
-def _counted_text(body: CountedText, max_states: int, codes: dict[str, bytes]
-                  ) -> tuple[ByteDFA, LocalCounter] | None:
+def _counted_text(body: CountedText, max_states: int) -> tuple[ByteDFA, LocalCounter] | None:
+    """`_count_text`, kept on `body` (the front end asks before the machine is built; the
+    texts call nothing, so no call codes enter it)."""
+    found = body.__dict__.get("_counted")
+    if found is None or found[0] != max_states:
+        found = (max_states, _count_text(body, max_states))
+        object.__setattr__(body, "_counted", found)
+    return found[1]
+
+
+def _count_text(body: CountedText, max_states: int) -> tuple[ByteDFA, LocalCounter] | None:
     """The DFA of `body.texts` and a counter of the characters of `body.lengths` read along
     it, or None where that is not exact: each state of the texts must be at one place of a
     character's spelling (read beside the lengths' loop DFA), and the fewest characters
     (`need`) must not be below the least length (the register then only checks the most:
     the shortest way on from any state fits whenever a way does)."""
     form = counter_form(body.lengths)
-    loop_dfa = _loop_dfa(form, max_states, codes) if form is not None else None
+    loop_dfa = _loop_dfa(form, max_states, {}) if form is not None else None
     if loop_dfa is None or body.texts.calls:
         return None
     spelling, spelling_loop, spelling_in_loop = loop_dfa
