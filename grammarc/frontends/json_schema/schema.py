@@ -43,7 +43,7 @@ from ...automaton.expr import Call, MachineSet, exact_to
 from ...automaton.linking import fallback_language
 from ...automaton.signals import UnresolvedCallError
 from ...charsets import MAX_CODE_POINT
-from ...errors import GrammarError, UnsupportedError
+from ...errors import GrammarError, TooManyStatesError, UnsupportedError
 from .. import FrontendOptions
 from . import numbers, strings
 from .any_value import ANY_MACHINE, AnyValues
@@ -253,6 +253,17 @@ class Compiler:
         if not isinstance(node, dict):
             raise GrammarError(f"{self.registry.pointer(node)}: a schema must be an object or "
                                f"a boolean, not {json.dumps(node, default=str)[:40]}")
+        try:
+            return self._object_value(ref, position, within)
+        except TooManyStatesError as exc:  # located at the deepest schema that met it
+            where = self.registry.pointer(node)
+            if str(exc).startswith("#") or not where.startswith("#"):  # located, or unknown
+                raise
+            raise TooManyStatesError(f"{where}: {exc}") from None
+
+    def _object_value(self, ref: Ref, position: Position, within: Bounds) -> Expr:
+        """`value` of a schema that is an object."""
+        node = ref.node
         if "allOf" in node and ("$ref" not in node or self.draft > 7):
             merged = self._merged_objects(ref)
             if merged is not None:

@@ -49,6 +49,24 @@ def test_a_string_past_the_state_limit_is_named_by_its_pointer(tmp_path):
     assert "#/properties/bio: the automaton needs" in result.stderr, result.stderr
 
 
+def test_a_one_of_past_the_state_limit_is_named_by_its_pointer(tmp_path):
+    # three open objects that may share a value: exactly one of them is a product of them,
+    # and the error says which schema (the deepest one whose product was too large)
+    branches = [{"type": "object", "properties": {a: {"type": "string"}, b: {"type": t}},
+                 "required": [a]} for a, b, t in (("a", "b", "integer"), ("b", "c", "boolean"),
+                                                  ("c", "a", "integer"))]
+    schema = tmp_path / "cfg.schema.json"
+    schema.write_text(json.dumps({"type": "object", "properties": {
+        "name": {"type": "string"}, "cfg": {"oneOf": branches}}}))
+    out = tmp_path / "cfg.safetensors"
+    result = run_cli("compile", str(schema), "--tokenizer", "smollm2", "-o", str(out),
+                     "--max-states", "300")
+    assert result.returncode == 1 and not out.exists()
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+    assert result.stderr.startswith("error: ") and \
+        "cfg.schema.json: #/properties/cfg: the automaton needs" in result.stderr, result.stderr
+
+
 def test_cli_compiles_a_schema_file_and_reports_json_errors(tmp_path):
     good = ROOT / "grammars" / "person.schema.json"
     out = tmp_path / "person.safetensors"
