@@ -182,10 +182,11 @@ def build_automaton(kind: str, text: str, name: str | None, options: FrontendOpt
                                  "or simplify the grammar)", source_name=name) from None
 
 
-def compile_json_schema(schema: dict | bool | type, tokenizer: Tokenizer | str | os.PathLike,
-                        **kwargs) -> Grammar:
-    """Compile a JSON Schema given as a Python object (`dict` or `bool`), or the schema of a
-    Pydantic model class (its `model_json_schema()`, as peers accept).
+def compile_json_schema(schema: dict | bool | str | type,
+                        tokenizer: Tokenizer | str | os.PathLike, **kwargs) -> Grammar:
+    """Compile a JSON Schema given as a Python object (`dict` or `bool`), as JSON text (a
+    `str`: no schema is a string), or the schema of a Pydantic model class (its
+    `model_json_schema()`), as peers accept.
 
     The schema is stored in the artifact as JSON text (property order kept). Keyword arguments
     are those of `compile` (`options=FrontendOptions(whitespace="compact")`, ...).
@@ -196,7 +197,8 @@ def compile_json_schema(schema: dict | bool | type, tokenizer: Tokenizer | str |
             raise GrammarcError(f"{schema.__name__} is a class without model_json_schema(): "
                                 "give a schema (dict or bool) or a Pydantic model class")
         schema = to_schema()
-    text = json.dumps(schema, ensure_ascii=False, default=_json_default)
+    text = schema if isinstance(schema, str) else \
+        json.dumps(schema, ensure_ascii=False, default=_json_default)
     return compile(text, tokenizer, "json-schema", **kwargs)
 
 

@@ -45,6 +45,10 @@ def test_enum_and_const_keep_what_both_allow(tmp_path):
     ({"minimum": True}, "#/minimum: invalid schema: True is not of type 'number'"),
     ({"format": 5}, "#/format: invalid schema: 5 is not of type 'string'"),
     ({"properties": {"a": {"type": "text"}}}, "#/properties/a/type: invalid schema: 'text'"),
+    (5, "#: invalid schema: 5 is not of type 'object', 'boolean'"),
+    (None, "#: invalid schema: None is not of type 'object', 'boolean'"),
+    (1.5, "#: invalid schema: 1.5 is not of type 'object', 'boolean'"),
+    ("abc", "#: invalid schema: 'abc' is not of type 'object', 'boolean'"),
 ])
 def test_a_schema_its_meta_schema_rejects_is_an_error_at_the_keyword(tmp_path, schema, message):
     result = compile_file(tmp_path, "s.schema.json", json.dumps(schema))

@@ -1,7 +1,7 @@
 """Resolution and drafts: every subschema of a document with its base URI, `$id` resources,
 anchors and JSON pointers (`Registry`), `$ref` resolution, the draft a document is written
-in, and the checks of a document: against its draft's meta-schema, for unsupported
-keywords, and for near misses of keywords."""
+in, and the checks of a document for unsupported keywords and for near misses of keywords
+(its check against its draft's meta-schema is `meta.py`'s)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ import difflib
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any
 from urllib.parse import unquote, urldefrag, urljoin
 
@@ -25,12 +24,12 @@ _SCHEMA_KEYWORDS = ("additionalProperties", "additionalItems", "contains", "prop
                     "not", "if", "then", "else", "unevaluatedProperties", "unevaluatedItems",
                     "contentSchema")
 _LIST_KEYWORDS = ("allOf", "anyOf", "oneOf", "prefixItems")
-_MAP_KEYWORDS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
+MAP_KEYWORDS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
 _UNSUPPORTED = ("unevaluatedProperties", "unevaluatedItems", "$dynamicRef", "$recursiveRef")
 # every key the drafts (4 to 2020-12) define, and annotations common in the wild (OpenAPI):
 # what `check_spelling` compares unknown keys with
 _KNOWN_KEYS = frozenset(KEYWORDS | ANNOTATIONS | {
-    *_SCHEMA_KEYWORDS, *_LIST_KEYWORDS, *_MAP_KEYWORDS, "$schema", "$id", "id", "$anchor",
+    *_SCHEMA_KEYWORDS, *_LIST_KEYWORDS, *MAP_KEYWORDS, "$schema", "$id", "id", "$anchor",
     "$dynamicAnchor", "$recursiveAnchor", "$vocabulary", "$defs", "definitions", "minContains",
     "maxContains", "contentEncoding", "contentMediaType", "contentSchema",
     "example", "nullable", "discriminator", "externalDocs", "xml"})
@@ -86,7 +85,7 @@ class Registry:
                     self._walk(sub, base, f"{pointer}/{key}/{i}")
             elif key == "items":
                 self._walk(value, base, f"{pointer}/items")
-        for key in _MAP_KEYWORDS + ("dependencies",):
+        for key in MAP_KEYWORDS + ("dependencies",):
             value = node.get(key)
             if isinstance(value, dict):
                 for name, sub in value.items():
@@ -200,80 +199,6 @@ def draft_of(root: Any) -> int:
     return 2020
 
 
-def check_against_meta_schema(root: Any) -> None:
-    """Raise `GrammarError` at the JSON pointer of the first keyword that the meta-schema of
-    the document's draft rejects (a keyword of the wrong type would otherwise be ignored)."""
-    from jsonschema import Draft202012Validator, exceptions, validators
-
-    if isinstance(root, dict) and not isinstance(root.get("$schema", ""), str):
-        given = json.dumps(root["$schema"], default=str)[:40]
-        raise GrammarError(f"#/$schema: invalid schema: {given} is not a meta-schema URI "
-                           "(a string)")
-    try:
-        cls = validators.validator_for(root, default=Draft202012Validator)
-    except ValueError:  # a URI urllib cannot split ("http://[x", a broken IPv6 host)
-        given = json.dumps(root["$schema"])[:40]
-        raise GrammarError(f"#/$schema: invalid schema: {given} is not a meta-schema URI") \
-            from None
-    error = exceptions.best_match(_meta_validator(cls).iter_errors(root))
-    if error is None:
-        return
-    pointer = "#" + "".join("/" + escape_token(str(part)) for part in error.absolute_path)
-    message = error.message if len(error.message) <= 120 else error.message[:117] + "..."
-    raise GrammarError(f"{pointer}: invalid schema: {message}")
-
-
-@lru_cache(maxsize=None)
-def _meta_validator(cls: type) -> Any:
-    """A validator of documents of `cls`'s draft against its meta-schema, built once. The
-    2019-09 and 2020-12 meta-schemas are an `allOf` of vocabularies that refer back to the
-    whole meta-schema with `$recursiveRef`/`$dynamicRef`, which jsonschema resolves through the
-    dynamic scope at every level of every vocabulary (a large part of a small schema's compile
-    time). Here the vocabularies, each only `type`, `properties` and `$defs`, are merged into
-    one schema and those references point at its root, which is what they resolve to when the
-    meta-schema itself is the root: the same verdicts and error locations, 4-5x faster."""
-    from jsonschema_specifications import REGISTRY
-
-    top = cls.META_SCHEMA
-    if "allOf" not in top or not any("$vocabulary" in key for key in top):
-        return cls(top)
-    base = top["$id"].rsplit("/", 1)[0] + "/"
-    names = [part["$ref"] for part in top["allOf"]]
-
-    def static(node: Any, name: str | None) -> Any:  # a subschema of vocabulary `name`
-        if isinstance(node, list):
-            return [static(item, name) for item in node]
-        if not isinstance(node, dict):
-            return node
-        out = {}
-        for key, value in node.items():
-            if key in ("$dynamicRef", "$recursiveRef"):
-                out["$ref"] = "#"
-            elif key == "$ref":
-                document, _, fragment = value.partition("#")
-                document = document or name
-                out["$ref"] = f"#/$defs/{names.index(document)}{fragment}" if document else \
-                    "#" + fragment
-            elif key in _MAP_KEYWORDS:  # names, each with a subschema
-                out[key] = {k: static(v, name) for k, v in value.items()}
-            elif key not in ("$id", "$dynamicAnchor", "$recursiveAnchor", "$vocabulary") and \
-                    (key != "$schema" or name is None):
-                out[key] = static(value, name)
-        return out
-
-    merged = static({k: v for k, v in top.items() if k != "allOf"}, None)
-    merged["$defs"], properties = {}, dict(merged.get("properties", {}))
-    for i, name in enumerate(names):
-        vocabulary = static(REGISTRY.contents(base + name), name)
-        if not set(vocabulary) <= {"title", "type", "properties", "$defs"} or \
-                vocabulary.get("type") != top.get("type") or \
-                set(vocabulary.get("properties", {})) & set(properties):
-            return cls(top)  # not the shape known to merge: the meta-schema as it is
-        properties.update(vocabulary.get("properties", {}))
-        merged["$defs"][str(i)] = {"$defs": vocabulary.get("$defs", {})}
-    return cls({**merged, "properties": properties})
-
-
 def check_supported(registry: Registry, options: FrontendOptions) -> None:
     """Refuse the keywords grammarc does not support (a notice with `--lenient`)."""
     found = []
@@ -329,6 +254,6 @@ def subschemas(node: dict) -> Iterator[Any]:
     for key in _LIST_KEYWORDS + ("items",):
         value = node.get(key)
         yield from value if isinstance(value, list) else [value] if key in node else []
-    for key in _MAP_KEYWORDS + ("dependencies",):
+    for key in MAP_KEYWORDS + ("dependencies",):
         if isinstance(node.get(key), dict):
             yield from node[key].values()

@@ -55,11 +55,12 @@ from .node import (
     KEYWORDS, OBJECT_MERGE_KEYWORDS, TYPES, SchemaNode, bytes_label, count_keyword,
     distinct_schemas, exact_numbers, first_bytes, is_container,
 )
+from .meta import check_against_meta_schema
 from .objects import Objects
 from .numbers import Bounds
 from .positions import Position
 from .resolution import (
-    ROOT_URI, Ref, Registry, check_against_meta_schema, check_spelling, check_supported,
+    ROOT_URI, Ref, Registry, check_spelling, check_supported,
     draft_of, escape_token, subschemas,
 )
 from .scalars import Scalars

@@ -37,7 +37,7 @@ def test_meta_schema_errors_are_jsonschemas(schema):
     jsonschema's own check of the meta-schema as published."""
     from jsonschema import Draft202012Validator, exceptions, validators
 
-    from grammarc.frontends.json_schema.resolution import check_against_meta_schema
+    from grammarc.frontends.json_schema.meta import check_against_meta_schema
 
     cls = validators.validator_for(schema, default=Draft202012Validator)
     expected = exceptions.best_match(cls(cls.META_SCHEMA).iter_errors(schema))

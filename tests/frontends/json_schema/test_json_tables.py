@@ -127,6 +127,19 @@ def test_compile_json_schema_records_the_schema(smollm2):
     assert grammar.matches('{"z": true, "a": 1}') and not grammar.matches('{"a": 1, "z": true}')
 
 
+def test_compile_json_schema_takes_json_text(smollm2):
+    """A `str` is the schema's JSON text (no schema is a string), kept as given; an error in
+    it names its line and column (line:column, as in a file)."""
+    text = '{"type": "object",\n "properties": {"z": {"type": "boolean"}, "a": {"const": 1}}}'
+    grammar = grammarc.compile_json_schema(text, smollm2)
+    assert grammar.source == text
+    assert grammar.table.num_states == grammarc.compile_json_schema(
+        json.loads(text), smollm2).table.num_states
+    assert grammar.matches('{"z": true, "a": 1}') and not grammar.matches('{"a": 1, "z": true}')
+    with pytest.raises(grammarc.GrammarError, match=r"^2:22: invalid JSON"):
+        grammarc.compile_json_schema('{"type": "object",\n "properties": {"a": }}', smollm2)
+
+
 def test_compile_json_schema_takes_a_pydantic_model(smollm2):
     """A Pydantic model class compiles to its JSON Schema: sampled texts validate with the
     model itself, and the model's own instances (written as json.dumps writes them) match."""

@@ -1,0 +1,120 @@
+"""The meta-schema check's own evaluator (`meta.vouched_for`): it may pass a document only where
+jsonschema does (checked on every schema of the repository and the corpus, and on thousands
+of their mutants), it passes real schemas (so compiling them never imports jsonschema), and
+every document it is not sure of gets jsonschema's verdict."""
+
+from __future__ import annotations
+
+import copy
+import json
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from helpers import SHARED
+
+from grammarc.frontends.json_schema import meta
+
+ROOT = Path(__file__).resolve().parents[3]
+SCHEMAS = [json.loads(p.read_text()) for p in sorted((ROOT / "grammars").glob("*.schema.json"))]
+CORPUS = SHARED / "conformance" / "maskbench-dev"
+DRAFTS = ["http://json-schema.org/draft-04/schema#", "http://json-schema.org/draft-06/schema#",
+          "http://json-schema.org/draft-07/schema#",
+          "https://json-schema.org/draft/2019-09/schema",
+          "https://json-schema.org/draft/2020-12/schema", "http://json-schema.org/schema#"]
+# values a mutation puts in place of a key's value or a list's item
+REPLACEMENTS = [None, 1, -1, 0, 1.5, 2.0, "x", "", [], ["x", "x"], ["a"], [1, 1.0], {}, True,
+                False, [1], {"a": 1}, {"type": 3}, "#frag", "^a$", [{"type": "x"}],
+                {"$ref": 5}, ["string", "string"], float("inf")]
+
+
+def jsonschema_valid(document) -> bool:
+    from jsonschema import Draft202012Validator, exceptions, validators
+
+    if not isinstance(document, (dict, bool)) or \
+            isinstance(document, dict) and not isinstance(document.get("$schema", ""), str):
+        return False  # refused before any meta-schema is chosen
+    cls = validators.validator_for(document, default=Draft202012Validator)
+    return exceptions.best_match(cls(cls.META_SCHEMA).iter_errors(document)) is None
+
+
+def mutants(document, count: int, rng: random.Random):
+    """`count` copies of `document`, each with one value (at any depth) replaced."""
+    for _ in range(count):
+        copied = copy.deepcopy(document)
+        places = []
+
+        def collect(node):
+            items = node.items() if isinstance(node, dict) else enumerate(node) \
+                if isinstance(node, list) else ()
+            for key, value in items:
+                places.append((node, key))
+                collect(value)
+
+        collect(copied)
+        if places:
+            node, key = rng.choice(places)
+            node[key] = copy.deepcopy(rng.choice(REPLACEMENTS))
+        yield copied
+
+
+def assert_sound(documents, per_document: int, seed: int) -> int:
+    """Every document and mutant the evaluator passes is one jsonschema passes; the number
+    the evaluator passes."""
+    rng = random.Random(seed)
+    passed = 0
+    for document in documents:
+        for candidate in [document, *mutants(document, per_document, rng)]:
+            if meta.vouched_for(candidate):
+                assert jsonschema_valid(candidate), json.dumps(candidate)[:300]
+                passed += 1
+    return passed
+
+
+def test_the_repository_schemas_in_every_draft_are_vouched_for_and_mutants_are_sound():
+    documents = [dict(schema, **{"$schema": draft}) for schema in SCHEMAS for draft in DRAFTS]
+    valid = [d for d in documents if jsonschema_valid(d)]
+    assert len(valid) > len(documents) * 0.9  # draft 4 refuses a numeric exclusiveMinimum
+    assert all(meta.vouched_for(d) for d in valid)
+    assert assert_sound(documents, 12, seed=1) > len(documents)
+
+
+def test_the_corpus_is_vouched_for_and_its_mutants_are_sound():
+    if not CORPUS.is_dir():
+        pytest.skip("maskbench-dev is not beside the checkout (GRAMMARC_SHARED)")
+    documents = [json.loads(p.read_text())["schema"] for p in sorted(CORPUS.glob("*.json"))]
+    assert all(meta.vouched_for(d) for d in documents)  # each one compiles without jsonschema
+    assert_sound(documents, 2, seed=2)
+
+
+@pytest.mark.parametrize("document", [
+    {"type": "integer", "minimum": 1.0},  # numbers in any form
+    {"$schema": DRAFTS[0], "required": []},  # draft 4: at least one
+    {"$schema": DRAFTS[0], "minimum": 1, "exclusiveMinimum": 3},
+    {"$schema": DRAFTS[2], "$ref": "#/definitions/a", "definitions": {"a": {}}, "type": 5},
+    {"enum": [1, 1.0], "uniqueItems": True}, {"type": ["string", "string"]},
+    {"$id": "#frag"}, {"$anchor": "1a"}, {"properties": {"a": {"multipleOf": 0}}},
+    {"$schema": "http://json-schema.org/draft-03/schema#"},
+])
+def test_documents_left_to_jsonschema_get_its_verdict(document):
+    """Where the evaluator is not sure (or finds an error) jsonschema decides: the check
+    passes exactly the documents jsonschema passes."""
+    from grammarc.errors import GrammarError
+
+    if jsonschema_valid(document):
+        meta.check_against_meta_schema(document)
+    else:
+        assert not meta.vouched_for(document)
+        with pytest.raises(GrammarError, match="invalid schema"):
+            meta.check_against_meta_schema(document)
+
+
+def test_compiling_a_valid_schema_does_not_import_jsonschema():
+    code = ("import sys; from grammarc.frontends.json_schema import parse_json_schema; "
+            f"parse_json_schema(open({str(ROOT / 'grammars' / 'order.schema.json')!r}).read()); "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] == 'jsonschema'))")
+    found = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                           timeout=120, check=True)
+    assert found.stdout.strip() == "[]", found.stdout
