@@ -111,10 +111,22 @@ def test_documents_left_to_jsonschema_get_its_verdict(document):
             meta.check_against_meta_schema(document)
 
 
+def test_meta_schemas_read_from_their_files_are_the_registrys():
+    from jsonschema_specifications import REGISTRY
+
+    uris = [uri for uri in REGISTRY if "draft-03" not in uri]
+    assert len(uris) == 19
+    for uri in uris:
+        assert meta.published(uri) == REGISTRY.contents(uri), uri
+
+
 def test_compiling_a_valid_schema_does_not_import_jsonschema():
+    """Nor `jsonschema_specifications` and `referencing`: the meta-schema is read from its
+    file."""
     code = ("import sys; from grammarc.frontends.json_schema import parse_json_schema; "
             f"parse_json_schema(open({str(ROOT / 'grammars' / 'order.schema.json')!r}).read()); "
-            "print(sorted(m for m in sys.modules if m.split('.')[0] == 'jsonschema'))")
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in "
+            "('jsonschema', 'jsonschema_specifications', 'referencing')))")
     found = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                            timeout=120, check=True)
     assert found.stdout.strip() == "[]", found.stdout
