@@ -188,7 +188,8 @@ class Arrays(CompilerPart):
                            f"{_MAX_UNIQUE_SETS:,}; a lower maxItems needs fewer)")
         if message is not None:
             if not self.options.lenient:
-                raise UnsupportedError(message)
+                raise UnsupportedError(message + " (--lenient ignores it, allowing repeated "
+                                       "items)")
             self.options.notice(message + "; ignored (--lenient)")
             return self._array_language(
                 [self.value(Ref(s, ref.base), item_pos) for s in prefix],
