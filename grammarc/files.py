@@ -13,12 +13,13 @@ from pathlib import Path
 from typing import BinaryIO
 
 
-def write_atomically(path: str | os.PathLike[str], write: Callable[[BinaryIO], object]) -> None:
+def write_atomically(path: str | os.PathLike[str], write: Callable[[BinaryIO], object],
+                     durable: bool = True) -> None:
     """Write `path` through `write(handle)` so that readers see the old file or the whole new one.
 
     `write` fills a temporary file ``.NAME.XXXX.tmp`` in the target's directory, which is then
-    flushed, synced, given the permissions a new file gets under the umask, and renamed over
-    `path`. On any exception (an OSError, or KeyboardInterrupt and SystemExit, into which the
+    flushed, synced (unless not `durable`: a cache's file, checked when read), given the
+    permissions a new file gets under the umask, and renamed over `path`. On any exception (an OSError, or KeyboardInterrupt and SystemExit, into which the
     CLI turns SIGTERM) the temporary file is removed and the exception propagates; callers turn
     OSError into their own message.
     """
@@ -28,7 +29,8 @@ def write_atomically(path: str | os.PathLike[str], write: Callable[[BinaryIO], o
         with os.fdopen(fd, "wb") as handle:
             write(handle)
             handle.flush()
-            os.fsync(handle.fileno())
+            if durable:
+                os.fsync(handle.fileno())
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(tmp_name, 0o666 & ~umask)
