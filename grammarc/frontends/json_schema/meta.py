@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from ...errors import GrammarError
+from ...errors import GrammarError, UnsupportedError
 from .conditions import value_key
 from .resolution import MAP_KEYWORDS, escape_token
 
@@ -33,6 +33,7 @@ _META_SCHEMAS = frozenset({"http://json-schema.org/draft-04/schema",
                            "http://json-schema.org/draft-06/schema",
                            "http://json-schema.org/draft-07/schema",
                            "https://json-schema.org/draft/2019-09/schema", _LATEST})
+_EARLY_DRAFTS = re.compile(r"json-schema\.org/draft-0[0-3]/")
 
 
 def check_against_meta_schema(root: Any) -> None:
@@ -46,6 +47,11 @@ def check_against_meta_schema(root: Any) -> None:
         given = json.dumps(root["$schema"], default=str)[:40]
         raise GrammarError(f"#/$schema: invalid schema: {given} is not a meta-schema URI "
                            "(a string)")
+    if isinstance(root, dict) and _EARLY_DRAFTS.search(root.get("$schema", "")):
+        raise UnsupportedError(
+            f"#/$schema: {root['$schema'][:60]} is a draft before draft 4, which grammarc does "
+            "not read (its `required: true`, `extends` and `disallow` would be ignored): "
+            "write the schema in draft 4 or later")
     if not vouched_for(root):
         _check_with_jsonschema(root)
 
@@ -73,9 +79,7 @@ def _meta_schema_uri(root: Any) -> str | None:
         uri = urlsplit(root["$schema"]).geturl()
     except ValueError:
         return None
-    if uri in _META_SCHEMAS:
-        return uri
-    return None if uri.startswith("http://json-schema.org/draft-03/") else _LATEST
+    return uri if uri in _META_SCHEMAS else _LATEST
 
 
 def _check_with_jsonschema(root: Any) -> None:

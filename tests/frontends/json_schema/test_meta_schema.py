@@ -96,7 +96,6 @@ def test_the_corpus_is_vouched_for_and_its_mutants_are_sound():
     {"$schema": DRAFTS[2], "$ref": "#/definitions/a", "definitions": {"a": {}}, "type": 5},
     {"enum": [1, 1.0], "uniqueItems": True}, {"type": ["string", "string"]},
     {"$id": "#frag"}, {"$anchor": "1a"}, {"properties": {"a": {"multipleOf": 0}}},
-    {"$schema": "http://json-schema.org/draft-03/schema#"},
 ])
 def test_documents_left_to_jsonschema_get_its_verdict(document):
     """Where the evaluator is not sure (or finds an error) jsonschema decides: the check
@@ -130,3 +129,16 @@ def test_compiling_a_valid_schema_does_not_import_jsonschema():
     found = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                            timeout=120, check=True)
     assert found.stdout.strip() == "[]", found.stdout
+
+
+@pytest.mark.parametrize("uri", ["http://json-schema.org/draft-03/schema#",
+                                 "http://json-schema.org/draft-03/schema",
+                                 "https://json-schema.org/draft-02/schema#"])
+def test_drafts_before_4_are_refused(uri):
+    """Draft 3 spells `required` as `true` in the property, which later drafts ignore: read
+    as a later draft, `{}` would pass where the key is required."""
+    from grammarc.errors import UnsupportedError
+
+    schema = {"$schema": uri, "properties": {"a": {"type": "string", "required": True}}}
+    with pytest.raises(UnsupportedError, match=r"^#/\$schema: .* is a draft before draft 4"):
+        meta.check_against_meta_schema(schema)
