@@ -544,7 +544,15 @@ class Compiler:
                 if overlap[i][j]:
                     self.refuse_approximated_format("oneOf", schemas[j], branch)
             others = [other for j, other in enumerate(branches) if overlap[i][j]]
-            options.append(self.difference(branch, alt(*others)) if others else branch)
+            try:
+                options.append(self.difference(branch, alt(*others)) if others else branch)
+            except TooManyStatesError as exc:
+                if str(exc).startswith("#"):  # located in a branch
+                    raise
+                raise TooManyStatesError(
+                    f"{exc}, for a oneOf branch without the values of the others it may share "
+                    "one with (branches that require a key with different const values, or "
+                    "one of which forbids a key another requires, share none)") from None
         return self.union(options)
 
     def union(self, options: list[Expr], open_calls: bool = True) -> Expr:

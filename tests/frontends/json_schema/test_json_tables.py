@@ -67,6 +67,29 @@ def test_a_one_of_past_the_state_limit_is_named_by_its_pointer(tmp_path):
         "cfg.schema.json: #/properties/cfg: the automaton needs" in result.stderr, result.stderr
 
 
+def test_a_one_of_whose_differences_pass_the_state_limit_says_how_to_tell_branches_apart(
+        tmp_path):
+    # an open object and a closed one that may share a value (the closed one allows the key
+    # the open one requires): each is taken without the other's values
+    branches = [{"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]},
+                {"type": "object", "properties": {"a": {"type": "string"},
+                                                   "b": {"type": "integer"}},
+                 "required": ["b"], "additionalProperties": False}]
+    schema = tmp_path / "cfg.schema.json"
+    schema.write_text(json.dumps({"properties": {"cfg": {"oneOf": branches}}}))
+    out = tmp_path / "cfg.safetensors"
+    result = run_cli("compile", str(schema), "--tokenizer", "smollm2", "-o", str(out),
+                     "--max-states", "150")
+    assert result.returncode == 1 and not out.exists()
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+    assert "cfg.schema.json: #/properties/cfg: the automaton needs " in result.stderr
+    assert ", for a oneOf branch without the values of the others it may share one with " \
+        "(branches that require a key with different const values, or one of which forbids " \
+        "a key another requires, share none)" in result.stderr, result.stderr
+    assert run_cli("compile", str(schema), "--tokenizer", "smollm2", "-o",
+                   str(out)).returncode == 0
+
+
 def test_cli_compiles_a_schema_file_and_reports_json_errors(tmp_path):
     good = ROOT / "grammars" / "person.schema.json"
     out = tmp_path / "person.safetensors"
