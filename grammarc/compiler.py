@@ -266,7 +266,7 @@ def read_source(source: str | os.PathLike, kind: str | None) -> tuple[str, str, 
         raise GrammarcError(f"{path}: the grammar file is larger than {MAX_SOURCE_BYTES:,} "
                             "bytes; grammarc reads grammars, not data")
     try:
-        text = raw.decode("utf-8")
+        text = raw.decode("utf-8-sig")  # a byte order mark (Windows editors write one) dropped
     except UnicodeDecodeError as exc:
         raise GrammarcError(f"{path}: not UTF-8 text (byte {exc.start})") from None
     return kind, source_text(kind, text), path.name

@@ -80,6 +80,21 @@ def test_bad_input_is_one_line_exit_1(tmp_path, args, fragment):
     assert leftovers == ["binary.regex", "blocker", "grammar.lark", "grammar.txt"]
 
 
+def test_a_byte_order_mark_is_dropped(tmp_path):
+    """As RFC 8259 allows (and Windows editors write one): the grammar, its recorded source
+    and its error positions are those of the text after the mark."""
+    for name, text in (("s.schema.json", '{"type": "string", "maxLength": 3}'),
+                       ("d.regex", "[0-9]{2}")):
+        (tmp_path / name).write_bytes(b"\xef\xbb\xbf" + text.encode())
+        result = run("compile", name, "--tokenizer", "smollm2", "-o", "out.safetensors",
+                     cwd=tmp_path)
+        assert result.returncode == 0, result.stderr
+        assert grammarc.load(tmp_path / "out.safetensors").source == text
+    (tmp_path / "bad.regex").write_bytes(b"\xef\xbb\xbfab(c")
+    result = run("compile", "bad.regex", "--tokenizer", "smollm2", cwd=tmp_path)
+    assert_clean_error(result, "bad.regex:1:3: invalid regex: missing )")
+
+
 def test_regex_error_position_in_a_file(tmp_path):
     (tmp_path / "bad.regex").write_text("(?x)\n  abc\n  (?<=x)d\n")
     result = run("compile", "bad.regex", "--tokenizer", "smollm2", cwd=tmp_path)
