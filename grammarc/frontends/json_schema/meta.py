@@ -1,10 +1,11 @@
 """The check of a schema document against its draft's meta-schema: a keyword of the wrong
 type is an error at its JSON pointer, never silently ignored.
 
-jsonschema decides, with its messages and error locations. Importing it costs up to a second
-where its optional format checkers are installed (`rfc3987-syntax`, which jupyter and
-`jsonschema[format-nongpl]` bring, builds 38 Lark parsers on import): twenty to thirty times
-the compile of a small schema. So a document is first evaluated here against the
+The meta-schema is that of the draft `resolution.draft_of` reads, the one the schema is
+compiled in. jsonschema decides, with its messages and error locations. Importing it costs up
+to a second where its optional format checkers are installed (`rfc3987-syntax`, which jupyter
+and `jsonschema[format-nongpl]` bring, builds 39 Lark parsers on import): twenty to thirty
+times the compile of a small schema. So a document is first evaluated here against the
 meta-schema itself, by an evaluator of the few keywords meta-schemas use (`vouched_for`) that
 answers only "valid" or "not sure": the documents it is not sure of (those with errors,
 and unusual ones) go to jsonschema, which most compiles then never import.
@@ -14,7 +15,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import math
 import re
 from decimal import Decimal
 from functools import lru_cache
@@ -24,21 +24,19 @@ from urllib.parse import urlsplit
 
 from ...errors import GrammarError, UnsupportedError
 from .conditions import value_key
-from .resolution import MAP_KEYWORDS, escape_token
+from .resolution import MAP_KEYWORDS, draft_of, escape_token
 
-_LATEST = "https://json-schema.org/draft/2020-12/schema"
-# the meta-schemas grammarc knows, as jsonschema names them (a `$schema` it does not know
-# is checked against the latest, as jsonschema does)
-_META_SCHEMAS = frozenset({"http://json-schema.org/draft-04/schema",
-                           "http://json-schema.org/draft-06/schema",
-                           "http://json-schema.org/draft-07/schema",
-                           "https://json-schema.org/draft/2019-09/schema", _LATEST})
-_EARLY_DRAFTS = re.compile(r"json-schema\.org/draft-0[0-3]/")
+# the meta-schema of each draft, as jsonschema_specifications names it
+META_SCHEMAS = {4: "http://json-schema.org/draft-04/schema",
+                6: "http://json-schema.org/draft-06/schema",
+                7: "http://json-schema.org/draft-07/schema",
+                2019: "https://json-schema.org/draft/2019-09/schema",
+                2020: "https://json-schema.org/draft/2020-12/schema"}
 
 
 def check_against_meta_schema(root: Any) -> None:
     """Raise `GrammarError` at the JSON pointer of the first keyword that the meta-schema of
-    the document's draft rejects."""
+    the document's draft rejects (`UnsupportedError` for a draft before 4)."""
     if not isinstance(root, (dict, bool)):
         shown = str(root) if isinstance(root, Decimal) else repr(root)  # as jsonschema's
         raise GrammarError(f"#: invalid schema: {shown[:40]} is not of type 'object', "
@@ -47,7 +45,7 @@ def check_against_meta_schema(root: Any) -> None:
         given = json.dumps(root["$schema"], default=str)[:40]
         raise GrammarError(f"#/$schema: invalid schema: {given} is not a meta-schema URI "
                            "(a string)")
-    if isinstance(root, dict) and _EARLY_DRAFTS.search(root.get("$schema", "")):
+    if draft_of(root) < 4:
         raise UnsupportedError(
             f"#/$schema: {root['$schema'][:60]} is a draft before draft 4, which grammarc does "
             "not read (its `required: true`, `extends` and `disallow` would be ignored): "
@@ -60,7 +58,10 @@ def vouched_for(root: Any) -> bool:
     """Whether the document `root` is surely valid against its meta-schema: False where it
     is invalid, and where a keyword or value is one the evaluator here leaves to
     jsonschema."""
-    uri = _meta_schema_uri(root)
+    if not isinstance(root, (dict, bool)) or \
+            isinstance(root, dict) and not isinstance(root.get("$schema", ""), str):
+        return False
+    uri = META_SCHEMAS.get(draft_of(root))
     if uri is None:
         return False
     try:
@@ -69,30 +70,11 @@ def vouched_for(root: Any) -> bool:
         return False
 
 
-def _meta_schema_uri(root: Any) -> str | None:
-    """The meta-schema jsonschema would check `root` against, if grammarc knows it."""
-    if isinstance(root, bool) or isinstance(root, dict) and "$schema" not in root:
-        return _LATEST
-    if not isinstance(root, dict) or not isinstance(root["$schema"], str):
-        return None
-    try:
-        uri = urlsplit(root["$schema"]).geturl()
-    except ValueError:
-        return None
-    return uri if uri in _META_SCHEMAS else _LATEST
-
-
 def _check_with_jsonschema(root: Any) -> None:
     """The check by jsonschema, with its error at its JSON pointer."""
-    from jsonschema import Draft202012Validator, exceptions, validators
+    from jsonschema import exceptions
 
-    try:
-        cls = validators.validator_for(root, default=Draft202012Validator)
-    except ValueError:  # a URI urllib cannot split ("http://[x", a broken IPv6 host)
-        given = json.dumps(root["$schema"])[:40]
-        raise GrammarError(f"#/$schema: invalid schema: {given} is not a meta-schema URI") \
-            from None
-    error = exceptions.best_match(_meta_validator(cls).iter_errors(root))
+    error = exceptions.best_match(jsonschema_meta_validator(draft_of(root)).iter_errors(root))
     if error is None:
         return
     pointer = "#" + "".join("/" + escape_token(str(part)) for part in error.absolute_path)
@@ -101,11 +83,15 @@ def _check_with_jsonschema(root: Any) -> None:
 
 
 @lru_cache(maxsize=None)
-def _meta_validator(cls: type) -> Any:
-    """A jsonschema validator of documents of `cls`'s draft against `meta_schema`, built
+def jsonschema_meta_validator(draft: int) -> Any:
+    """A jsonschema validator of documents of `draft` against its `meta_schema`, built
     once."""
-    uri = urlsplit(cls.META_SCHEMA.get("$id") or cls.META_SCHEMA.get("id", "")).geturl()
-    return cls(meta_schema(uri) if uri in _META_SCHEMAS else cls.META_SCHEMA)
+    import jsonschema
+
+    classes = {4: jsonschema.Draft4Validator, 6: jsonschema.Draft6Validator,
+               7: jsonschema.Draft7Validator, 2019: jsonschema.Draft201909Validator,
+               2020: jsonschema.Draft202012Validator}
+    return classes[draft](meta_schema(META_SCHEMAS[draft]))
 
 
 @lru_cache(maxsize=None)
@@ -235,8 +221,7 @@ def _is_number(value: Any) -> bool:
 
 def _of_type(name: Any, instance: Any) -> bool:
     if name in _TYPES:
-        kind = _TYPES[name]
-        return isinstance(instance, kind) and (kind is bool or not isinstance(instance, bool))
+        return isinstance(instance, _TYPES[name])
     if name == "number":
         return _is_number(instance)
     if name == "integer":
@@ -252,8 +237,10 @@ def _type(root: dict, value: Any, instance: Any, schema: dict) -> bool:
 
 
 def _json_key(value: Any) -> Any:
-    """`value_key` (JSON's equality), for values whose numbers are finite."""
-    if isinstance(value, float) and not math.isfinite(value):
+    """`value_key` (JSON's equality), for values whose numbers are exact (a document read
+    from JSON text holds `Decimal`s; `value_key` compares a float by its shortest spelling,
+    jsonschema by its exact value) and finite."""
+    if isinstance(value, float) or isinstance(value, Decimal) and not value.is_finite():
         raise _Unsure
     if isinstance(value, list):
         for item in value:

@@ -17,8 +17,9 @@ from .. import FrontendOptions
 from .node import ANNOTATIONS, KEYWORDS, TYPES, declared_types, json_type
 
 ROOT_URI = "https://grammarc.invalid/root.json"
-_DRAFTS = (("draft-04", 4), ("draft-06", 6), ("draft-07", 7), ("2019-09", 2019),
-           ("2020-12", 2020))
+_DRAFTS = (("draft-00", 3), ("draft-01", 3), ("draft-02", 3), ("draft-03", 3),
+           ("draft-04", 4), ("draft-06", 6), ("draft-07", 7), ("2019-09", 2019),
+           ("2020-12", 2020))  # 3: draft 3 or earlier, which grammarc refuses
 # keywords holding one subschema / a list of subschemas / a map of subschemas
 _SCHEMA_KEYWORDS = ("additionalProperties", "additionalItems", "contains", "propertyNames",
                     "not", "if", "then", "else", "unevaluatedProperties", "unevaluatedItems",
@@ -192,6 +193,7 @@ def escape_token(name: str) -> str:
 
 
 def draft_of(root: Any) -> int:
+    """The draft a document is written in, by its `$schema` (2020-12 when it names none)."""
     uri = root.get("$schema", "") if isinstance(root, dict) else ""
     for marker, draft in _DRAFTS:
         if marker in str(uri):
