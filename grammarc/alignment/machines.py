@@ -22,7 +22,8 @@ per machine in a folder per vocabulary and alignment code, so that a later proce
 command-line compile) takes them from there; a key met once is noted there too, so the
 second process to meet it walks and writes it. A file that cannot be read is walked again;
 a folder that cannot be written is skipped; the files used least recently go first past
-`_DISK_BYTES` (and `_DISK_NOTES` notes), checked every `_PRUNE_EVERY` files written.
+`_DISK_BYTES` (and `_DISK_NOTES` notes), and a folder no process used for `_UNUSED_DAYS`
+days (another version of the code's) goes, checked every `_PRUNE_EVERY` files written.
 """
 
 from __future__ import annotations
@@ -30,7 +31,9 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import shutil
 import threading
+import time
 from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,6 +53,7 @@ _MOST_STATES = 1024       # a larger machine is one grammar's own: not even keye
 _DISK_BYTES = 64 << 20   # kept machines on disk, per vocabulary folder
 _DISK_NOTES = 4096       # keys noted on disk, per vocabulary folder
 _PRUNE_EVERY = 16        # files written between two prunings of a folder
+_UNUSED_DAYS = 30        # a vocabulary folder no process used for so long is removed
 _ARRAYS = ("token_class", "state_ptr", "entry_class", "entry_next")
 _DTYPES = (np.int32, np.int64, np.int32, np.int32)
 
@@ -110,6 +114,7 @@ class MachineCache:
                 return True
             self._folder.mkdir(parents=True, exist_ok=True)
             marker.touch()
+            self._written()
         except OSError:
             pass
         return False
@@ -126,9 +131,7 @@ class MachineCache:
                 write_atomically(self._folder / f"{key.hex()}.npz",
                                  lambda handle: np.savez(handle, **arrays), durable=False)
                 (self._folder / f"{key.hex()}.met").unlink(missing_ok=True)
-                self._writes += 1
-                if self._writes % _PRUNE_EVERY == 1:
-                    self._prune()
+                self._written()
 
     def _remember(self, key: bytes, entries: TokenEntries) -> bool:
         """Keep `entries` in memory; whether they were new there."""
@@ -152,7 +155,6 @@ class MachineCache:
         try:
             with np.load(path, allow_pickle=False) as stored:
                 arrays = {name: stored[name] for name in _ARRAYS}
-            os.utime(path)
         except Exception:  # absent, or corrupt in any way: walked again, never fatal
             return None
         if arrays["token_class"].dtype == np.int16:
@@ -160,22 +162,30 @@ class MachineCache:
         if any(arrays[name].dtype != dtype for name, dtype in zip(_ARRAYS, _DTYPES)):
             return None
         entries = TokenEntries(**arrays)
-        ptr, classes, nexts = entries.state_ptr, entries.entry_class, entries.entry_next
-        if entries.token_class.shape != (self._vocab_size,) or ptr.shape != (size + 3,) or \
-                ptr[0] != 0 or (np.diff(ptr) < 0).any() or classes.shape != (ptr[-1],) or \
-                nexts.shape != classes.shape or (nexts < 0).any() or (nexts > size + 1).any() \
-                or (classes < 0).any() or \
-                (classes > entries.token_class.max(initial=0)).any():
+        if not _well_formed(entries, self._vocab_size, size):
             return None
+        with contextlib.suppress(OSError):
+            os.utime(path)
         return entries
+
+    def _written(self) -> None:
+        """Count a file written; every `_PRUNE_EVERY` files (the first included), prune."""
+        self._writes += 1
+        if self._writes % _PRUNE_EVERY == 1:
+            self._prune()
 
     def _prune(self) -> None:
         """Remove the files of the folder used least recently past `_DISK_BYTES` of kept
-        machines and `_DISK_NOTES` notes."""
+        machines and `_DISK_NOTES` notes, temporary files an hour old (of writes that were
+        cut short), and the folders beside it (other vocabularies, other versions of the
+        code) that no process has used for `_UNUSED_DAYS` days."""
         kept, notes = [], []
+        stale = time.time() - 3600
         for path in self._folder.iterdir():
-            if path.suffix in (".npz", ".met"):
-                stat = path.stat()
+            stat = path.stat()
+            if path.suffix == ".tmp" and stat.st_mtime < stale:
+                path.unlink(missing_ok=True)
+            elif path.suffix in (".npz", ".met"):
                 (kept if path.suffix == ".npz" else notes).append(
                     (stat.st_mtime, stat.st_size, path))
         total = sum(size for _, size, _ in kept)
@@ -186,6 +196,30 @@ class MachineCache:
             total -= size
         for _, _, path in sorted(notes)[:max(0, len(notes) - _DISK_NOTES)]:
             path.unlink(missing_ok=True)
+        unused = time.time() - _UNUSED_DAYS * 86400
+        for folder in self._folder.parent.iterdir():
+            if folder.is_dir() and folder.stat().st_mtime < unused:
+                shutil.rmtree(folder, ignore_errors=True)
+
+
+def _well_formed(entries: TokenEntries, vocab_size: int, size: int) -> bool:
+    """Whether read entries have the form a walk of a machine of `size` states gives: a
+    class per token (0: never allowed, the others numbered by first token); per state (and
+    the dead and stack states) increasing classes, leading to states of the machine."""
+    token_class, ptr = entries.token_class, entries.state_ptr
+    classes, nexts = entries.entry_class, entries.entry_next
+    if token_class.shape != (vocab_size,) or ptr.shape != (size + 3,) or ptr[0] != 0 or \
+            (np.diff(ptr) < 0).any() or classes.shape != (ptr[-1],) or \
+            nexts.shape != classes.shape or (nexts < 0).any() or (nexts > size + 1).any():
+        return False
+    numbered, first = np.unique(token_class, return_index=True)
+    if numbered[0] < 0 or not np.array_equal(numbered[1:], np.arange(1, len(numbered))) or \
+            (np.diff(first[numbered > 0]) <= 0).any():
+        return False
+    within = np.ones(len(classes), bool)
+    within[ptr[1:-1][ptr[1:-1] < len(classes)]] = False  # each state's first entry
+    return not ((classes < 0).any() or (classes > numbered[-1]).any() or
+                (np.diff(classes) <= 0)[within[1:]].any())
 
 
 def _size(entries: TokenEntries) -> int:
@@ -205,8 +239,14 @@ def machine_cache(trie: VocabTrie, vocab_size: int, eos_token_ids: tuple[int, ..
             for part in (_code_identity(), trie.token_data.tobytes(),
                          trie.token_offsets.tobytes(), repr((vocab_size, eos)).encode()):
                 identity.update(part)
-            cache = trie.memo[key] = MachineCache(
-                vocab_size, cache_dir() / "machines" / identity.hexdigest())
+            try:
+                folder: Path | None = cache_dir() / "machines" / identity.hexdigest()
+            except RuntimeError:  # no home folder to hold the cache: memory only
+                folder = None
+            else:
+                with contextlib.suppress(OSError):
+                    os.utime(folder)  # used now (`MachineCache._prune`)
+            cache = trie.memo[key] = MachineCache(vocab_size, folder)
     return cache
 
 
@@ -219,9 +259,8 @@ def _code_identity() -> bytes:
     `flat`): entries written by other code are never read."""
     if not _code:
         digest = hashlib.blake2b(digest_size=16)
-        for module in (_core, flat):
-            digest.update(Path(module.__file__).read_bytes())
-        digest.update(Path(__file__).read_bytes())
+        for path in (_core.__file__, flat.__file__, __file__):
+            digest.update(Path(path).read_bytes() if path else os.urandom(16))  # no file: once
         _code.append(digest.digest())
     return _code[0]
 

@@ -96,3 +96,12 @@ def test_machines_kept_on_disk_give_later_processes_the_same_artifact(tmp_path, 
     assert all(path.stat().st_mtime > 1000 for path in written)  # read (their time renewed)
     written[0].write_bytes(b"not a zip")
     assert compile_once("4.safetensors") == first
+    # a whole file of entries no walk gives (classes out of order): walked again too
+    with np.load(written[1]) as stored:
+        arrays = dict(stored)
+    np.savez(written[1], **dict(arrays, entry_class=arrays["entry_class"] * 3))
+    assert compile_once("5.safetensors") == first
+    stale = cache / "machines" / "0123"
+    stale.mkdir()
+    os.utime(stale, (1000, 1000))
+    assert compile_once("6.safetensors") == first and not stale.exists()  # unused: removed
