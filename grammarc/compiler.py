@@ -6,6 +6,7 @@ benchmarks and the CLI can report where time goes.
 
 from __future__ import annotations
 
+import codecs
 import hashlib
 import json
 import os
@@ -265,10 +266,11 @@ def read_source(source: str | os.PathLike, kind: str | None) -> tuple[str, str, 
     if len(raw) > MAX_SOURCE_BYTES:
         raise GrammarcError(f"{path}: the grammar file is larger than {MAX_SOURCE_BYTES:,} "
                             "bytes; grammarc reads grammars, not data")
+    mark = len(codecs.BOM_UTF8) if raw.startswith(codecs.BOM_UTF8) else 0
     try:
-        text = raw.decode("utf-8-sig")  # a byte order mark (Windows editors write one) dropped
+        text = raw[mark:].decode("utf-8")  # a byte order mark (Windows editors write one)
     except UnicodeDecodeError as exc:
-        raise GrammarcError(f"{path}: not UTF-8 text (byte {exc.start})") from None
+        raise GrammarcError(f"{path}: not UTF-8 text (byte {mark + exc.start})") from None
     return kind, source_text(kind, text), path.name
 
 

@@ -19,9 +19,10 @@ def write_atomically(path: str | os.PathLike[str], write: Callable[[BinaryIO], o
 
     `write` fills a temporary file ``.NAME.XXXX.tmp`` in the target's directory, which is then
     flushed, synced (unless not `durable`: a cache's file, checked when read), given the
-    permissions a new file gets under the umask, and renamed over `path`. On any exception (an OSError, or KeyboardInterrupt and SystemExit, into which the
-    CLI turns SIGTERM) the temporary file is removed and the exception propagates; callers turn
-    OSError into their own message.
+    permissions a new file gets under the umask, and renamed over `path`. On any exception
+    (an OSError, or KeyboardInterrupt and SystemExit, into which the CLI turns SIGTERM) the
+    temporary file is removed and the exception propagates; callers turn OSError into their
+    own message.
     """
     path = Path(path)
     fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")

@@ -93,6 +93,9 @@ def test_a_byte_order_mark_is_dropped(tmp_path):
     (tmp_path / "bad.regex").write_bytes(b"\xef\xbb\xbfab(c")
     result = run("compile", "bad.regex", "--tokenizer", "smollm2", cwd=tmp_path)
     assert_clean_error(result, "bad.regex:1:3: invalid regex: missing )")
+    (tmp_path / "bad.regex").write_bytes(b"\xef\xbb\xbfab\xff")
+    result = run("compile", "bad.regex", "--tokenizer", "smollm2", cwd=tmp_path)
+    assert_clean_error(result, "bad.regex: not UTF-8 text (byte 5)")  # counted in the file
 
 
 def test_regex_error_position_in_a_file(tmp_path):

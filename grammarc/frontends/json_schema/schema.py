@@ -547,12 +547,10 @@ class Compiler:
             try:
                 options.append(self.difference(branch, alt(*others)) if others else branch)
             except TooManyStatesError as exc:
-                if str(exc).startswith("#"):  # located in a branch
-                    raise
                 raise TooManyStatesError(
-                    f"{exc}, for a oneOf branch without the values of the others it may share "
-                    "one with (branches that require a key with different const values, or "
-                    "one of which forbids a key another requires, share none)") from None
+                    f"{exc}; it is a oneOf branch without the values of the others it may "
+                    "share one with: branches that require a key with different const values, "
+                    "or one of which forbids a key another requires, share none") from None
         return self.union(options)
 
     def union(self, options: list[Expr], open_calls: bool = True) -> Expr:
