@@ -13,16 +13,14 @@ from pathlib import Path
 from typing import BinaryIO
 
 
-def write_atomically(path: str | os.PathLike[str], write: Callable[[BinaryIO], object],
-                     durable: bool = True) -> None:
+def write_atomically(path: str | os.PathLike[str], write: Callable[[BinaryIO], object]) -> None:
     """Write `path` through `write(handle)` so that readers see the old file or the whole new one.
 
     `write` fills a temporary file ``.NAME.XXXX.tmp`` in the target's directory, which is then
-    flushed, synced (unless not `durable`: a cache's file, checked when read), given the
-    permissions a new file gets under the umask, and renamed over `path`. On any exception
-    (an OSError, or KeyboardInterrupt and SystemExit, into which the CLI turns SIGTERM) the
-    temporary file is removed and the exception propagates; callers turn OSError into their
-    own message.
+    flushed, synced, given the permissions a new file gets under the umask, and renamed over
+    `path`. On any exception (an OSError, or KeyboardInterrupt and SystemExit, into which the
+    CLI turns SIGTERM) the temporary file is removed and the exception propagates; callers turn
+    OSError into their own message.
     """
     path = Path(path)
     fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
@@ -30,8 +28,7 @@ def write_atomically(path: str | os.PathLike[str], write: Callable[[BinaryIO], o
         with os.fdopen(fd, "wb") as handle:
             write(handle)
             handle.flush()
-            if durable:
-                os.fsync(handle.fileno())
+            os.fsync(handle.fileno())
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(tmp_name, 0o666 & ~umask)

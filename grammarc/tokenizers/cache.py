@@ -25,7 +25,7 @@ from .vocabulary import Vocab
 _CACHE_VERSION = 1
 
 
-def cache_dir() -> Path:
+def _cache_dir() -> Path:
     if os.environ.get("GRAMMARC_CACHE_DIR"):
         return Path(os.environ["GRAMMARC_CACHE_DIR"]).expanduser()
     xdg = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
@@ -58,7 +58,7 @@ def _unpack(data: np.ndarray, offsets: np.ndarray) -> list[bytes]:
 def _cache_file(key: str, sources: list[Path]) -> Path:
     """The cache file for `key`; its name starts with a hash of the tokenizer file's path."""
     path_hash = hashlib.sha256(str(sources[0].resolve()).encode()).hexdigest()[:16]
-    return cache_dir() / f"vocab-{path_hash}-{key}.npz"
+    return _cache_dir() / f"vocab-{path_hash}-{key}.npz"
 
 
 def write_cache(key: str, sources: list[Path], vocab: Vocab) -> None:
