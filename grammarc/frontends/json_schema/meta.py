@@ -45,6 +45,13 @@ def check_against_meta_schema(root: Any) -> None:
         given = json.dumps(root["$schema"], default=str)[:40]
         raise GrammarError(f"#/$schema: invalid schema: {given} is not a meta-schema URI "
                            "(a string)")
+    if isinstance(root, dict) and "$schema" in root:
+        try:
+            urlsplit(root["$schema"])
+        except ValueError:  # a URI urllib cannot split ("http://[x", a broken IPv6 host)
+            given = json.dumps(root["$schema"])[:40]
+            raise GrammarError(f"#/$schema: invalid schema: {given} is not a meta-schema "
+                               "URI") from None
     if draft_of(root) < 4:
         raise UnsupportedError(
             f"#/$schema: {root['$schema'][:60]} is a draft before draft 4, which grammarc does "
