@@ -115,6 +115,7 @@ def build_automaton(kind: str, text: str, name: str | None, options: FrontendOpt
     recursion to `--max-depth`). Runs on a deep stack (`deepcall`), so grammars nested
     thousands of levels deep compile. Errors of the automaton stage name the source file, and
     a too-many-states error repeats the front end's notices (e.g. which rules were unrolled).
+    Each notice is issued once, however often its part of the grammar is read.
 
     A JSON Schema with `key_order="any"` whose automaton needs more states than
     `--max-states` (its machines linked by calls counted together, which in the schema's
@@ -124,8 +125,9 @@ def build_automaton(kind: str, text: str, name: str | None, options: FrontendOpt
     notices: list[str] = []
 
     def notice(message: str) -> None:
-        notices.append(message)
-        options.notice(message)
+        if message not in notices:  # a schema object read again says nothing new
+            notices.append(message)
+            options.notice(message)
 
     def automaton(opts: FrontendOptions, sink: Callable[[str], None]) -> ByteDFA | PushdownDFA:
         with _timed(timings, "front end"):
