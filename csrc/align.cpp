@@ -834,11 +834,11 @@ py::tuple dedupe_rows(In<int64_t> state_ptr, In<int32_t> entry_class, In<int32_t
     const int32_t* mapped = class_map.data();
     std::vector<int32_t> state_row(n, 0);
     std::vector<int64_t> row_ptr{0, 0};  // row 0: the empty row
-    OutBuffer<int64_t> row_class(n_entries), row_delta(n_entries);  // int64: the table's type
+    OutBuffer<int32_t> row_class(n_entries), row_delta(n_entries);  // int32: the table's type
     int64_t n_written = 0;
     {
         py::gil_scoped_release released;
-        int64_t *out_class = row_class.data(), *out_delta = row_delta.data();
+        int32_t *out_class = row_class.data(), *out_delta = row_delta.data();
         // one multiply per entry on (class, delta) as one word, mixed once per row
         auto finish = [](uint64_t h) { return hash_step(h ^ (h >> 32), 0, 29); };
         std::vector<uint64_t> row_hash{finish(kHashSeed)};
@@ -964,7 +964,7 @@ py::tuple sink_pairs(In<int64_t> state_ptr, In<int32_t> entry_class, In<int32_t>
 namespace grammarc {
 
 py::tuple row_class_masks(In<int64_t> token_order, In<int64_t> class_ptr, In<int64_t> row_ptr,
-                          In<int64_t> row_class) {
+                          In<int32_t> row_class) {
     const int64_t vocab = length(token_order, "token_order");
     const int64_t n_classes = csr_rows(class_ptr, vocab, "class_ptr");
     require_in_range(token_order.data(), vocab, 0, vocab, "token_order");
@@ -974,7 +974,7 @@ py::tuple row_class_masks(In<int64_t> token_order, In<int64_t> class_ptr, In<int
     const int64_t* order = token_order.data();
     const int64_t* cptr = class_ptr.data();
     const int64_t* rptr = row_ptr.data();
-    const int64_t* rcls = row_class.data();
+    const int32_t* rcls = row_class.data();
 
     // the first row of each distinct set of classes
     py::array_t<int64_t> mask_row(n_rows);
@@ -983,7 +983,7 @@ py::tuple row_class_masks(In<int64_t> token_order, In<int64_t> class_ptr, In<int
     std::vector<int64_t> rows;
     for (int64_t r = 0; r < n_rows; ++r) {
         std::string key(reinterpret_cast<const char*>(rcls + rptr[r]),
-                        static_cast<size_t>(rptr[r + 1] - rptr[r]) * sizeof(int64_t));
+                        static_cast<size_t>(rptr[r + 1] - rptr[r]) * sizeof(int32_t));
         auto [it, fresh] = first.emplace(std::move(key), r);
         if (fresh) rows.push_back(r);
         first_of[r] = it->second;

@@ -38,7 +38,7 @@ py::tuple refine_entries(In<int64_t> state_ptr, In<int32_t> entry_class, In<int3
 py::tuple sink_pairs(In<int64_t> state_ptr, In<int32_t> entry_class, In<int32_t> entry_next,
                      int64_t sink, int64_t n_classes);
 py::tuple row_class_masks(In<int64_t> token_order, In<int64_t> class_ptr, In<int64_t> row_ptr,
-                          In<int64_t> row_class);
+                          In<int32_t> row_class);
 
 // The walk of a class trie from DFA states: validated once, shared by the refining threads.
 struct TrieWalk {

@@ -63,7 +63,7 @@ PYBIND11_MODULE(_core, m) {
           py::arg("entry_next"), py::arg("min_tokens"),
           py::arg("class_map") = py::array_t<int32_t>(0),
           "Trim entries into dead ends, make them relative and share equal rows: (state_row, "
-          "row_ptr, row_class, row_delta), the last two int64; with a class_map, entry "
+          "row_ptr, row_class, row_delta), the last two int32; with a class_map, entry "
           "classes are renumbered by it.");
     m.def("row_class_masks", &row_class_masks, py::arg("token_order"), py::arg("class_ptr"),
           py::arg("row_ptr"), py::arg("row_class"),

@@ -90,8 +90,8 @@ class FactoredRows:
     token_class: np.ndarray          # int32 [V]
     state_row: np.ndarray            # int32 [S]
     row_ptr: np.ndarray              # int64 [R + 1]
-    row_class: np.ndarray            # int64 [N], sorted within each row (read-only)
-    row_delta: np.ndarray            # int64 [N]: next state - state (read-only)
+    row_class: np.ndarray            # int32 [N], sorted within each row (read-only)
+    row_delta: np.ndarray            # int32 [N]: next state - state (read-only)
     min_tokens_to_accept: np.ndarray  # int32 [S], -1 where acceptance is out of reach
 
     @property

@@ -24,14 +24,15 @@ import numpy as np
 
 @dataclass(frozen=True, eq=False)
 class TokenTable:
-    """The arrays of a compiled grammar (module docstring), read-only int64/bool (`frozen`:
-    copies, or the aligner's own results)."""
+    """The arrays of a compiled grammar (module docstring), read-only int64/bool, the row
+    entries int32 (class ids and state steps stay below 2^31; `frozen`: copies, or the
+    aligner's own results)."""
 
     token_class: np.ndarray           # [V]
     state_row: np.ndarray             # [S]
     row_ptr: np.ndarray               # [R + 1]
-    row_class: np.ndarray             # [N], sorted within each row
-    row_delta: np.ndarray             # [N]: next state - state
+    row_class: np.ndarray             # [N] int32, sorted within each row
+    row_delta: np.ndarray             # [N] int32: next state - state
     accepting: np.ndarray             # [S] bool
     min_tokens_to_accept: np.ndarray  # [S], -1 where acceptance is out of reach
     byte_ptr: np.ndarray              # [S + 1]
@@ -41,9 +42,11 @@ class TokenTable:
     calls: CallTables | None = None               # format versions 2 and 3
 
     def __post_init__(self) -> None:
-        for name in ("token_class", "state_row", "row_ptr", "row_class", "row_delta",
-                     "min_tokens_to_accept", "byte_ptr", "byte_ranges", "byte_next"):
+        for name in ("token_class", "state_row", "row_ptr", "min_tokens_to_accept", "byte_ptr",
+                     "byte_ranges", "byte_next"):
             object.__setattr__(self, name, frozen(getattr(self, name), np.int64))
+        for name in ("row_class", "row_delta"):  # most of a large table: half the memory
+            object.__setattr__(self, name, frozen(getattr(self, name), np.int32))
         object.__setattr__(self, "accepting", frozen(self.accepting, np.bool_))
         if self.state_labels is not None:
             object.__setattr__(self, "state_labels", frozen(self.state_labels, np.int64))

@@ -16,7 +16,7 @@ from helpers import rewrite_artifact
 from safetensors.numpy import save_file
 
 import grammarc
-from grammarc.format.artifact import TEXT_COUNTERS_FORMAT_VERSION, read_artifact
+from grammarc.format.artifact import TEXT_COUNTERS_FORMAT_VERSION, decode_table, read_artifact
 from grammarc.errors import ArtifactError, GrammarcError
 
 PATTERN = r"(?:[^eE]{1,12}|\d{4}-\d{2}-\d{2})"
@@ -155,7 +155,12 @@ def test_truncated_and_bit_flipped_files_are_rejected(grammar, tmp_path, suffix)
     (lambda m, t: t.update(state_row=t["state_row"][:-1]), "state_row has the wrong length"),
     (lambda m, t: t.update(row_delta=(t["row_delta"].astype(np.int32) + 1000).astype(np.int32)),
      "out of range"),
+    (lambda m, t: t.update(row_delta=(t["row_delta"].astype(np.int32) - 1000).astype(np.int32)),
+     "out of range"),
     (lambda m, t: t.update(row_class=np.zeros_like(t["row_class"])), "row_class out of range"),
+    # past int32, the table's type, an unsigned class turns negative: still out of range
+    (lambda m, t: t.update(row_class=t["row_class"].astype(np.uint32) + np.uint32(1 << 31)),
+     "row_class out of range"),
     (lambda m, t: t.update(class_tokens=np.full_like(t["class_tokens"], 60000)), "out of range"),
     (lambda m, t: t.update(byte_next=np.full_like(t["byte_next"], 255)), "byte_next out of range"),
     (lambda m, t: t.pop("row_ptr"), "missing tensors: row_ptr"),
@@ -176,6 +181,18 @@ def test_hand_edited_artifacts_are_rejected(saved, tmp_path, edit, message):
     rewrite_artifact(saved, out, edit)
     with pytest.raises(ArtifactError, match=message):
         grammarc.load(out)
+
+
+def test_row_entries_stay_int32_from_the_compiler_to_a_loaded_table(grammar, saved):
+    """The row entries are most of a large table: int32 (not int64) halves a loaded grammar's
+    memory, and the loaded table holds the validated arrays themselves, not copies."""
+    data = read_artifact(saved)
+    for name in ("row_class", "row_delta"):
+        assert data.tensors[name].dtype == np.int32 and not data.tensors[name].flags.writeable
+    table = decode_table(data)
+    assert table.row_class is data.tensors["row_class"]
+    assert table.row_delta is data.tensors["row_delta"]
+    assert grammar.table.row_class.dtype == grammar.table.row_delta.dtype == np.int32
 
 
 def test_edit_without_new_checksum_is_detected(saved, tmp_path):
