@@ -583,28 +583,34 @@ py::array_t<int64_t> SplitForest::row_counts(In<int32_t> canon_of_item) {
         for (int64_t item = 0; item < num_items_; ++item) leaf_of_canon[canon[item]] = cls_[item];
         for (int64_t c = 1; c < n_canon; ++c)
             require(leaf_of_canon[c] >= 0, "canon_of_item skips a class number");
-        std::vector<int64_t> leaf_ptr, child_ptr;
-        std::vector<int32_t> leaf_canon, children;
+        std::vector<int64_t> leaf_ptr;
+        std::vector<int32_t> leaf_canon;
         group_by_owner(leaf_of_canon.data(), n_canon, 1, n_ids, leaf_ptr, leaf_canon);
-        group_by_owner(parent_.data(), n_ids, 1, n_ids, child_ptr, children);
-        // a pre-order walk giving each id the range of final classes below it:
-        // order_[range_lo_[id]:range_hi_[id]]
+        // each id's range of the final classes below it, order_[range_lo_[id]:range_hi_[id]],
+        // laid out in pre-order (an id's own classes, then its children's ranges by id), by
+        // two scans: a parent's id is below its children's (a class splits into new ids), so
+        // subtree sizes add up from the last id down and ranges are handed out from the root
+        // up (a walk of the tree missed the cache at every one of 10^7 ids)
         range_lo_.assign(n_ids, 0);
-        range_hi_.assign(n_ids, 0);
-        order_.assign(n_canon, 0);
-        int64_t n_listed = 0;
-        std::vector<int64_t> stack{0};  // node ids; -1 - id marks "subtree done"
-        while (!stack.empty()) {
-            const int64_t node = stack.back();
-            stack.pop_back();
-            if (node < 0) {
-                range_hi_[-1 - node] = n_listed;
-                continue;
+        range_hi_.assign(n_ids, 0);  // first the size of each subtree
+        for (int64_t id = n_ids - 1; id >= 0; --id) {
+            range_hi_[id] += leaf_ptr[id + 1] - leaf_ptr[id];
+            if (id > 0) {
+                require(parent_[id] < id, "a class id below its parent's");
+                range_hi_[parent_[id]] += range_hi_[id];
             }
-            range_lo_[node] = n_listed;
-            for (int64_t j = leaf_ptr[node]; j < leaf_ptr[node + 1]; ++j) order_[n_listed++] = leaf_canon[j];
-            stack.push_back(-1 - node);
-            for (int64_t j = child_ptr[node + 1] - 1; j >= child_ptr[node]; --j) stack.push_back(children[j]);
+        }
+        std::vector<int64_t> next_free(n_ids, 0);  // where an id's next child's range starts
+        order_.assign(n_canon, 0);
+        for (int64_t id = 0; id < n_ids; ++id) {
+            if (id > 0) {
+                range_lo_[id] = next_free[parent_[id]];
+                next_free[parent_[id]] += range_hi_[id];
+            }
+            range_hi_[id] += range_lo_[id];
+            int64_t at = range_lo_[id];
+            for (int64_t j = leaf_ptr[id]; j < leaf_ptr[id + 1]; ++j) order_[at++] = leaf_canon[j];
+            next_free[id] = at;
         }
         // a state's spans are its base's records less the moved ids, which lie inside them
         // and apart, and its own records, which lie apart from what it inherits: the count
