@@ -179,10 +179,17 @@ def merge_entries(walked: TokenEntries, kept: list[KeptMachine], stack: int) -> 
     np.cumsum(counts, out=state_ptr[1:])
     entry_class = np.empty(state_ptr[-1], np.int32)
     entry_next = np.empty(state_ptr[-1], np.int32)
-    own_rows = np.diff(walked.state_ptr)
-    at = np.repeat(state_ptr[:-1] - walked.state_ptr[:-1], own_rows) + \
-        np.arange(walked.state_ptr[-1])
-    entry_class[at], entry_next[at] = walked.entry_class, walked.entry_next
+    # the walked states between kept machines (which the walk skipped) keep their entries
+    # in order: a slice each (not an index per entry: 10^8 entries of a large grammar)
+    lo = 0
+    for first, end in [*sorted((m.first, m.first + m.size) for m in kept),
+                       (len(counts), len(counts))]:
+        out, src = state_ptr[[lo, first]], walked.state_ptr[[lo, first]]
+        if out[1] - out[0] != src[1] - src[0]:
+            raise RuntimeError("internal error: a kept machine's states were walked too")
+        entry_class[out[0]:out[1]] = walked.entry_class[src[0]:src[1]]
+        entry_next[out[0]:out[1]] = walked.entry_next[src[0]:src[1]]
+        lo = end
     for rows, classes, nexts in pieces:
         entry_class[state_ptr[rows.start]:state_ptr[rows.stop]] = classes
         entry_next[state_ptr[rows.start]:state_ptr[rows.stop]] = nexts
