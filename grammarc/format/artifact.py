@@ -24,7 +24,7 @@ import numpy as np
 
 from ..errors import ArtifactError, GrammarcError
 from ..files import write_atomically
-from .table import CallTables, CountRegisters, TokenTable, stored_tensors
+from .table import INT32_FIELDS, CallTables, CountRegisters, TokenTable, stored_tensors
 
 FORMAT_NAME = "grammarc"
 FORMAT_VERSION = 1        # one table: next = T[state, token]
@@ -373,11 +373,9 @@ def _require(condition: bool, message: str) -> None:
         raise ArtifactError(message)
 
 
-_INT32_TENSORS = frozenset({"row_class", "row_delta"})  # `TokenTable`'s int32 arrays
-
-
 def _validate(metadata: dict[str, Any], raw: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Check names, dtypes, shapes and every index range; return widened arrays."""
+    """Check names, dtypes, shapes and every index range; return the arrays widened to the
+    table's types (int64, the row entries int32)."""
     layout = metadata["layout"]
     spec = _tensor_spec(metadata)
     missing = sorted(set(spec) - set(raw))
@@ -395,8 +393,8 @@ def _validate(metadata: dict[str, Any], raw: dict[str, np.ndarray]) -> dict[str,
         # a table over the vocabulary per loop state keeps its narrow dtype, the row entries
         # the table's int32 (a value of an unsigned tensor past it turns negative, out of range)
         t[name] = arr.copy() if name == "count_table" else \
-            arr.astype(np.int32 if name in _INT32_TENSORS else np.int64)
-        if name in _INT32_TENSORS:  # read-only: the table keeps them without a copy
+            arr.astype(np.int32 if name in INT32_FIELDS else np.int64)
+        if name in INT32_FIELDS:  # read-only: the table keeps them without a copy
             t[name].flags.writeable = False
     _require(metadata.get("checksum") == checksum(metadata, {n: raw[n] for n in spec}),
              "its content does not match its checksum (the file is corrupted or was edited)")

@@ -22,6 +22,9 @@ from functools import cached_property
 import numpy as np
 
 
+INT32_FIELDS = ("row_class", "row_delta")  # `TokenTable`'s arrays kept as int32
+
+
 @dataclass(frozen=True, eq=False)
 class TokenTable:
     """The arrays of a compiled grammar (module docstring), read-only int64/bool, the row
@@ -45,7 +48,7 @@ class TokenTable:
         for name in ("token_class", "state_row", "row_ptr", "min_tokens_to_accept", "byte_ptr",
                      "byte_ranges", "byte_next"):
             object.__setattr__(self, name, frozen(getattr(self, name), np.int64))
-        for name in ("row_class", "row_delta"):  # most of a large table: half the memory
+        for name in INT32_FIELDS:  # most of a large table: half the memory
             object.__setattr__(self, name, frozen(getattr(self, name), np.int32))
         object.__setattr__(self, "accepting", frozen(self.accepting, np.bool_))
         if self.state_labels is not None:
