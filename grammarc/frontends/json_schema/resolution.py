@@ -58,10 +58,15 @@ class Registry:
         self._walk(root, ROOT_URI, "")
         self.resources.setdefault(ROOT_URI, root)
 
-    def _walk(self, node: Any, base: str, pointer: str) -> None:
+    def _walk(self, node: Any, base: str, pointer: str, names_only: bool = False) -> None:
+        """Record the subschemas of `node` (at JSON `pointer`) with their pointers and, unless
+        `names_only`, their base URIs, `$id` resources and anchors."""
         if not isinstance(node, dict):
             return
         self.pointer_of.setdefault(id(node), "#" + pointer)
+        if names_only:
+            self._walk_below(node, base, pointer, names_only)
+            return
         node_id = node.get("$id" if self.draft >= 6 else "id")
         if "$ref" in node and self.draft <= 7:
             node_id = None  # draft 7 and earlier: $ref makes its siblings, $id too, ignored
@@ -76,21 +81,24 @@ class Registry:
         for key in ("$anchor", "$dynamicAnchor"):
             if isinstance(node.get(key), str):
                 self.anchors[(base, node[key])] = Ref(node, base)
+        self._walk_below(node, base, pointer, names_only)
+
+    def _walk_below(self, node: dict, base: str, pointer: str, names_only: bool) -> None:
         for key in _SCHEMA_KEYWORDS:
             if key in node:
-                self._walk(node[key], base, f"{pointer}/{key}")
+                self._walk(node[key], base, f"{pointer}/{key}", names_only)
         for key in _LIST_KEYWORDS + ("items",):
             value = node.get(key)
             if isinstance(value, list):
                 for i, sub in enumerate(value):
-                    self._walk(sub, base, f"{pointer}/{key}/{i}")
+                    self._walk(sub, base, f"{pointer}/{key}/{i}", names_only)
             elif key == "items":
-                self._walk(value, base, f"{pointer}/items")
+                self._walk(value, base, f"{pointer}/items", names_only)
         for key in MAP_KEYWORDS + ("dependencies",):
             value = node.get(key)
             if isinstance(value, dict):
                 for name, sub in value.items():
-                    self._walk(sub, base, f"{pointer}/{key}/{escape_token(name)}")
+                    self._walk(sub, base, f"{pointer}/{key}/{escape_token(name)}", names_only)
 
     def at(self, node: Any, parent_base: str) -> Ref:
         """A subschema with its own base URI (its `$id` applied)."""
@@ -112,8 +120,9 @@ class Registry:
             return Ref(resource, url)
         if fragment.startswith("/"):
             node = resource
-            for token in fragment[1:].split("/"):
-                token = unquote(token).replace("~1", "/").replace("~0", "~")
+            tokens = [unquote(token) for token in fragment[1:].split("/")]
+            for token in tokens:
+                token = token.replace("~1", "/").replace("~0", "~")
                 if isinstance(node, dict) and token in node:
                     node = node[token]
                 elif isinstance(node, list) and token.isdigit() and int(token) < len(node):
@@ -121,6 +130,10 @@ class Registry:
                 else:
                     raise GrammarError(f"{self.pointer(ref.node)}: $ref {target!r} points to "
                                        "nothing in the document")
+            if id(node) not in self.pointer_of and id(resource) in self.pointer_of:
+                # a schema kept under a key no draft defines ("defs"): named for messages
+                self._walk(node, url, self.pointer(resource)[1:] + "/" + "/".join(tokens),
+                           names_only=True)
             return Ref(node, self.base_of.get(id(node), url))
         anchor = self.anchors.get((url, fragment))
         if anchor is None:

@@ -67,6 +67,35 @@ def test_a_one_of_past_the_state_limit_is_named_by_its_pointer(tmp_path):
         "cfg.schema.json: #/properties/cfg: the automaton needs" in result.stderr, result.stderr
 
 
+def test_schemas_kept_under_keys_no_draft_defines_are_named_by_their_pointer(tmp_path):
+    # Vega keeps its definitions under "defs" and "refs": a notice or an error inside one
+    # said "?" or "#" (the root) instead of where it was
+    bio = {"type": "string", "pattern": "^(?:\\S+\\s+){0,19}\\S+$", "minLength": 30,
+           "maxLength": 100}
+    schema = {"type": "object", "properties": {"a": {"$ref": "#/defs/a"},
+                                               "b": {"$ref": "#/refs/b~1c"}},
+              "defs": {"a": {"type": "object", "properties": {"when": {
+                  "type": "string", "format": "no-such-format"}}}},
+              "refs": {"b/c": {"type": "array", "items": {"allOf": [{"type": "string"}, bio]}}}}
+    path = tmp_path / "v.schema.json"
+    path.write_text(json.dumps(schema))
+    out = tmp_path / "v.safetensors"
+    result = run_cli("compile", str(path), "--tokenizer", "smollm2", "-o", str(out),
+                     "--max-states", "20000", cwd=tmp_path)
+    assert result.returncode == 1 and not out.exists() and "Traceback" not in result.stderr
+    lines = result.stderr.splitlines()
+    assert "notice: format 'no-such-format' at #/defs/a/properties/when is not checked" \
+        in lines, result.stderr
+    assert lines[-1].startswith("error: v.schema.json: #/refs/b~1c/items/allOf/1: the "
+                                "automaton needs"), result.stderr
+    schema["refs"]["b/c"]["items"]["allOf"][1] = {"maxLength": 20}  # now small enough
+    path.write_text(json.dumps(schema))
+    result = run_cli("compile", str(path), "--tokenizer", "smollm2", "-o", str(out),
+                     "--max-states", "20000", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert grammarc.load(out).matches('{"b": ["one two"]}')
+
+
 def test_a_one_of_whose_differences_pass_the_state_limit_says_how_to_tell_branches_apart(
         tmp_path):
     # an open object and a closed one that may share a value (the closed one allows the key
