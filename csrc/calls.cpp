@@ -7,6 +7,9 @@
 // the walk starts in, the count is not known: the repetitions started there are counted and
 // returned for the caller to check (a counted machine calls none, so that frame is only ever
 // the top one before the walk leaves it).
+//
+// Returns: a frame holds a return state, or a site (site_ptr[r] < site_ptr[r + 1]) whose
+// state for the exit class of the final state left is returned to (0: the walk dies).
 #include <limits>
 #include <queue>
 #include <utility>
@@ -22,6 +25,7 @@ constexpr int8_t kDies = 0, kStays = 1, kReturns = 2;
 py::tuple pushdown_walk(In<int32_t> table, In<bool> final, In<int32_t> call_row,
                         In<int32_t> call_start, In<int32_t> call_ret, In<int32_t> loop_machine,
                         In<bool> in_loop, In<int64_t> count_min, In<int64_t> count_max,
+                        In<int32_t> exit_class, In<int64_t> site_ptr, In<int32_t> site_next,
                         In<int32_t> starts, In<uint8_t> data, In<int64_t> lo, In<int64_t> hi,
                         int64_t max_push) {
     require(table.ndim() == 2 && table.shape(1) == 256, "table is [states, 256]");
@@ -41,6 +45,12 @@ py::tuple pushdown_walk(In<int32_t> table, In<bool> final, In<int32_t> call_row,
     const int64_t n_machines = length(count_min, "count_min");
     length(count_max, "count_max", n_machines);
     require_in_range(loop_machine.data(), n_states, -1, n_machines, "loop_machine");
+    length(exit_class, "exit_class", n_states);
+    require_in_range(exit_class.data(), n_states, 0, std::numeric_limits<int32_t>::max(),
+                     "exit_class");
+    const int64_t n_site_next = length(site_next, "site_next");
+    require_csr(site_ptr, n_states, n_site_next, "site_ptr");
+    require_in_range(site_next.data(), n_site_next, 0, n_states, "site_next");
     const int64_t n = length(starts, "starts");
     require_in_range(starts.data(), n, 0, n_states, "starts");
     const int64_t n_data = length(data, "data");
@@ -62,6 +72,8 @@ py::tuple pushdown_walk(In<int32_t> table, In<bool> final, In<int32_t> call_row,
     int32_t* buf = push_buf.mutable_data();
     int32_t* count_of = count.mutable_data();
     const int32_t* loop_of = loop_machine.data();
+    const int32_t *class_of = exit_class.data(), *site_to = site_next.data();
+    const int64_t* site_at = site_ptr.data();
     const bool* looping = in_loop.data();
     const int64_t *at_least = count_min.data(), *at_most = count_max.data();
     const int32_t *tr = table.data(), *row_of = call_row.data(), *start_of = call_start.data(),
@@ -112,8 +124,15 @@ py::tuple pushdown_walk(In<int32_t> table, In<bool> final, In<int32_t> call_row,
                         continue;
                     }
                     if (is_final[q]) {  // the machine ends: return
-                        if (sp > 0) {
-                            q = frames[--sp];
+                        if (sp > 0) {  // to the return state, or a site's for q's class
+                            const int32_t ret = frames[--sp];
+                            const int64_t first = site_at[ret], size = site_at[ret + 1] - first;
+                            q = size == 0 ? ret : class_of[q] < size ? site_to[first + class_of[q]]
+                                                                    : 0;
+                            if (q == 0) {
+                                state = kDies;
+                                break;
+                            }
                             continue;
                         }
                         state = kReturns;
@@ -126,7 +145,7 @@ py::tuple pushdown_walk(In<int32_t> table, In<bool> final, In<int32_t> call_row,
             }
             kind_of[i] = state;
             count_of[i] = static_cast<int32_t>(sp == 0 ? started : (looping[q] ? reps : 0));
-            next_of[i] = state == kStays ? static_cast<int32_t>(q) : 0;
+            next_of[i] = state == kDies ? 0 : static_cast<int32_t>(q);  // returns: from q
             if (state == kStays) pushed[i] = static_cast<int32_t>(sp);
         }
     }

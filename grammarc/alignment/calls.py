@@ -34,7 +34,8 @@ from .flat import FactoredRows, TokenEntries, VocabTrie, factor, token_table, wa
 from .machines import kept_machines, merge_entries
 from ..automaton.pushdown import PushdownDFA, byte_dfa
 from ..errors import GrammarError
-from ..format.table import CallTables, CountRegisters, TokenTable, positions_within
+from ..format.table import (CallTables, CountRegisters, ExitTables, TokenTable,
+                            positions_within, returns_after)
 
 _FEW_PUSHES = 4  # room per walk in the first pass; walks that push more are walked again
 _DIES, _STAYS, _RETURNS = 0, 1, 2  # the walk kinds of `_core.pushdown_walk`
@@ -82,7 +83,8 @@ def align_calls(pd: PushdownDFA, trie: VocabTrie, vocab_size: int,
                                                 offsets[x_token + 1])
     push_ids = _PushSequences()
     suffixes = _Suffixes(trie)
-    x_next, x_arg = _outcomes(kind, nxt, pos, pushes, x_token, offsets, push_ids, suffixes)
+    x_next, x_arg = _outcomes(kind, nxt, pos, pushes, x_token, offsets, push_ids, suffixes,
+                              pd.exit_class)
     x_count = np.where(kind == _STAYS, count, 0).astype(np.int32)
     live = x_next != -2
     back = x_next == -1
@@ -107,6 +109,13 @@ def align_calls(pd: PushdownDFA, trie: VocabTrie, vocab_size: int,
     push_ptr, push_states = push_ids.arrays()
     counters = _count_registers(pd, kernel, trie, entries, sink, x_count, s_arrays[4]) \
         if pd.has_counters else None
+    exits = None
+    if pd.has_unions:  # version 5: returns by exit class, with count registers
+        exits = ExitTables(exit_class=pd.exit_class, site_ptr=pd.site_ptr,
+                           site_next=pd.site_next,
+                           suffix_class=np.array(suffixes.classes, np.int64))
+        counters = counters or CountRegisters.without_counts(
+            len(pd.machine_start), num_states, len(x[0]), len(s_arrays[0]), vocab_size)
     cost = _return_cost(ordinary, pd, x_ptr, x[1], x[2], x_count, push_ptr, push_states,
                         counters)
     calls = CallTables(machine_start=pd.machine_start, machine_first=pd.first,
@@ -114,7 +123,8 @@ def align_calls(pd: PushdownDFA, trie: VocabTrie, vocab_size: int,
                        call_return=pd.call_return, stack_ptr=x_ptr, stack_token=x[0],
                        stack_next=x[1], stack_arg=x[2], suffix_state=s_arrays[0],
                        suffix_id=s_arrays[1], suffix_next=s_arrays[2], suffix_arg=s_arrays[3],
-                       push_ptr=push_ptr, push_states=push_states, counters=counters)
+                       push_ptr=push_ptr, push_states=push_states, counters=counters,
+                       exits=exits)
     if timings is not None:
         timings["alignment"] = timings.get("alignment", 0.0) + walked - started
         timings["factoring"] = timings.get("factoring", 0.0) + time.perf_counter() - walked
@@ -179,7 +189,9 @@ class _PushSequences:
 
 
 class _Suffixes:
-    """Interned suffixes of tokens (the bytes after a return), by content."""
+    """Interned suffixes of tokens (the bytes after a return), by content and by the exit
+    class of the state returned from (what the return state reads them from depends on it:
+    `returns_after`)."""
 
     def __init__(self, trie: VocabTrie) -> None:
         self.data = trie.token_data
@@ -187,27 +199,31 @@ class _Suffixes:
         if raw is None:
             raw = trie.memo["token_bytes"] = self.data.tobytes()
         self.raw = raw
-        self.ids: dict[bytes, int] = {}
+        self.ids: dict[tuple[int, bytes], int] = {}
         self.spans: list[tuple[int, int]] = []  # (lo, hi) into data
+        self.classes: list[int] = []  # the exit class returned from
 
-    def ids_of_spans(self, lo: np.ndarray, hi: np.ndarray) -> list[int]:
-        """The id of each suffix data[lo[i]:hi[i]], new ones numbered in order."""
+    def ids_of_spans(self, lo: np.ndarray, hi: np.ndarray, classes: np.ndarray) -> list[int]:
+        """The id of each suffix data[lo[i]:hi[i]] after a return from exit class
+        `classes[i]`, new ones numbered in order."""
         ids, spans, raw = self.ids, self.spans, self.raw
         found = []
-        for start, end in zip(lo.tolist(), hi.tolist()):
-            key = raw[start:end]
+        for start, end, exit_class in zip(lo.tolist(), hi.tolist(), classes.tolist()):
+            key = (exit_class, raw[start:end])
             at = ids.get(key)
             if at is None:
                 at = ids[key] = len(spans)
                 spans.append((start, end))
+                self.classes.append(exit_class)
             found.append(at)
         return found
 
 
 def _outcomes(kind, nxt, pos, pushes, tokens, offsets: np.ndarray, push_ids: _PushSequences,
-              suffixes: _Suffixes) -> tuple[np.ndarray, np.ndarray]:
-    """(next, arg) per walked pair: next -1 returns (arg: suffix), -2 dies. Push sequences and
-    suffixes are interned once per distinct value."""
+              suffixes: _Suffixes, exit_class: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(next, arg) per walked pair: next -1 returns (arg: suffix, with the exit class of the
+    state returned from, `nxt`), -2 dies. Push sequences and suffixes are interned once per
+    distinct value."""
     next_out = np.full(len(kind), -2, np.int32)
     arg = np.zeros(len(kind), np.int32)
     stays = np.flatnonzero(kind == _STAYS)
@@ -217,11 +233,15 @@ def _outcomes(kind, nxt, pos, pushes, tokens, offsets: np.ndarray, push_ids: _Pu
     back = np.flatnonzero(kind == _RETURNS)
     next_out[back] = -1
     if len(back):
-        width = int(pos[back].max()) + 1  # (token, position) as one key: a 1-D unique
-        distinct, inverse = np.unique(tokens[back].astype(np.int64) * width + pos[back],
-                                      return_inverse=True)
-        token, at = np.divmod(distinct, width)
-        ids = suffixes.ids_of_spans(offsets[token] + at, offsets[token + 1])
+        width = int(pos[back].max()) + 1  # (token, position, class) as one key: a 1-D unique
+        classes = exit_class[nxt[back]].astype(np.int64)
+        kinds = int(classes.max()) + 1
+        distinct, inverse = np.unique(
+            (tokens[back].astype(np.int64) * width + pos[back]) * kinds + classes,
+            return_inverse=True)
+        spot, exit_of = np.divmod(distinct, kinds)
+        token, at = np.divmod(spot, width)
+        ids = suffixes.ids_of_spans(offsets[token] + at, offsets[token + 1], exit_of)
         arg[back] = np.asarray(ids, np.int32)[inverse.reshape(-1)]
     return next_out, arg
 
@@ -246,10 +266,18 @@ def _resolve_suffixes(pd: PushdownDFA, kernel: _Kernel, suffixes: _Suffixes,
         sizes = return_ptr[batch[:, 0] + 1] - return_ptr[batch[:, 0]]
         if not sizes.sum():
             continue
-        # every (return state of the machine, suffix) of the batch
+        # every (state returned to from the machine, suffix) of the batch: a call's return
+        # state, or its site's for the suffix's exit class
         within = positions_within(sizes)
-        starts_array = return_states[np.repeat(return_ptr[batch[:, 0]], sizes) + within]
         suffix_array = np.repeat(batch[:, 1], sizes)
+        starts_array = returns_after(
+            return_states[np.repeat(return_ptr[batch[:, 0]], sizes) + within],
+            np.asarray(suffixes.classes, np.int64)[suffix_array], pd.site_ptr, pd.site_next)
+        pairs = np.unique(np.stack([starts_array, suffix_array], axis=1)[starts_array > 0],
+                          axis=0).reshape(-1, 2)
+        starts_array, suffix_array = pairs[:, 0].astype(np.int32), pairs[:, 1]
+        if not len(pairs):
+            continue
         spans = np.array(suffixes.spans, np.int64).reshape(-1, 2)
         lo, hi = spans[suffix_array, 0], spans[suffix_array, 1]
         kind, nxt, pos, pushes, count = kernel.walk(starts_array, suffixes.data, lo, hi)
@@ -257,7 +285,8 @@ def _resolve_suffixes(pd: PushdownDFA, kernel: _Kernel, suffixes: _Suffixes,
         found.append(np.stack([starts_array[stays], suffix_array[stays], nxt[stays],
                                push_ids.ids_of_rows(pushes), count[stays]], axis=1))
         back = np.flatnonzero(kind == _RETURNS)
-        rests = np.array(suffixes.ids_of_spans(lo[back] + pos[back], hi[back]), np.int64)
+        rests = np.array(suffixes.ids_of_spans(lo[back] + pos[back], hi[back],
+                                               pd.exit_class[nxt[back]]), np.int64)
         found.append(np.stack([starts_array[back], suffix_array[back],
                                np.full(len(back), -1), rests, np.zeros(len(back), np.int64)],
                               axis=1))
@@ -282,6 +311,9 @@ class _Kernel:
         self.in_loop = np.ascontiguousarray(counters.in_loop, dtype=np.bool_)
         self.count_min, self.count_max = counters.count_min, counters.count_max
         self.state_machine = pd.state_machine
+        self.exit_class = np.ascontiguousarray(pd.exit_class, np.int32)
+        self.site_ptr = np.ascontiguousarray(pd.site_ptr, np.int64)
+        self.site_next = np.ascontiguousarray(pd.site_next, np.int32)
         # the characters of a pattern counted with the fewest still needed (`Counters`)
         self.need = counters.need if counters.need.any() else None
         callers = np.flatnonzero(np.diff(pd.call_ptr))
@@ -311,7 +343,8 @@ class _Kernel:
         def run(which, room):
             return _core.pushdown_walk(self.table, self.final, self.call_row, self.call_start,
                                        self.call_ret, self.loop_machine, self.in_loop,
-                                       self.count_min, self.count_max, starts[which], data,
+                                       self.count_min, self.count_max, self.exit_class,
+                                       self.site_ptr, self.site_next, starts[which], data,
                                        lo[which], hi[which], room)
 
         # most walks push a few states: room for _FEW_PUSHES each, the others walked again
@@ -365,7 +398,7 @@ def _count_registers(pd: PushdownDFA, kernel: _Kernel, trie: VocabTrie,
     within a compile and across the compiles of one vocabulary (`LOOP_ROWS`)."""
     counters, accepting = pd.counters, pd.dfa.accepting
     num_states, vocab_size = len(accepting), len(trie.token_offsets) - 1
-    ends = np.append(pd.machine_start[1:], num_states)
+    ends = np.append(pd.machine_start[1:], pd.num_machine_states)
     row = np.full(num_states, -1, np.int32)
     complete_cost = np.full(num_states, -1, np.int64)
     item_cost = np.full(len(pd.machine_start), -1, np.int64)
@@ -640,6 +673,14 @@ def _return_cost(table: FactoredRows, pd: PushdownDFA, x_ptr, x_next, x_arg, x_c
     option_owner = np.concatenate([np.repeat(np.arange(num_states, dtype=np.int32),
                                              np.diff(entry_ptr)), owner])
     option_cost = np.concatenate([np.ones(len(entry_next), np.int64), 1 + extra])
+    if len(pd.site_next):  # a site: finishing after each of its returns (a bound of any)
+        site_owner = np.repeat(np.arange(num_states, dtype=np.int32), np.diff(pd.site_ptr))
+        live = pd.site_next > 0
+        sites, site_sizes = np.unique(site_owner[live], return_counts=True)
+        members = np.concatenate([members, pd.site_next[live].astype(np.int32)])
+        option_ptr = np.concatenate([option_ptr, option_ptr[-1] + np.cumsum(site_sizes)])
+        option_owner = np.concatenate([option_owner, sites.astype(np.int32)])
+        option_cost = np.concatenate([option_cost, np.zeros(len(sites), np.int64)])
     cost = _core.least_costs(np.ascontiguousarray(final, dtype=np.bool_), option_owner,
                              option_cost, option_ptr, members)
     return np.minimum(cost, np.iinfo(np.int32).max).astype(np.int32)

@@ -120,7 +120,7 @@ def kept_machines(pd: PushdownDFA, augmented: np.ndarray, accepting: np.ndarray,
     cache = machine_cache(trie, vocab_size, eos_token_ids)
     starts = pd.machine_start.tolist()
     kept = []
-    for first, end in zip(starts[1:], [*starts[2:], pd.num_states]):  # machine 0: the root
+    for first, end in zip(starts[1:], [*starts[2:], pd.num_machine_states]):  # 0: the root
         if end - first > _MOST_STATES:
             continue
         own = _own_table(augmented[first:end], first, end, stack)

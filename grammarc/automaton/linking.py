@@ -69,8 +69,8 @@ def fallback_language(failure: NotDeterministicError | UnresolvedCallError,
 
 def deterministic_pushdown(machines: MachineSet, max_states: int) -> PushdownDFA:
     """`build_pushdown`, after inlining the machines whose calls the next byte cannot decide,
-    as long as they do not recurse (inlining them is then exact); `NotDeterministicError`
-    when a recursive one is at fault."""
+    as long as they do not recurse (inlining them is then exact); when a recursive one is at
+    fault, with unions of the machines in doubt (`unions`), or `NotDeterministicError`."""
     built: dict[tuple, tuple] = {}
     codes = call_codes(["", *(name for name, _ in machines.machines)])
     while True:
@@ -79,7 +79,7 @@ def deterministic_pushdown(machines: MachineSet, max_states: int) -> PushdownDFA
             return build_pushdown(machines, max_states, built, codes)
         except NotDeterministicError as exc:
             if not exc.machines or exc.machines & recursive_machines(dict(machines.machines)):
-                raise
+                return build_pushdown(machines, max_states, built, codes, unions=True)
             machines = _inlined(machines, exc.machines, built, codes)
 
 

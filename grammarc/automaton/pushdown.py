@@ -36,6 +36,7 @@ from .counters import Counters, LocalCounter, dfa_with_counter, is_counted
 from .dfa import SUBSET_FACTOR
 from .expr import Expr, MachineSet, fingerprint, same_spelling
 from .signals import NotDeterministicError
+from .unions import with_unions
 
 
 @dataclass(frozen=True)
@@ -56,6 +57,20 @@ class PushdownDFA:
     first: np.ndarray               # bool [M, 256]: the bytes a machine's text can start with
     follow: np.ndarray              # bool [M, 256]: the bytes that may follow a machine's text
     counters: Counters
+    # unions (`unions`): each state's exit class, and per site (a state only pushed) its
+    # return state per exit class of the machine called (0: the text dies)
+    exit_class: np.ndarray          # int32 [S]
+    site_ptr: np.ndarray            # int64 [S + 1]: a site's returns, site_ptr[q]..[q + 1]
+    site_next: np.ndarray           # int32 [Y]
+
+    @property
+    def has_unions(self) -> bool:
+        return bool(len(self.site_next)) or bool(self.exit_class.any())
+
+    @property
+    def num_machine_states(self) -> int:
+        """The states of the machines, the dead one included: the sites come after them."""
+        return self.num_states - int(np.count_nonzero(np.diff(self.site_ptr)))
 
     @property
     def has_counters(self) -> bool:
@@ -85,19 +100,32 @@ class PushdownDFA:
                     stack.append(int(self.call_return[k]))
                     q, count = int(self.machine_start[self.call_machine[k]]), 0
                 elif self.dfa.accepting[q] and stack:
-                    q = stack.pop()
+                    q = _returned(stack.pop(), int(self.exit_class[q]), self.site_ptr,
+                                  self.site_next)
                 else:
                     q = 0
             if not q:
                 return False
-        return bool(self.dfa.accepting[q]) and all(self.dfa.accepting[r] for r in stack)
+        while q and self.dfa.accepting[q] and stack:
+            q = _returned(stack.pop(), int(self.exit_class[q]), self.site_ptr, self.site_next)
+        return bool(q and self.dfa.accepting[q])
+
+
+def _returned(ret: int, exit_class: int, site_ptr: np.ndarray, site_next: np.ndarray) -> int:
+    """The state popping return state (or site) `ret` leads to from a final state of
+    `exit_class` (0: none)."""
+    lo, hi = int(site_ptr[ret]), int(site_ptr[ret + 1])
+    if lo == hi:
+        return ret
+    return int(site_next[lo + exit_class]) if 0 <= exit_class < hi - lo else 0
 
 
 def build_pushdown(machines: MachineSet, max_states: int,
                    built: dict[tuple, tuple] | None = None,
-                   codes: dict[str, bytes] | None = None) -> PushdownDFA:
+                   codes: dict[str, bytes] | None = None, unions: bool = False) -> PushdownDFA:
     """The pushdown automaton of a machine set; `NotDeterministicError` when the next byte
-    cannot decide between a machine's own transitions, its calls and its return. A machine
+    cannot decide between a machine's own transitions, its calls and its return (with
+    `unions`, after calling unions of the machines it cannot choose between, `unions`). A machine
     whose DFA is the root's (a copy of it, such as a schema's `$ref: "#"`) is the root,
     called: its states are in the table once. `built` keeps each body's DFA and counter (by
     its spelling) for a later call with the same `codes` (call codes of a superset of the
@@ -125,7 +153,7 @@ def build_pushdown(machines: MachineSet, max_states: int,
         byte_classes.append(dfa.byte_class)
         finals.append(dfa.accepting)
         counters.append(hit[2])
-    return _link(names, steps, byte_classes, finals, calls, counters, max_states)
+    return _link(names, steps, byte_classes, finals, calls, counters, max_states, unions)
 
 
 def built_dfa(body: Expr, counted: bool, max_states: int, built: dict[tuple, tuple],
@@ -159,10 +187,12 @@ def _text_steps(dfa: ByteDFA) -> np.ndarray:
 
 def _link(names: list[str], steps: list[np.ndarray], byte_classes: list[np.ndarray],
           finals: list[np.ndarray], calls: list[list[tuple[int, int, int]]],
-          counters: list[LocalCounter | None], max_states: int) -> PushdownDFA:
-    """Number every machine's live states in one table and check determinism. `steps` are
-    the machines' text transitions per byte class of their own (`_text_steps`), the table's
-    classes the bytes that every machine's classes put together."""
+          counters: list[LocalCounter | None], max_states: int,
+          unions: bool = False) -> PushdownDFA:
+    """Number every machine's live states in one table and check determinism (with
+    `unions`, where it fails, again after `with_unions`). `steps` are the machines' text
+    transitions per byte class of their own (`_text_steps`), the table's classes the bytes
+    that every machine's classes put together."""
     # the states of each machine reached from its start by text or by returning from a call
     local_ids = []
     for step, edges in zip(steps, calls):
@@ -222,8 +252,6 @@ def _link(names: list[str], steps: list[np.ndarray], byte_classes: list[np.ndarr
     call_return = np.array([e[2] for e in edges], np.int32)
     dfa = _canonical_dfa(trans, joint_class, accepting)
     first = _first_bytes(dfa, machine_start, call_ptr, call_machine, names)
-    follow = _check_deterministic(dfa, state_machine, call_ptr, call_machine, call_return,
-                                  first, names)
     loop = np.zeros(len(names), np.int32)
     count_min = np.zeros(len(names), np.int64)
     count_max = np.full(len(names), -1, np.int64)
@@ -250,10 +278,57 @@ def _link(names: list[str], steps: list[np.ndarray], byte_classes: list[np.ndarr
     phase_next, phase_boundary, phase_in_loop = (
         np.concatenate([s[i] for s in spellings]) if spellings else
         np.zeros((0, 256) if i == 0 else 0, np.int32 if i == 0 else bool) for i in range(3))
+    exits = None
+    try:
+        follow = _check_deterministic(dfa, state_machine, call_ptr, call_machine, call_return,
+                                      first, names)
+    except NotDeterministicError as failure:
+        if not unions:
+            raise
+        try:
+            united = with_unions(trans, accepting, state_machine, call_ptr, call_machine,
+                                 call_return, machine_start, first, names,
+                                 np.array([c is not None for c in counters]), max_states)
+            united_dfa = _canonical_dfa(united.trans, joint_class, united.accepting)
+            united_first = _first_bytes(united_dfa, united.machine_start, united.call_ptr,
+                                        united.call_machine, united.names)
+            exits = (united.exit_class, united.site_ptr, united.site_next, united.num_classes)
+            follow = _check_deterministic(united_dfa, united.state_machine, united.call_ptr,
+                                          united.call_machine, united.call_return,
+                                          united_first, united.names, exits)
+        except (NotDeterministicError, TooManyStatesError):
+            raise failure from None  # the calls in doubt are not those of machines alike
+        # the count registers of the machines kept alone, in the new numbering
+        kept = np.flatnonzero((united.old_state >= 0) & (united.state_machine >= 0))
+        kept = kept[united.old_machine[united.state_machine[kept]] ==
+                    state_machine[united.old_state[kept]]]
+        new_of_old = np.zeros(total, np.int64)
+        new_of_old[united.old_state[kept]] = kept
+        alone = united.old_machine >= 0
+        machine_of = np.where(alone, united.old_machine, 0)
+        loop = np.where(alone, new_of_old[loop[machine_of]], 0).astype(np.int32)
+        count_min = np.where(alone, count_min[machine_of], 0)
+        count_max = np.where(alone, count_max[machine_of], -1)
+        per_state = []
+        for values, empty in ((in_loop, False), (boundary, False), (need, 0), (phase, -1)):
+            moved = np.full(len(united.accepting), empty, values.dtype)
+            moved[kept] = values[united.old_state[kept]]
+            per_state.append(moved)
+        in_loop, boundary, need, phase = per_state
+        names, machine_start, state_machine = united.names, united.machine_start, \
+            united.state_machine
+        call_ptr, call_machine, call_return = united.call_ptr, united.call_machine, \
+            united.call_return
+        dfa, first = united_dfa, united_first
+    num_states = dfa.num_states
+    exit_class, site_ptr, site_next = exits[:3] if exits is not None else (
+        np.zeros(num_states, np.int32), np.zeros(num_states + 1, np.int64),
+        np.zeros(0, np.int32))
     return PushdownDFA(dfa, tuple(names), machine_start,
                        state_machine, call_ptr, call_machine, call_return, first, follow,
                        Counters(loop, count_min, count_max, in_loop, boundary, need, phase,
-                                phase_next.astype(np.int32), phase_boundary, phase_in_loop))
+                                phase_next.astype(np.int32), phase_boundary, phase_in_loop),
+                       exit_class, site_ptr, site_next)
 
 
 def _first_bytes(dfa: ByteDFA, machine_start, call_ptr, call_machine, names) -> np.ndarray:
@@ -293,10 +368,18 @@ def _first_bytes(dfa: ByteDFA, machine_start, call_ptr, call_machine, names) -> 
 
 
 def _check_deterministic(dfa: ByteDFA, state_machine, call_ptr, call_machine, call_return,
-                         first, names) -> np.ndarray:
+                         first, names, exits: tuple | None = None) -> np.ndarray:
     """Raise `NotDeterministicError` where the next byte cannot decide, blaming every
-    machine whose calls are in doubt; the FOLLOW sets."""
+    machine whose calls are in doubt; the FOLLOW sets (of every exit class together).
+    `exits`: (exit class per state, site_ptr, site_next, exit classes per machine) where
+    machines return by exit class (`unions`); a final state's return is then checked
+    against what follows its own class."""
     num_machines = len(first)
+    if exits is None:
+        exits = (np.zeros(len(state_machine), np.int32),
+                 np.zeros(len(state_machine) + 1, np.int64), np.zeros(0, np.int32),
+                 np.ones(num_machines, np.int64))
+    exit_class, site_ptr, site_next, num_classes = exits
     faults = _Faults(names)
     accepting = dfa.accepting
     # the bytes a state can read next: its transitions and its callees' first bytes
@@ -315,26 +398,30 @@ def _check_deterministic(dfa: ByteDFA, state_machine, call_ptr, call_machine, ca
                            f"byte {int(np.flatnonzero(clash)[0]):#04x} may start a call of "
                            f"{names[callee]!r} or continue otherwise")
             reads[q] |= first[callee]
-    # FOLLOW sets: what may come after a machine returns, by fixpoint over call sites
-    follow = np.zeros((num_machines, 256), bool)
+    # FOLLOW sets: what may come after a machine returns in each exit class, by fixpoint
+    # over call sites
+    follow = np.zeros((num_machines, int(num_classes.max(initial=1)), 256), bool)
+    returns = [(int(call_machine[k]), c, ret) for k in range(len(call_machine))
+               for c in range(int(num_classes[call_machine[k]]))
+               if (ret := _returned(int(call_return[k]), c, site_ptr, site_next))]
     changed = True
     while changed:
         changed = False
-        for k in range(len(call_machine)):
-            ret = call_return[k]
-            after = reads[ret] | (follow[state_machine[ret]] if accepting[ret] else False)
-            merged = follow[call_machine[k]] | after
-            if not np.array_equal(merged, follow[call_machine[k]]):
-                follow[call_machine[k]] = merged
+        for callee, c, ret in returns:
+            after = reads[ret] | (follow[state_machine[ret], exit_class[ret]] if accepting[ret]
+                                  else False)
+            merged = follow[callee, c] | after
+            if not np.array_equal(merged, follow[callee, c]):
+                follow[callee, c] = merged
                 changed = True
     final = np.flatnonzero(accepting)
-    clashes = reads[final] & follow[state_machine[final]]
+    clashes = reads[final] & follow[state_machine[final], exit_class[final]]
     at_fault = clashes.any(axis=1)
     for q, clash in zip(final[at_fault], clashes[at_fault]):
         faults.add(int(state_machine[q]), f"machine {names[state_machine[q]] or 'root'!r} "
                    f"may end or go on with byte {int(np.flatnonzero(clash)[0]):#04x}")
     faults.raise_any()
-    return follow
+    return follow.any(axis=1)
 
 
 class _Faults:

@@ -24,19 +24,23 @@ import numpy as np
 
 from ..errors import ArtifactError, GrammarcError
 from ..files import write_atomically
-from .table import INT32_FIELDS, CallTables, CountRegisters, TokenTable, stored_tensors
+from .table import (INT32_FIELDS, CallTables, CountRegisters, ExitTables, TokenTable,
+                    stored_tensors)
 
 FORMAT_NAME = "grammarc"
 FORMAT_VERSION = 1        # one table: next = T[state, token]
 CALLS_FORMAT_VERSION = 2  # machines linked by calls: tables plus a stack (docs/FORMAT.md)
 COUNTERS_FORMAT_VERSION = 3  # version 2 and count registers of counted machines
 TEXT_COUNTERS_FORMAT_VERSION = 4  # version 3 and counts across a pattern's states
+EXITS_FORMAT_VERSION = 5  # version 4 and returns chosen by how a machine ends (unions)
+NEWEST_FORMAT_VERSION = EXITS_FORMAT_VERSION
 MAX_VOCAB_SIZE = 1 << 24   # a larger tokenizer.vocab_size is a forged file, not a vocabulary
 LAYOUTS = ("factored", "csr", "dense")
 SUFFIXES = (".safetensors", ".npz")
 METADATA_KEY = "grammarc"           # safetensors: __metadata__ key holding the JSON document
 NPZ_METADATA = "__metadata__"       # npz: uint8 array holding the same JSON document
 _MAX_INFLATED_BYTES = 1 << 30       # npz: what compressed members may expand to, in all
+_MOST_EXIT_CLASSES = 1 << 16        # version 5: exit classes of a union machine
 
 _UNSIGNED = (np.uint8, np.uint16, np.uint32)
 _DTYPE_CODES = {np.dtype("<u1"): "U8", np.dtype("<u2"): "U16", np.dtype("<u4"): "U32",
@@ -61,6 +65,8 @@ _COUNTER_TENSORS = stored_tensors(CountRegisters, COUNTERS_FORMAT_VERSION)
 # version 4: version 3 and, per state, whether it lies between repetitions and how many it
 # still needs (a pattern's characters counted across its states)
 _TEXT_COUNTER_TENSORS = stored_tensors(CountRegisters, TEXT_COUNTERS_FORMAT_VERSION)
+# version 5: version 4 and exit classes, sites and the exit class of each suffix
+_EXIT_TENSORS = stored_tensors(ExitTables, EXITS_FORMAT_VERSION)
 _LAYOUT_TENSORS = {
     "factored": {"class_ptr": ("u", 1), "class_tokens": ("u", 1), "state_row": ("u", 1),
                  "row_ptr": ("u", 1), "row_class": ("u", 1), "row_delta": ("i", 1)},
@@ -80,10 +86,8 @@ class ArtifactData:
 # ------------------------------------------------------------------- layouts (docs/FORMAT.md)
 def format_version(table: TokenTable) -> int:
     """The format version that holds `table`: 1, 2 with calls, 3 with count registers, 4
-    with counts across a pattern's states."""
-    if table.calls is None:
-        return FORMAT_VERSION
-    return CALLS_FORMAT_VERSION if table.calls.counters is None else table.calls.counters.version
+    with counts across a pattern's states, 5 with returns by exit class."""
+    return FORMAT_VERSION if table.calls is None else table.calls.version
 
 
 def encode_table(table: TokenTable, metadata: dict[str, Any],
@@ -156,8 +160,10 @@ def decode_table(data: ArtifactData) -> TokenTable:
     elif version >= COUNTERS_FORMAT_VERSION:
         counters = CountRegisters(**{name: t[name] for name in _COUNTER_TENSORS},
                                   **CountRegisters.loop_and_need(t["machine_loop"], num_states))
-    calls = CallTables(**{name: t[name] for name in _CALL_TENSORS}, counters=counters) \
-        if version >= CALLS_FORMAT_VERSION else None
+    exits = ExitTables(**{name: t[name] for name in _EXIT_TENSORS}) \
+        if version >= EXITS_FORMAT_VERSION else None
+    calls = CallTables(**{name: t[name] for name in _CALL_TENSORS}, counters=counters,
+                       exits=exits) if version >= CALLS_FORMAT_VERSION else None
     return TokenTable(**rows, accepting=t["accepting"].astype(bool),
                       min_tokens_to_accept=t["min_tokens_to_accept"], byte_ptr=t["byte_ptr"],
                       byte_ranges=t["byte_ranges"], byte_next=t["byte_next"],
@@ -249,6 +255,8 @@ def _tensor_spec(metadata: dict[str, Any]) -> dict[str, tuple[str, int]]:
     if metadata["format_version"] >= COUNTERS_FORMAT_VERSION:
         spec.update(_TEXT_COUNTER_TENSORS if metadata["format_version"] >=
                     TEXT_COUNTERS_FORMAT_VERSION else _COUNTER_TENSORS)
+    if metadata["format_version"] >= EXITS_FORMAT_VERSION:
+        spec.update(_EXIT_TENSORS)
     return spec
 
 
@@ -322,9 +330,9 @@ def _parse_metadata(document: str) -> dict[str, Any]:
     version = metadata.get("format_version")
     if not isinstance(version, int) or isinstance(version, bool) or version < 1:
         raise ArtifactError(f"invalid format_version {version!r}")
-    if version > TEXT_COUNTERS_FORMAT_VERSION:
+    if version > NEWEST_FORMAT_VERSION:
         raise ArtifactError(f"artifact format version {version} is newer than this grammarc "
-                            f"reads (up to {TEXT_COUNTERS_FORMAT_VERSION}); upgrade grammarc")
+                            f"reads (up to {NEWEST_FORMAT_VERSION}); upgrade grammarc")
     _require(metadata.get("layout") in LAYOUTS, f"unknown layout {metadata.get('layout')!r}")
     if version >= CALLS_FORMAT_VERSION:
         _require(metadata["layout"] == "factored",
@@ -517,6 +525,14 @@ def _validate_calls(t: dict[str, np.ndarray], metadata: dict[str, Any], num_stat
     if metadata["format_version"] >= COUNTERS_FORMAT_VERSION:
         _validate_counters(t, num_machines, num_states, vocab_size,
                            metadata["format_version"] >= TEXT_COUNTERS_FORMAT_VERSION)
+    if metadata["format_version"] >= EXITS_FORMAT_VERSION:
+        _require(len(t["exit_class"]) == num_states, "exit_class has the wrong length")
+        _require(bool(np.all(t["exit_class"] < _MOST_EXIT_CLASSES)), "exit_class out of range")
+        _check_ptr(t["site_ptr"], num_states, len(t["site_next"]), "site_ptr")
+        _require(bool(np.all(t["site_next"] < num_states)), "site_next out of range")
+        _require(len(t["suffix_class"]) >= num_suffixes and
+                 bool(np.all(t["suffix_class"] < _MOST_EXIT_CLASSES)),
+                 "suffix_class has the wrong length or is out of range")
 
 
 def _check_first_bytes(t: dict[str, np.ndarray]) -> None:

@@ -225,14 +225,14 @@ def _tensor(sign: str, ndim: int, since: int = 2) -> Field:
 
 
 def stored_tensors(tables: type, version: int | None = None) -> dict[str, tuple[str, int]]:
-    """Tensor name -> (signedness, dimensions) of the array fields of `CallTables` or
-    `CountRegisters` (those a format `version` stores; None: all): the artifact's
+    """Tensor name -> (signedness, dimensions) of the array fields of `CallTables`,
+    `CountRegisters` or `ExitTables` (those a format `version` stores; None: all): the artifact's
     specification of those tensors."""
     return {f.name: f.metadata["stored"] for f in fields(tables) if "stored" in f.metadata and
             (version is None or f.metadata["since"] <= version)}
 
 
-def _freeze_tensors(tables: CallTables | CountRegisters) -> None:
+def _freeze_tensors(tables: CallTables | CountRegisters | ExitTables) -> None:
     """Every array field of `tables` as a read-only int64 array (`count_table` keeps its
     narrow dtype) of the dimensions the format stores; a `ValueError` otherwise."""
     for name, (_, ndim) in stored_tensors(type(tables)).items():
@@ -285,12 +285,61 @@ class CountRegisters:
         return 3 if single and not self.count_need.any() else 4
 
     @staticmethod
+    def without_counts(num_machines: int, num_states: int, num_stack_tokens: int,
+                       num_suffix_entries: int, vocab_size: int) -> "CountRegisters":
+        """Registers of machines none of which counts (what version 5 stores for them)."""
+        return CountRegisters(
+            machine_loop=np.zeros(num_machines, np.int64),
+            machine_count_min=np.zeros(num_machines, np.int64),
+            machine_count_max=np.full(num_machines, -1, np.int64),
+            machine_item_cost=np.full(num_machines, -1, np.int64),
+            count_row=np.full(num_states, -1, np.int64),
+            count_table=np.zeros((0, vocab_size), np.uint8),
+            count_complete_cost=np.full(num_states, -1, np.int64),
+            stack_reps=np.zeros(num_stack_tokens, np.int64),
+            suffix_reps=np.zeros(num_suffix_entries, np.int64),
+            count_loop=np.zeros(num_states, np.int64), count_need=np.zeros(num_states, np.int64))
+
+    @staticmethod
     def loop_and_need(machine_loop: np.ndarray, num_states: int) -> dict[str, np.ndarray]:
         """`count_loop` and `count_need` of version 3 registers: each machine's loop state,
         no need."""
         loop = np.zeros(num_states, np.int64)
         loop[machine_loop[machine_loop > 0]] = 1
         return {"count_loop": loop, "count_need": np.zeros(num_states, np.int64)}
+
+
+@dataclass(frozen=True, eq=False)
+class ExitTables:
+    """Returns chosen by how a machine ends (format version 5, docs/FORMAT.md): a *union*
+    machine reads a text as several machines at once, and each of its final states has an
+    exit class, `exit_class[q]` (which of those machines accept the text); a call of it
+    pushes a *site*, a state whose `site_next[site_ptr[s]:site_ptr[s + 1]]` is the state
+    returned to after each exit class (0: the text dies). A state with no site entries is
+    returned to whatever the class. `suffix_class[i]` is the exit class of the state a
+    token returned from before reading suffix i."""
+
+    exit_class: np.ndarray = _tensor("u", 1, since=5)   # [S]
+    site_ptr: np.ndarray = _tensor("u", 1, since=5)     # [S + 1]
+    site_next: np.ndarray = _tensor("u", 1, since=5)    # [Y]
+    suffix_class: np.ndarray = _tensor("u", 1, since=5)  # [suffix ids]
+
+    def __post_init__(self) -> None:
+        _freeze_tensors(self)
+
+
+def returns_after(rets, classes, site_ptr: np.ndarray, site_next: np.ndarray) -> np.ndarray:
+    """The states a return leads to: return state `rets[i]` popped by a machine ending in
+    exit class `classes[i]`: a site's state for that class (0 where it has none), any
+    other state itself (docs/FORMAT.md, version 5)."""
+    rets = np.asarray(rets, np.int64)
+    classes = np.broadcast_to(np.asarray(classes, np.int64), rets.shape)
+    lo = site_ptr[rets]
+    size = site_ptr[rets + 1] - lo
+    out = np.where(size == 0, rets, 0)
+    chosen = (size > 0) & (classes >= 0) & (classes < size)
+    out[chosen] = site_next[lo[chosen] + classes[chosen]]
+    return out
 
 
 @dataclass(frozen=True, eq=False)
@@ -325,15 +374,26 @@ class CallTables:
     push_ptr: np.ndarray = _tensor("u", 1)       # [P + 1]
     push_states: np.ndarray = _tensor("u", 1)
     counters: CountRegisters | None = None       # format version 3
+    exits: ExitTables | None = None              # format version 5 (with counters)
 
     def __post_init__(self) -> None:
         _freeze_tensors(self)
+        if self.exits is not None and self.counters is None:
+            raise ValueError("exit tables come with count registers (format version 5)")
+
+    @property
+    def version(self) -> int:
+        """The format version that holds these tables: 2, 3 or 4 by their count registers,
+        5 with exit tables."""
+        if self.exits is not None:
+            return 5
+        return 2 if self.counters is None else self.counters.version
 
     def tensors(self) -> dict[str, np.ndarray]:
         """Every array the artifact's format version stores, by its field name, the
-        counters' included: the artifact's tensors."""
-        version = 2 if self.counters is None else self.counters.version
-        parts = (self,) if self.counters is None else (self, self.counters)
+        counters' and exit tables' included: the artifact's tensors."""
+        version = self.version
+        parts = [part for part in (self, self.counters, self.exits) if part is not None]
         return {name: getattr(part, name) for part in parts
                 for name in stored_tensors(type(part), version)}
 

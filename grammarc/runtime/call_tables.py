@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
-from ..format.table import TokenTable, positions_within
+from ..format.table import TokenTable, positions_within, returns_after
 from .arrays import python_ints
 
 if TYPE_CHECKING:
@@ -295,7 +295,12 @@ class Read:
 
 def read_suffixes(grammar: "CallGrammar", rets: int | np.ndarray,
                   suffixes: np.ndarray) -> Read:
-    """`Read` of `suffixes` from return state `rets` (one for all, or one per suffix)."""
+    """`Read` of `suffixes` from return state `rets` (one for all, or one per suffix; a
+    site reads each from its state for the suffix's exit class)."""
+    if grammar._has_sites:
+        rets = returns_after(np.broadcast_to(rets, np.shape(suffixes)),
+                             grammar._suffix_class[suffixes], grammar._site_ptr,
+                             grammar._site_next)
     keys = rets * grammar._num_suffixes + suffixes
     suffix_key = grammar._suffix_key
     if not len(suffix_key):

@@ -102,6 +102,19 @@ class CallGrammar(Grammar):
                                    np.bincount(owner, cost, len(lengths))).astype(np.int64)
         self._is_return = np.zeros(self.num_states, np.bool_)
         self._is_return[self._call_return] = self._is_return[self._push_states] = True
+        # returns by exit class (format version 5): per state its exit class, per site its
+        # return states; a grammar without unions has no site
+        exits = calls.exits
+        self._site_ptr = np.zeros(self.num_states + 1, np.int64) if exits is None \
+            else exits.site_ptr
+        self._site_next = np.zeros(0, np.int64) if exits is None else exits.site_next
+        self._suffix_class = np.zeros(self._num_suffixes, np.int64) if exits is None \
+            else exits.suffix_class
+        self._has_sites = bool(len(self._site_next))
+        self._exit_class = python_ints(np.zeros(self.num_states, np.int64) if exits is None
+                                       else exits.exit_class)
+        self._site_ptr_list = python_ints(self._site_ptr)
+        self._site_next_list = python_ints(self._site_next)
         # caches shared by every sequence, bounded by the tables, not by the stacks met: per
         # table state, per (table state, top return state) and, for the rests of that pair,
         # their first step read from the return state below it
@@ -161,9 +174,33 @@ class CallGrammar(Grammar):
         return CallState(q, frames, count)
 
     def _frame(self, below: Frame, ret: int) -> Frame:
+        """A frame of return state `ret` over `below`: whether the text may end after
+        returning to it (for a site, after each exit class), and the tokens that finish
+        every frame (an upper bound; a site's covers each of its returns)."""
         cost, rest = self._min_tokens[ret], below.cost
-        return Frame(ret, below, below.ends and self._accepting[ret],
-                      -1 if cost < 0 or rest < 0 else cost + rest)
+        lo, hi = self._site_ptr_list[ret], self._site_ptr_list[ret + 1]
+        ends = self._ends(ret, below) if lo == hi else tuple(
+            bool(nxt and self._ends(nxt, below)) for nxt in self._site_next_list[lo:hi])
+        return Frame(ret, below, ends, -1 if cost < 0 or rest < 0 else cost + rest)
+
+    def _ends(self, q: int, frames: Frame) -> bool:
+        """Whether the text may end in table state q over `frames`: q final, and every
+        frame's return (a site's for the exit class of the state below it) too."""
+        if not self._accepting[q]:
+            return False
+        ends = frames.ends
+        if type(ends) is tuple:  # a site: its return for q's exit class
+            exit_class = self._exit_class[q]
+            return exit_class < len(ends) and ends[exit_class]
+        return bool(ends)
+
+    def _returned(self, ret: int, exit_class: int) -> int:
+        """The state a return to `ret` from a final state of `exit_class` leads to (0:
+        none): `format.table.returns_after` for one."""
+        lo, hi = self._site_ptr_list[ret], self._site_ptr_list[ret + 1]
+        if lo == hi:
+            return ret
+        return self._site_next_list[lo + exit_class] if exit_class < hi - lo else 0
 
     def _push(self, frames: Frame, sequence: int) -> Frame:
         lo, hi = self._push_ptr[sequence], self._push_ptr[sequence + 1]
@@ -173,7 +210,9 @@ class CallGrammar(Grammar):
         return frames
 
     def _suffix_entry(self, ret: int, suffix: int) -> int:
-        """The suffix entry of `suffix` read from return state `ret`, -1 if none."""
+        """The suffix entry of `suffix` read from return state `ret` (a site: its state for
+        the suffix's exit class), -1 if none."""
+        ret = self._returned(ret, int(self._suffix_class[suffix]))
         key = ret * self._num_suffixes + suffix
         j = int(self._suffix_key.searchsorted(key))
         return j if j < len(self._suffix_key) and self._suffix_key[j] == key else -1
@@ -271,8 +310,11 @@ class CallGrammar(Grammar):
             callers[m].add(ret)
         listed = [tuple(sorted(c)) for c in callers]
         by_start = np.argsort(starts, kind="stable")
-        machine = by_start[np.searchsorted(starts[by_start], np.arange(self.num_states),
-                                           side="right") - 1]
+        # a site (after the machines' states) lies where its returns do
+        place = np.arange(self.num_states)
+        sites = np.flatnonzero(np.diff(self._site_ptr))
+        place[sites] = self._site_next[self._site_ptr[sites]]
+        machine = by_start[np.searchsorted(starts[by_start], place, side="right") - 1]
         return ((), *map(listed.__getitem__, machine[1:].tolist()))
 
     # ------------------------------------------------------------ per table state
@@ -369,7 +411,7 @@ class CallGrammar(Grammar):
 
     def is_accepting(self, state: CallState) -> bool:
         state = self._check_state(state)
-        return bool(self._accepting[state.table_state] and state.frames.ends)
+        return self._ends(state.table_state, state.frames)
 
     def state_name(self, state: CallState) -> str | None:
         self._check_state(state)
@@ -474,7 +516,7 @@ class CallGrammar(Grammar):
         shift 3) allows EOS exactly where `state` may end. A state with no stack token,
         outside counted loops (`_plain_row`), then has its row's mask: shared with every
         state of that row, and never held twice in the caches."""
-        ends = self._accepting[state.table_state] and state.frames.ends
+        ends = self._ends(state.table_state, state.frames)
         return all((item(token >> shift) >> (token & 7 if shift else 0)) & 1 == ends
                    for token in self._eos_list)
 
@@ -485,7 +527,7 @@ class CallGrammar(Grammar):
         info = self._info(q)
         top = self._top(q, frames.top)
         rests = self._rests(q, frames.top, top, frames.below)
-        ends = self._accepting[q] and frames.ends
+        ends = self._ends(q, frames)
         if budget is None:
             return (q, frames.top, ends, *self._counts.key(q, count), rests.alive_key), \
                 lambda: self._build_mask(state, info, top, None, None, rests.within(), ends)
@@ -651,7 +693,7 @@ class CallGrammar(Grammar):
                 following |= self._machine_first[self._call_machine[k]]
             if not (self._accepting[q] and frames.depth):
                 break
-            q, frames = frames.top, frames.below
+            q, frames = self._returned(frames.top, self._exit_class[q]), frames.below
         return following
 
     def _byte_edges(self, state: CallState) -> list[tuple[int, int, CallState]]:
@@ -683,7 +725,8 @@ class CallGrammar(Grammar):
                 q, count = int(self._machine_start[self._call_machine[callee]]), 0
                 continue
             if self._accepting[q] and frames.depth:
-                q, frames, count = frames.top, frames.below, 0
+                q, frames, count = self._returned(frames.top, self._exit_class[q]), \
+                    frames.below, 0
                 continue
             return None
         return None

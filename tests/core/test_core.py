@@ -353,7 +353,8 @@ def test_pushdown_walk_edges():
     call_start[0, [ord("a"), ord("(")]] = 1
     call_ret = np.zeros((1, 256), i32)
     call_ret[0, [ord("a"), ord("(")]] = 4
-    no_counts = (np.full(5, -1, i32), np.zeros(5, bool), np.zeros(1, i64), np.full(1, -1, i64))
+    no_counts = (np.full(5, -1, i32), np.zeros(5, bool), np.zeros(1, i64), np.full(1, -1, i64),
+                 *_no_sites(5))
     data = np.frombuffer(b"((a)" + b"(" * 10, np.uint8)
     starts = np.array([1, 1, 2], i32)
     spans = np.array([0, 4, 3], i64), np.array([3, 14, 4], i64)
@@ -373,6 +374,43 @@ def test_pushdown_walk_edges():
                             starts, data, *spans, 4)
 
 
+def _no_sites(num_states: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """`pushdown_walk`'s exit classes and sites of machines that return one way."""
+    return np.zeros(num_states, i32), np.zeros(num_states + 1, i64), np.zeros(0, i32)
+
+
+def test_pushdown_walk_returns_by_exit_class():
+    # root 1 calls M on "a" or "b", pushing site 5; M: 2 -a-> 3 (final, class 0), 2 -b-> 4
+    # (final, class 1); site 5 returns to 6 after class 0 and to 7 after class 1; 6 -x-> 8,
+    # 7 -y-> 8 (final): "ax" and "by", not "ay" nor "bx"
+    table = np.zeros((9, 256), i32)
+    table[2, ord("a")], table[2, ord("b")], table[6, ord("x")], table[7, ord("y")] = 3, 4, 8, 8
+    final = np.zeros(9, bool)
+    final[[3, 4, 8]] = True
+    call_row = np.array([-1, 0, -1, -1, -1, -1, -1, -1, -1], i32)
+    call_start = np.full((1, 256), -1, i32)
+    call_start[0, [ord("a"), ord("b")]] = 2
+    call_ret = np.zeros((1, 256), i32)
+    call_ret[0, [ord("a"), ord("b")]] = 5
+    no_counts = (np.full(9, -1, i32), np.zeros(9, bool), np.zeros(2, i64), np.full(2, -1, i64))
+    exit_class = np.array([0, 0, 0, 0, 1, 0, 0, 0, 0], i32)
+    site_ptr = np.array([0, 0, 0, 0, 0, 0, 2, 2, 2, 2], i64)
+    site_next = np.array([6, 7], i32)
+    texts = [b"ax", b"ay", b"by", b"bx", b"bz"]
+    data = np.frombuffer(b"".join(texts), np.uint8)
+    lo = np.arange(0, 10, 2, dtype=i64)
+    starts = np.array([1, 1, 1, 1, 2], i32)
+    kind, nxt, pos, _, _, _ = _core.pushdown_walk(
+        table, final, call_row, call_start, call_ret, *no_counts, exit_class, site_ptr,
+        site_next, starts, data, lo, lo + 2, 4)
+    # from M's start, "bz" returns past its frame from state 4, of class 1, after one byte
+    assert kind.tolist() == [1, 0, 1, 0, 2] and nxt[[0, 2, 4]].tolist() == [8, 8, 4]
+    assert pos[4] == 1
+    with pytest.raises(ValueError, match="site_next"):
+        _core.pushdown_walk(table, final, call_row, call_start, call_ret, *no_counts,
+                            exit_class, site_ptr, site_next + 9, starts, data, lo, lo + 2, 4)
+
+
 def test_pushdown_walk_counts():
     # root 1 calls C on '"' and returns to 5 (final); C: 2 -"-> 3 (loop), 3 -a-> 3 (one more
     # repetition), 3 -"-> 4 (final): strings of 2 to 3 "a"s
@@ -386,7 +424,7 @@ def test_pushdown_walk_counts():
     call_ret[0, ord('"')] = 5
     loop_machine = np.array([-1, -1, -1, 1, -1, -1], i32)
     in_loop = np.array([False, False, False, True, False, False])
-    counts = loop_machine, in_loop, np.array([0, 2], i64), np.array([-1, 3], i64)
+    counts = loop_machine, in_loop, np.array([0, 2], i64), np.array([-1, 3], i64), *_no_sites(6)
     texts = [b'"aa"', b'"a"', b'"aaaa"', b'"aa', b'aa"x', b'aaaaaaa']
     data = np.frombuffer(b"".join(texts), np.uint8)
     lo = np.cumsum([0] + [len(t) for t in texts[:-1]]).astype(i64)

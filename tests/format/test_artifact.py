@@ -16,7 +16,7 @@ from helpers import rewrite_artifact
 from safetensors.numpy import save_file
 
 import grammarc
-from grammarc.format.artifact import TEXT_COUNTERS_FORMAT_VERSION, decode_table, read_artifact
+from grammarc.format.artifact import NEWEST_FORMAT_VERSION, decode_table, read_artifact
 from grammarc.errors import ArtifactError, GrammarcError
 
 PATTERN = r"(?:[^eE]{1,12}|\d{4}-\d{2}-\d{2})"
@@ -165,7 +165,7 @@ def test_truncated_and_bit_flipped_files_are_rejected(grammar, tmp_path, suffix)
     (lambda m, t: t.update(byte_next=np.full_like(t["byte_next"], 255)), "byte_next out of range"),
     (lambda m, t: t.pop("row_ptr"), "missing tensors: row_ptr"),
     (lambda m, t: t.update(extra=np.zeros(3, np.uint8)), "unexpected tensors: extra"),
-    (lambda m, t: m.update(format_version=TEXT_COUNTERS_FORMAT_VERSION + 1), "newer than this grammarc reads"),
+    (lambda m, t: m.update(format_version=NEWEST_FORMAT_VERSION + 1), "newer than this grammarc reads"),
     (lambda m, t: m.update(format="other"), "not a grammarc artifact"),
     (lambda m, t: m.update(layout="sparse"), "unknown layout"),
     (lambda m, t: m["tokenizer"].update(eos_token_ids=[10**6]), "eos_token_ids"),

@@ -12,40 +12,54 @@ import pytest
 
 import grammarc
 from grammarc.format.artifact import (CALLS_FORMAT_VERSION, COUNTERS_FORMAT_VERSION,
-                                      FORMAT_VERSION, TEXT_COUNTERS_FORMAT_VERSION,
-                                      decode_table, format_version, read_artifact)
-from grammarc.format.table import CallTables, CountRegisters, stored_tensors
+                                      EXITS_FORMAT_VERSION, FORMAT_VERSION,
+                                      TEXT_COUNTERS_FORMAT_VERSION, decode_table,
+                                      format_version, read_artifact)
+from grammarc.format.table import CallTables, CountRegisters, ExitTables, stored_tensors
 from grammarc.runtime.calls import CallGrammar
 
 RECURSIVE = {"type": "object", "properties": {"next": {"$ref": "#"}},
              "additionalProperties": False}
 COUNTED = {"type": "array", "items": {"type": "string", "minLength": 130, "maxLength": 140}}
 WORDS = {"type": "string", "pattern": "^(?:\\S+\\s+){0,9}\\S+$", "maxLength": 300}
+# a value read as two recursions at once, which return by which of them accept it (unions)
+UNITED = {"$defs": {"T": {"anyOf": [
+    {"type": "string"},
+    {"type": "object", "properties": {"v": {"type": "array", "items": {"$ref": "#/$defs/P"}}},
+     "required": ["v"], "additionalProperties": False},
+    {"type": "object", "properties": {"v": {"type": "array", "items": {"$ref": "#/$defs/T"}},
+                                      "k": {"type": "integer"}},
+     "required": ["v", "k"], "additionalProperties": False}]},
+    "P": {"type": "object", "properties": {"t": {"$ref": "#/$defs/T"}}, "required": ["t"],
+          "additionalProperties": False}}, "$ref": "#/$defs/T"}
 SCHEMAS = {"recursive": (RECURSIVE, CALLS_FORMAT_VERSION),
            "counted": (COUNTED, COUNTERS_FORMAT_VERSION),
-           "words": (WORDS, TEXT_COUNTERS_FORMAT_VERSION)}
+           "words": (WORDS, TEXT_COUNTERS_FORMAT_VERSION),
+           "united": (UNITED, EXITS_FORMAT_VERSION)}
 
 
 @pytest.fixture(scope="module", params=list(SCHEMAS))
 def compiled(request, bpe_tokenizer_json) -> grammarc.Grammar:
     """A grammar with calls: without count registers (recursion), with them (a string
-    longer than `COUNTED_LENGTH`), or counting across a pattern's states (version 4)."""
+    longer than `COUNTED_LENGTH`), counting across a pattern's states (version 4), or with
+    unions returning by exit class (version 5, with registers that count nothing)."""
     schema = SCHEMAS[request.param][0]
     grammar = grammarc.compile(json.dumps(schema), bpe_tokenizer_json, "json-schema")
     assert (grammar.table.calls.counters is not None) == (schema is not RECURSIVE)
     return grammar
 
 
-def _arrays(tables: CallTables | CountRegisters) -> dict[str, np.ndarray]:
-    """The arrays of `tables` the artifact's version stores."""
-    version = tables.version if isinstance(tables, CountRegisters) else None
+def _arrays(tables: CallTables | CountRegisters | ExitTables,
+            version: int) -> dict[str, np.ndarray]:
+    """The arrays of `tables` the artifact's format `version` stores."""
     return {name: getattr(tables, name) for name in stored_tensors(type(tables), version)}
 
 
 def test_the_fields_are_the_tensors_an_artifact_holds(compiled, tmp_path):
     calls = compiled.table.calls
     assert isinstance(compiled, CallGrammar) and calls is not None
-    expected = _arrays(calls) | (_arrays(calls.counters) if calls.counters else {})
+    expected = {name: values for part in (calls, calls.counters, calls.exits) if part
+                for name, values in _arrays(part, calls.version).items()}
     assert calls.tensors().keys() == expected.keys()
     compiled.save(tmp_path / "g.safetensors")
     data = read_artifact(tmp_path / "g.safetensors")
@@ -53,6 +67,7 @@ def test_the_fields_are_the_tensors_an_artifact_holds(compiled, tmp_path):
         assert np.array_equal(data.tensors[name], values), name
     read = decode_table(data).calls
     assert (read.counters is None) == (calls.counters is None)
+    assert (read.exits is None) == (calls.exits is None)
     for name, values in read.tensors().items():
         assert np.array_equal(values, expected[name]) and not values.flags.writeable, name
     assert read.tensors().keys() == expected.keys()
@@ -67,11 +82,13 @@ def test_the_format_version_follows_the_tables(compiled, smollm2, request):
 
 
 def test_the_storage_of_every_field_is_named_once():
-    names = [*stored_tensors(CallTables), *stored_tensors(CountRegisters)]
-    assert len(names) == len(set(names)) == 26
-    assert {f.name for f in fields(CallTables)} == set(stored_tensors(CallTables)) | {"counters"}
-    assert all(sign in "ui" and ndim in (1, 2) for sign, ndim in
-               [*stored_tensors(CallTables).values(), *stored_tensors(CountRegisters).values()])
+    parts = (CallTables, CountRegisters, ExitTables)
+    names = [name for part in parts for name in stored_tensors(part)]
+    assert len(names) == len(set(names)) == 30
+    assert {f.name for f in fields(CallTables)} == \
+        set(stored_tensors(CallTables)) | {"counters", "exits"}
+    assert all(sign in "ui" and ndim in (1, 2) for part in parts
+               for sign, ndim in stored_tensors(part).values())
 
 
 def test_arrays_of_the_wrong_dimensions_are_refused(compiled):
