@@ -125,7 +125,8 @@ def build_pushdown(machines: MachineSet, max_states: int,
                    codes: dict[str, bytes] | None = None, unions: bool = False) -> PushdownDFA:
     """The pushdown automaton of a machine set; `NotDeterministicError` when the next byte
     cannot decide between a machine's own transitions, its calls and its return (with
-    `unions`, after calling unions of the machines it cannot choose between, `unions`). A machine
+    `unions`, where it cannot decide between calls, a call of their union is tried first:
+    `automaton.unions`). A machine
     whose DFA is the root's (a copy of it, such as a schema's `$ref: "#"`) is the root,
     called: its states are in the table once. `built` keeps each body's DFA and counter (by
     its spelling) for a later call with the same `codes` (call codes of a superset of the

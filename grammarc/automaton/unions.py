@@ -64,8 +64,14 @@ def with_unions(trans: np.ndarray, accepting: np.ndarray, state_machine: np.ndar
 
 
 class _Builder:
-    def __init__(self, trans, accepting, state_machine, call_ptr, call_machine, call_return,
-                 machine_start, first, counted, max_states) -> None:
+    """The subset construction of `with_unions`: a state is (machine, the input's states
+    it stands for), numbered as met; a machine, the tuple of the input's machines it
+    reads at once."""
+
+    def __init__(self, trans: np.ndarray, accepting: np.ndarray, state_machine: np.ndarray,
+                 call_ptr: np.ndarray, call_machine: np.ndarray, call_return: np.ndarray,
+                 machine_start: np.ndarray, first: np.ndarray, counted: np.ndarray,
+                 max_states: int) -> None:
         self.trans, self.accepting, self.state_machine = trans, accepting, state_machine
         self.call_ptr, self.call_machine, self.call_return = call_ptr, call_machine, call_return
         self.machine_start, self.first, self.counted = machine_start, first, counted
@@ -137,12 +143,12 @@ class _Builder:
         out = []
         for group in _overlapping(sorted({callee for callee, _ in edges}), self.first):
             callee = self.machine(group)
-            rets = tuple(
-                self.state(machine, frozenset(ret for c, ret in edges
-                                              if c in {group[i] for i in range(len(group))
-                                                       if mask >> i & 1}))
-                for mask in range(1, 1 << len(group)))
-            out.append((callee, rets[0] if len(set(rets)) == 1 else rets))
+            rets = []
+            for mask in range(1, 1 << len(group)):  # exit class mask - 1: these accepted
+                accepted = {m for i, m in enumerate(group) if mask >> i & 1}
+                rets.append(self.state(machine, frozenset(
+                    ret for c, ret in edges if c in accepted)))
+            out.append((callee, rets[0] if len(set(rets)) == 1 else tuple(rets)))
         return out
 
     def _exit_class(self, machine: int, states: frozenset[int]) -> int:
