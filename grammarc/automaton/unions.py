@@ -117,23 +117,22 @@ class _Builder:
         return self._numbered(names, rows, calls)
 
     def _row(self, machine: int, states: list[int]) -> np.ndarray:
-        """The subsets each byte class leads to, as subset id + 1 (0: none)."""
+        """The subsets each byte class leads to, as subset id + 1 (0: none): one subset per
+        distinct column of the states' transitions (for one state, per distinct target:
+        most subsets are single states, and a 1-D unique is much cheaper)."""
         block = self.trans[states]
-        out = np.zeros(block.shape[1], np.int64)
-        if len(states) == 1:
-            row = block[0]
-            live = np.flatnonzero(row)
-            targets, inverse = np.unique(row[live], return_inverse=True)
-            ids = np.array([self.state(machine, frozenset((int(v),))) for v in targets.tolist()],
-                           np.int64)
-            out[live] = ids[inverse.reshape(-1)] + 1
-            return out
-        for k in range(block.shape[1]):
-            column = block[:, k]
-            targets = frozenset(column[column != 0].tolist())
-            if targets:
-                out[k] = self.state(machine, targets) + 1
-        return out
+        if len(states) == 1:  # new subsets numbered by target
+            distinct, inverse = np.unique(block[0], return_inverse=True)
+            distinct, order = distinct[:, None], range(len(distinct))
+        else:  # by byte class
+            distinct, first, inverse = np.unique(np.sort(block, axis=0).T, axis=0,
+                                                 return_index=True, return_inverse=True)
+            order = np.argsort(first).tolist()
+        ids = np.zeros(len(distinct), np.int64)
+        for i in order:
+            targets = frozenset(distinct[i][distinct[i] != 0].tolist())
+            ids[i] = self.state(machine, targets) + 1 if targets else 0
+        return ids[inverse.reshape(-1)]
 
     def _calls(self, machine: int, states: list[int]) -> list[tuple[int, int | tuple[int, ...]]]:
         """(callee, return) of the subset: one call per group of callees whose first bytes
