@@ -73,13 +73,19 @@ def deterministic_pushdown(machines: MachineSet, max_states: int) -> PushdownDFA
     fault, with unions of the machines in doubt (`unions`), or `NotDeterministicError`."""
     built: dict[tuple, tuple] = {}
     codes = call_codes(["", *(name for name, _ in machines.machines)])
+    unite = False
     while True:
         machines = _without_copies(machines, max_states, built, codes)
         try:
-            return build_pushdown(machines, max_states, built, codes)
+            return build_pushdown(machines, max_states, built, codes, unions=unite)
         except NotDeterministicError as exc:
-            if not exc.machines or exc.machines & recursive_machines(dict(machines.machines)):
-                return build_pushdown(machines, max_states, built, codes, unions=True)
+            bodies = dict(machines.machines)
+            if not exc.machines or not exc.machines <= bodies.keys() or \
+                    exc.machines & recursive_machines(bodies):
+                if unite:
+                    raise
+                unite = True  # from now on, and again after inlining what unions leave
+                continue
             machines = _inlined(machines, exc.machines, built, codes)
 
 

@@ -297,8 +297,14 @@ def _link(names: list[str], steps: list[np.ndarray], byte_classes: list[np.ndarr
             follow = _check_deterministic(united_dfa, united.state_machine, united.call_ptr,
                                           united.call_machine, united.call_return,
                                           united_first, united.names, exits)
-        except (NotDeterministicError, TooManyStatesError):
-            raise failure from None  # the calls in doubt are not those of machines alike
+        except NotDeterministicError as united_failure:
+            # where what is left in doubt lies in machines of the input (not unions), which
+            # inlining may fix, say so (`linking` inlines them and unites again); else the
+            # calls in doubt are not those of machines alike
+            fixable = united_failure.machines and united_failure.machines <= set(names)
+            raise (united_failure if fixable else failure) from None
+        except TooManyStatesError:
+            raise failure from None
         # the count registers of the machines kept alone, in the new numbering
         kept = np.flatnonzero((united.old_state >= 0) & (united.state_machine >= 0))
         kept = kept[united.old_machine[united.state_machine[kept]] ==

@@ -346,6 +346,59 @@ def test_random_recursions_called_as_unions_judge_values_as_jsonschema_does():
     assert united >= 3 and min(verdicts) > 100
 
 
+# a recursion called at key `b` where another branch reads an enum there inline
+INLINE_BESIDE_CALL = {"$defs": {"D0": {"anyOf": [
+    {"type": "object", "additionalProperties": False, "required": ["a"],
+     "properties": {"a": {"$ref": "#/$defs/D0"}, "b": {"enum": ["x", "y"]}}},
+    {"type": "object", "additionalProperties": False, "required": ["a", "b"],
+     "properties": {"a": {"$ref": "#/$defs/D0"}, "b": {"$ref": "#/$defs/D0"}}},
+    {"type": "string"}]}}, "$ref": "#/$defs/D0"}
+
+
+def test_a_recursion_in_doubt_with_a_value_read_inline_is_decided_by_value_machines():
+    """At `"b":` one branch reads `"x"` inline and the other calls the recursion, which may
+    start with `"` too: a call in doubt with the caller's own bytes, which no union decides.
+    The document compiled again with each property value a machine makes both calls, whose
+    union (after the string machine it meets is inlined) decides; no recursion is unrolled:
+    values nested 12 deep are judged as jsonschema judges them."""
+    from grammarc.frontends.json_schema import canonical_dumps
+    from helpers import accepts, dfa_of
+
+    automaton, notices = dfa_of(INLINE_BESIDE_CALL)
+    assert not notices and automaton.has_unions
+    assert any("(value " in name for name in automaton.machine_names)
+    validator = jsonschema.Draft202012Validator(INLINE_BESIDE_CALL)
+
+    def nested(depth: int, leaf):
+        return leaf if depth == 0 else {"a": nested(depth - 1, leaf), "b": "x"} \
+            if depth % 2 else {"a": "s", "b": nested(depth - 1, leaf)}
+
+    for value, valid in ((nested(12, "t"), True), (nested(11, {"a": "s"}), True),
+                         (nested(12, {"b": "x"}), False), (nested(12, {"a": 1, "b": "x"}), False),
+                         ({"a": "s", "b": "z"}, True), ({"a": {"a": "s"}, "b": 3}, False)):
+        assert validator.is_valid(value) == valid, value
+        assert accepts(automaton, canonical_dumps(INLINE_BESIDE_CALL, value)) == valid, value
+
+
+def test_random_recursions_are_linked_more_often_than_unrolled():
+    """Of the random schemas of `_random_recursive_schema`, most link (with unions or value
+    machines, judged exactly by the test above them) rather than unroll their recursion:
+    before value machines, two thirds unrolled."""
+    from grammarc.errors import GrammarError
+    from helpers import dfa_of
+
+    rng = random.Random(5)
+    unrolled = 0
+    for _ in range(40):
+        try:
+            _, notices = dfa_of(_random_recursive_schema(rng))
+        except GrammarError:
+            unrolled += 1
+            continue
+        unrolled += any("unrolled" in notice for notice in notices)
+    assert unrolled <= 18, unrolled
+
+
 def test_united_machines_keep_what_the_unions_cannot_decide_in_doubt():
     """A call in doubt with the caller's own bytes (not another call) is not a union's to
     decide: the check fails as before, naming the same machine."""

@@ -39,6 +39,7 @@ class Objects(CompilerPart):
         self._key_dfas: dict[str, Any] = {}
         self._unranked_keys: dict[frozenset[str], Expr] = {}  # by the names they leave out
         self._slot_names: dict[Expr, str] = {}  # machines of values in any key order
+        self.inline_values = False  # whether a property's value is read in its object's machine
 
     def key_condition(self, ref: Ref) -> tuple[KeyCondition | None, dict]:
         """The applicators of a schema that read as conditions on an object's keys
@@ -106,6 +107,13 @@ class Objects(CompilerPart):
                 applicable = [False]
             language = self.compiler.intersect_all([self.value(Ref(s, ref.base), child)
                                            for s in distinct_schemas(applicable)])
+            if self.calls and language != NOTHING and not isinstance(language, Call):
+                self.inline_values = True
+            if self.compiler.value_machines and (condition is None or
+                                                 name not in condition.keys):
+                language = self._slot_machine(
+                    f"{self.registry.pointer(node)}/properties/{escape_token(name)}",
+                    language, copy_small=False)
             slots.append((name, language, name in required))
             if condition is not None and name in condition.keys:
                 anything = not any(s is False or isinstance(s, dict) and
@@ -301,20 +309,23 @@ class Objects(CompilerPart):
             return NOTHING
         return concat(layout.open_object, body, layout.close_object)
 
-    def _slot_machine(self, where: str, language: Expr) -> Expr:
+    def _slot_machine(self, where: str, language: Expr, copy_small: bool = True) -> Expr:
         """A call of a machine of the values `language` (one per language), or the language
-        itself where it may start with a call, or is small enough to copy (a few states: a
-        call there would keep the next byte from choosing between the branches of a union
-        that read the key's value inline)."""
+        itself where it is a call. With `copy_small`, also where it may start with a call, or
+        is small enough to copy (a few states: a call there would keep the next byte from
+        choosing between the branches of a union that read the key's value inline)."""
         options = language.options if isinstance(language, Alt) else (language,)
-        if language == NOTHING or any(isinstance(option, Call) for option in options):
+        if language == NOTHING or isinstance(language, Call):
             return language
-        if not called_names(language) and self.ops.dfa(language).num_states <= _MAX_COPIED_VALUE:
+        if copy_small and (any(isinstance(option, Call) for option in options) or (
+                not called_names(language) and
+                self.ops.dfa(language).num_states <= _MAX_COPIED_VALUE)):
             return language
         name = self._slot_names.get(language)
         if name is None:
+            kind = "any key order" if copy_small else "value"
             name = self._slot_names[language] = \
-                f"{where} (any key order {len(self._slot_names) + 1})"
+                f"{where} ({kind} {len(self._slot_names) + 1})"
         return self.machines.machine(name, lambda: language)
 
     def _names_language(self, names_schema: Any, ref: Ref, position: Position) -> Expr:

@@ -29,6 +29,7 @@ class Document(Schemas, Protocol):
     values (recursion) and the boolean operations."""
 
     calls: bool
+    value_machines: bool
     layout: Layout
     ops: Ops
     machines: MachineRegistry

@@ -37,7 +37,9 @@ from typing import Any
 import numpy as np
 
 from ...automaton import NOTHING, Automaton, ByteDFA, Expr, Ops, alt, charset, concat, repeat
-from ...automaton.callgraph import called_names, reachable_machines, replace_calls, with_first_bytes
+from ...automaton.callgraph import (
+    called_names, reachable_machines, recursive_machines, replace_calls, with_first_bytes,
+)
 from ...automaton.counters import is_counted
 from ...automaton.expr import Call, MachineSet, exact_to
 from ...automaton.linking import fallback_language
@@ -91,12 +93,19 @@ class Compiler:
     (`compile_schema`). With `open_recursions`, a union whose options may start alike opens
     those that recurse (or are still being built, `union`) so that the linker need not inline
     them; where the machines cannot be linked all the same, the alternative is the document
-    compiled without such openings (so that its flat fallback does not grow with them)."""
+    compiled without such openings (so that its flat fallback does not grow with them).
+
+    Before that, where a recursion's call is in doubt with a value another branch reads
+    inline (`{"b": "x"}` beside `{"b": <a $ref to the schema itself>}` in an `anyOf`), the
+    alternative tried first is the document with `value_machines`: every property's value a
+    machine of its own, so that the calls in doubt are all calls of machines, which the
+    linker can unite (`automaton.unions`)."""
 
     root: Any
     options: FrontendOptions
     calls: bool = False
     open_recursions: bool = True
+    value_machines: bool = False
     registry: Registry = field(init=False)
     ops: Ops = field(init=False)
     machines: Machines = field(init=False)
@@ -170,11 +179,18 @@ class Compiler:
                          if name in used)
         if not machines:
             return expr
-        if not self.open_recursions or not self._opened:
-            return MachineSet(expr, machines)
         root, options = self._original_root, self.options
-        return MachineSet(expr, machines, alternative=lambda: _compiled(
-            root, options, open_recursions=False))
+        # the document to compile instead where these machines cannot be linked (which
+        # then has an alternative of its own)
+        if self.open_recursions and not self.value_machines and \
+                self.objects.inline_values and recursive_machines(dict(machines)):
+            retry = {"open_recursions": True, "value_machines": True}
+        elif self.open_recursions and self._opened:
+            retry = {"open_recursions": False, "value_machines": False}
+        else:
+            return MachineSet(expr, machines)
+        return MachineSet(expr, machines,
+                          alternative=lambda: _compiled(root, options, **retry))
 
     def release(self) -> None:
         """Drop the compile's state (the compiler is done with). Its parts refer back to the
@@ -686,13 +702,13 @@ class Compiler:
 def compile_schema(root: Any, options: FrontendOptions) -> Expr | MachineSet:
     """The language of the JSON texts of the instances `root` accepts: machines linked by
     calls where values are left open, unless a boolean operation needs them flat."""
-    return _compiled(root, options, open_recursions=True)
+    return _compiled(root, options, open_recursions=True, value_machines=False)
 
 
-def _compiled(root: Any, options: FrontendOptions, open_recursions: bool
-              ) -> Expr | MachineSet:
+def _compiled(root: Any, options: FrontendOptions, open_recursions: bool,
+              value_machines: bool) -> Expr | MachineSet:
     try:
-        return _document(Compiler(root, options, True, open_recursions))
+        return _document(Compiler(root, options, True, open_recursions, value_machines))
     except UnresolvedCallError as failure:
         return fallback_language(failure, lambda: _document(Compiler(root, options)))
 
