@@ -103,6 +103,12 @@ def united_grammar(smollm2):
     return grammarc.compile_json_schema(UNITED_SCHEMA, smollm2)
 
 
+@pytest.fixture(scope="module")
+def value_machines_grammar(smollm2):
+    """`INLINE_BESIDE_CALL`: linked only once its values are machines."""
+    return grammarc.compile_json_schema(INLINE_BESIDE_CALL, smollm2)
+
+
 # --------------------------------------------------------------------- the machines
 def test_machines_read_nested_text_and_inline_to_the_same_language_up_to_a_depth():
     pd = build_pushdown(LIST, 10_000)
@@ -358,9 +364,9 @@ INLINE_BESIDE_CALL = {"$defs": {"D0": {"anyOf": [
 def test_a_recursion_in_doubt_with_a_value_read_inline_is_decided_by_value_machines():
     """At `"b":` one branch reads `"x"` inline and the other calls the recursion, which may
     start with `"` too: a call in doubt with the caller's own bytes, which no union decides.
-    The document compiled again with each property value a machine makes both calls, whose
-    union (after the string machine it meets is inlined) decides; no recursion is unrolled:
-    values nested 12 deep are judged as jsonschema judges them."""
+    The document compiled again with each property value (and array item) a machine makes
+    both calls, whose union (after the string machine it meets is inlined) decides; no
+    recursion is unrolled: values nested 12 deep are judged as jsonschema judges them."""
     from grammarc.frontends.json_schema import canonical_dumps
     from helpers import accepts, dfa_of
 
@@ -380,10 +386,11 @@ def test_a_recursion_in_doubt_with_a_value_read_inline_is_decided_by_value_machi
         assert accepts(automaton, canonical_dumps(INLINE_BESIDE_CALL, value)) == valid, value
 
 
-def test_random_recursions_are_linked_more_often_than_unrolled():
-    """Of the random schemas of `_random_recursive_schema`, most link (with unions or value
-    machines, judged exactly by the test above them) rather than unroll their recursion:
-    before value machines, two thirds unrolled."""
+def test_random_recursions_are_linked_not_unrolled():
+    """The random schemas of `_random_recursive_schema` link (with unions of value machines,
+    judged exactly by the test above them) rather than unroll their recursion: before value
+    machines, three in four of these 40 unrolled (two in five with those of properties
+    alone)."""
     from grammarc.errors import GrammarError
     from helpers import dfa_of
 
@@ -396,7 +403,7 @@ def test_random_recursions_are_linked_more_often_than_unrolled():
             unrolled += 1
             continue
         unrolled += any("unrolled" in notice for notice in notices)
-    assert unrolled <= 18, unrolled
+    assert unrolled <= 2, unrolled
 
 
 def test_united_machines_keep_what_the_unions_cannot_decide_in_doubt():
@@ -449,7 +456,8 @@ def any_value_grammar(smollm2):
     return grammarc.compile_json_schema({}, smollm2)
 
 
-@pytest.mark.parametrize("grammar_name", ["open_grammar", "any_value_grammar", "united_grammar"])
+@pytest.mark.parametrize("grammar_name", ["open_grammar", "any_value_grammar", "united_grammar",
+                                         "value_machines_grammar"])
 def test_masks_agree_with_byte_walks(grammar_name, request, smollm2):
     """For configurations met on random token walks (stacks included), a token is allowed
     exactly when its bytes keep the text a prefix of the language."""
@@ -477,7 +485,8 @@ def test_masks_agree_with_byte_walks(grammar_name, request, smollm2):
 
 
 @pytest.mark.parametrize("grammar_name,schema", [("open_grammar", OPEN_SCHEMA),
-                                                ("united_grammar", UNITED_SCHEMA)])
+                                                ("united_grammar", UNITED_SCHEMA),
+                                                ("value_machines_grammar", INLINE_BESIDE_CALL)])
 def test_sampled_token_sequences_are_valid_instances(grammar_name, schema, request, smollm2):
     grammar = request.getfixturevalue(grammar_name)
     rng = np.random.default_rng(11)

@@ -70,6 +70,10 @@ class Arrays(CompilerPart):
         if node.get("uniqueItems") is True and (longest is None or longest > 1):
             return self._unique_array(ref, item_pos, prefix, rest, min_items, max_items,
                                       contains)
+        tuple_keyword = "items" if isinstance(node.get("items"), list) else "prefixItems"
+        elements = [self.machines.read_value(element, node, f"{tuple_keyword}/{i}")
+                    for i, element in enumerate(elements)]
+        rest_language = self.machines.read_value(rest_language, node, "items")
         if (self.calls and contains is None and max_items is not None
                 and rest_language != NOTHING and (max_items > _MAX_INLINE_REPEAT or
                                                   _copied_states(rest_language, max_items)

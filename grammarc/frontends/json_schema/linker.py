@@ -10,7 +10,7 @@ from typing import Callable, Protocol
 import numpy as np
 
 from ...automaton import NOTHING, Automaton, Expr
-from ...automaton.expr import Call
+from ...automaton.expr import Alt, Call
 from ...automaton.callgraph import (
     called_names, reachable_machines, recursive_machines, replace_calls, starting_bytes,
 )
@@ -23,6 +23,7 @@ from .positions import Position
 from .resolution import Ref
 
 CANONICAL = " (canonical numbers)"  # a machine's copy with numbers spelled canonically
+_MAX_COPIED_VALUE = 8  # states of a value copied where it would be a machine but is small
 
 
 class LinkedDocument(Document, Protocol):
@@ -52,6 +53,41 @@ class Machines:
         self._nested: dict[int, Expr] = {}  # nested_at_most, by levels
         self._ref_names: dict[tuple, str] = {}
         self.ref_targets: dict[str, int] = {}  # the id of each $ref machine's target schema
+        self._value_names: dict[Expr, str] = {}  # machines of values (`value_machine`)
+        # whether a property's value or an array's item is read inline (not a call)
+        self.inline_values = False
+
+    def value_machine(self, where: str, language: Expr, copy_small: bool = True) -> Expr:
+        """A call of a machine of the values `language` (one per language, named after
+        `where`), or the language itself where it is a call. With `copy_small`, also where
+        it may start with a call, or is small enough to copy (a few states: a call there
+        would keep the next byte from choosing between the branches of a union that read
+        the value inline)."""
+        options = language.options if isinstance(language, Alt) else (language,)
+        if language == NOTHING or isinstance(language, Call):
+            return language
+        if copy_small and (any(isinstance(option, Call) for option in options) or (
+                not called_names(language) and
+                self.compiler.ops.dfa(language).num_states <= _MAX_COPIED_VALUE)):
+            return language
+        name = self._value_names.get(language)
+        if name is None:
+            name = self._value_names[language] = f"{where} (value {len(self._value_names) + 1})"
+        return self.machine(name, lambda: language)
+
+    def read_value(self, language: Expr, node: dict, path: str) -> Expr:
+        """A property's value or an array's item `language` as its object or array reads
+        it: inline (noted in `inline_values` unless a call), or with `value_machines` (the
+        document compiled again: `Compiler`), a call of its machine (named after the schema
+        `node` and the `path` below it)."""
+        if not self.compiler.calls:
+            return language
+        if self.compiler.value_machines:
+            return self.value_machine(f"{self.compiler.registry.pointer(node)}/{path}",
+                                      language, copy_small=False)
+        if language != NOTHING and not isinstance(language, Call):
+            self.inline_values = True
+        return language
 
     def without_empty_machines(self, expr: Expr) -> Expr:
         """`expr` and the machines' bodies with no call of a machine that has no text (the

@@ -12,8 +12,6 @@ from typing import Any, Callable, NamedTuple
 import numpy as np
 
 from ...automaton import EMPTY, NOTHING, Expr, alt, concat, repeat
-from ...automaton.expr import Alt, Call
-from ...automaton.callgraph import called_names
 from ...errors import UnsupportedError
 from . import strings
 from .conditions import (
@@ -27,7 +25,6 @@ from .resolution import Ref, escape_token
 from .scalars import Scalars
 
 _MAX_PATTERN_REGIONS = 8   # patternProperties per object (2^n key regions)
-_MAX_COPIED_VALUE = 8     # states of a value copied into each set of keys in any order
 
 
 class Objects(CompilerPart):
@@ -38,8 +35,6 @@ class Objects(CompilerPart):
         self.scalars = scalars
         self._key_dfas: dict[str, Any] = {}
         self._unranked_keys: dict[frozenset[str], Expr] = {}  # by the names they leave out
-        self._slot_names: dict[Expr, str] = {}  # machines of values in any key order
-        self.inline_values = False  # whether a property's value is read in its object's machine
 
     def key_condition(self, ref: Ref) -> tuple[KeyCondition | None, dict]:
         """The applicators of a schema that read as conditions on an object's keys
@@ -107,13 +102,9 @@ class Objects(CompilerPart):
                 applicable = [False]
             language = self.compiler.intersect_all([self.value(Ref(s, ref.base), child)
                                            for s in distinct_schemas(applicable)])
-            if self.calls and language != NOTHING and not isinstance(language, Call):
-                self.inline_values = True
-            if self.compiler.value_machines and (condition is None or
-                                                 name not in condition.keys):
-                language = self._slot_machine(
-                    f"{self.registry.pointer(node)}/properties/{escape_token(name)}",
-                    language, copy_small=False)
+            if condition is None or name not in condition.keys:  # (those split by tests)
+                language = self.machines.read_value(language, node,
+                                                    f"properties/{escape_token(name)}")
             slots.append((name, language, name in required))
             if condition is not None and name in condition.keys:
                 anything = not any(s is False or isinstance(s, dict) and
@@ -254,8 +245,8 @@ class Objects(CompilerPart):
         layout = self.layout
         if self.calls:
             pointer = self.registry.pointer(position.closure[0].node)
-            slots = [(name, self._slot_machine(f"{pointer}/properties/{escape_token(name)}",
-                                               language), needed)
+            slots = [(name, self.machines.value_machine(
+                f"{pointer}/properties/{escape_token(name)}", language), needed)
                      for name, language, needed in slots]
         min_count, max_count = counts
         required = sum(1 << i for i, (_, _, needed) in enumerate(slots) if needed)
@@ -308,25 +299,6 @@ class Objects(CompilerPart):
         if body == NOTHING:
             return NOTHING
         return concat(layout.open_object, body, layout.close_object)
-
-    def _slot_machine(self, where: str, language: Expr, copy_small: bool = True) -> Expr:
-        """A call of a machine of the values `language` (one per language), or the language
-        itself where it is a call. With `copy_small`, also where it may start with a call, or
-        is small enough to copy (a few states: a call there would keep the next byte from
-        choosing between the branches of a union that read the key's value inline)."""
-        options = language.options if isinstance(language, Alt) else (language,)
-        if language == NOTHING or isinstance(language, Call):
-            return language
-        if copy_small and (any(isinstance(option, Call) for option in options) or (
-                not called_names(language) and
-                self.ops.dfa(language).num_states <= _MAX_COPIED_VALUE)):
-            return language
-        name = self._slot_names.get(language)
-        if name is None:
-            kind = "any key order" if copy_small else "value"
-            name = self._slot_names[language] = \
-                f"{where} ({kind} {len(self._slot_names) + 1})"
-        return self.machines.machine(name, lambda: language)
 
     def _names_language(self, names_schema: Any, ref: Ref, position: Position) -> Expr:
         strings_only = strings.any_string()

@@ -95,17 +95,20 @@ class Compiler:
     them; where the machines cannot be linked all the same, the alternative is the document
     compiled without such openings (so that its flat fallback does not grow with them).
 
-    Before that, where a recursion's call is in doubt with a value another branch reads
+    Before that, where a recursion's call may be in doubt with a value another branch reads
     inline (`{"b": "x"}` beside `{"b": <a $ref to the schema itself>}` in an `anyOf`), the
-    alternative tried first is the document with `value_machines`: every property's value a
-    machine of its own, so that the calls in doubt are all calls of machines, which the
-    linker can unite (`automaton.unions`)."""
+    alternative tried first is the document with `value_machines`: every property's value and
+    array item a machine of its own (`Machines.read_value`), so that the calls in doubt are
+    all calls of machines, which the linker can unite (`automaton.unions`). Where those
+    cannot be linked either, their alternative is the `fallback` they retried (so a flat
+    fallback never unrolls the value machines, each of which would count as a level)."""
 
     root: Any
     options: FrontendOptions
     calls: bool = False
     open_recursions: bool = True
     value_machines: bool = False
+    fallback: MachineSet | None = None  # with value_machines: what they retry
     registry: Registry = field(init=False)
     ops: Ops = field(init=False)
     machines: Machines = field(init=False)
@@ -180,17 +183,17 @@ class Compiler:
         if not machines:
             return expr
         root, options = self._original_root, self.options
-        # the document to compile instead where these machines cannot be linked (which
-        # then has an alternative of its own)
-        if self.open_recursions and not self.value_machines and \
-                self.objects.inline_values and recursive_machines(dict(machines)):
-            retry = {"open_recursions": True, "value_machines": True}
-        elif self.open_recursions and self._opened:
-            retry = {"open_recursions": False, "value_machines": False}
-        else:
-            return MachineSet(expr, machines)
-        return MachineSet(expr, machines,
-                          alternative=lambda: _compiled(root, options, **retry))
+        if self.value_machines:  # a retry: where it cannot be linked either, what it retried
+            fallback = self.fallback
+            return MachineSet(expr, machines, alternative=lambda: fallback)
+        later = (lambda: _compiled(root, options, open_recursions=False)) \
+            if self.open_recursions and self._opened else None
+        linked = MachineSet(expr, machines, alternative=later)
+        if self.open_recursions and self.machines.inline_values and \
+                recursive_machines(dict(machines)):
+            return MachineSet(expr, machines, alternative=lambda: _compiled(
+                root, options, value_machines=True, fallback=linked))
+        return linked
 
     def release(self) -> None:
         """Drop the compile's state (the compiler is done with). Its parts refer back to the
@@ -702,13 +705,15 @@ class Compiler:
 def compile_schema(root: Any, options: FrontendOptions) -> Expr | MachineSet:
     """The language of the JSON texts of the instances `root` accepts: machines linked by
     calls where values are left open, unless a boolean operation needs them flat."""
-    return _compiled(root, options, open_recursions=True, value_machines=False)
+    return _compiled(root, options)
 
 
-def _compiled(root: Any, options: FrontendOptions, open_recursions: bool,
-              value_machines: bool) -> Expr | MachineSet:
+def _compiled(root: Any, options: FrontendOptions, open_recursions: bool = True,
+              value_machines: bool = False, fallback: MachineSet | None = None
+              ) -> Expr | MachineSet:
     try:
-        return _document(Compiler(root, options, True, open_recursions, value_machines))
+        return _document(Compiler(root, options, True, open_recursions, value_machines,
+                                  fallback))
     except UnresolvedCallError as failure:
         return fallback_language(failure, lambda: _document(Compiler(root, options)))
 
