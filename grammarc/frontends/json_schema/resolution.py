@@ -6,7 +6,6 @@ in, and the checks of a document for unsupported keywords and for near misses of
 from __future__ import annotations
 
 import difflib
-import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
