@@ -113,6 +113,9 @@ def _language(spec: Any, options: FrontendOptions,
         return root
 
     def unrolled() -> Expr:  # only sub-languages built already: no spec error left
+        options.notice("the machines of the tags' schemas and grammars cannot all be linked "
+                       f"by calls; their recursion is unrolled to depth {options.max_depth} "
+                       "and deeper values are not accepted (--max-depth)")
         return _Builder(options, builder.languages).format(spec, pointer, ())
 
     return MachineSet(root, tuple(builder.machines), unrolled)

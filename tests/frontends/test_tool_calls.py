@@ -299,6 +299,26 @@ def test_budgets_in_free_text_always_leave_a_way_to_end(tools, smollm2):
     walk_within_budget(grammar, state, grammar.tokens_to_accept(state) + 1, rng)
 
 
+def test_arguments_whose_recursion_cannot_be_linked_are_unrolled_with_a_notice(smollm2):
+    """A tool's parameters that recurse where the next byte cannot decide a call (a key read
+    inline in one branch, by the schema itself in another) are unrolled inside the tool-call
+    grammar (a structural tag does not take a schema's retries): with a notice, not silently,
+    and the values within the depth are still read."""
+    branches = [{"type": "object", "additionalProperties": False, "required": ["a"],
+                 "properties": {"a": {"$ref": "#/$defs/node"}, "b": {"enum": ["x", "y"]}}},
+                {"type": "object", "additionalProperties": False, "required": ["a", "b"],
+                 "properties": {"a": {"$ref": "#/$defs/node"}, "b": {"$ref": "#/$defs/node"}}},
+                {"type": "string"}]
+    tools = [{"type": "function", "function": {"name": "walk", "parameters": {
+        "type": "object", "required": ["tree"], "properties": {"tree": {"$ref": "#/$defs/node"}},
+        "$defs": {"node": {"anyOf": branches}}}}}]
+    with pytest.warns(grammarc.GrammarcNotice, match="unrolled to depth 4"):
+        grammar = grammarc.compile_tools(tools, smollm2, format="hermes", tool_choice="walk")
+    call = '<tool_call>\n{"name": "walk", "arguments": {"tree": {"a": {"a": "s"}, "b": "x"}}}\n</tool_call>'
+    state = grammar.walk_bytes(call.encode())
+    assert state and grammar.is_accepting(state)
+
+
 @pytest.mark.parametrize("kwargs,message", [
     ({"format": "xml"}, "unknown tool-call format 'xml'"),
     ({"tool_choice": "nope"}, "tool_choice 'nope'"),
