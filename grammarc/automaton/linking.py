@@ -70,7 +70,8 @@ def fallback_language(failure: NotDeterministicError | UnresolvedCallError,
 def deterministic_pushdown(machines: MachineSet, max_states: int) -> PushdownDFA:
     """`build_pushdown`, after inlining the machines whose calls the next byte cannot decide,
     as long as they do not recurse (inlining them is then exact); when a recursive one is at
-    fault, with unions of the machines in doubt (`unions`), or `NotDeterministicError`."""
+    fault, with unions of the machines in doubt (`unions`), inlining in turn the machines
+    that do not recurse and stay in doubt inside a union; or `NotDeterministicError`."""
     built: dict[tuple, tuple] = {}
     codes = call_codes(["", *(name for name, _ in machines.machines)])
     unite = False
