@@ -24,7 +24,10 @@ A source is `{"type": "structural_tag", "format": FORMAT}` or a FORMAT alone (or
 - `tags_with_separator`: `tags` separated by `separator`, nothing else; the same two flags.
 
 Each sub-language keeps its own machines (a JSON Schema's recursion, a grammar's rules),
-renamed apart and linked by calls, so tools grow the grammar linearly. The free text around
+renamed apart and linked by calls, so tools grow the grammar linearly. Where they cannot all
+be linked, the sub-languages that offer other machines for their language (a JSON Schema's
+retries) take them, as their own compiles would; only then is recursion unrolled, with a
+notice. The free text around
 them is a regular language, exact: the text before a tag is the concatenation of free text
 and the tag (where a trigger overlaps itself, xgrammar's scanner may see a trigger earlier).
 Errors name the spec's JSON pointer. Token-level formats other than `token` (`any_tokens`,
@@ -34,7 +37,7 @@ Errors name the spec's JSON pointer. Token-level formats other than `token` (`an
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
+from typing import Any, Callable
 
 from ..automaton.expr import (
     MAX_CODE_POINT, Call, CharSet, Expr, MachineSet, alt, concat, literal, normalize_ranges,
@@ -111,14 +114,41 @@ def _language(spec: Any, options: FrontendOptions,
     root = builder.format(spec, pointer, ())
     if not builder.machines:
         return root
+    first = builder.languages  # the sub-languages' first attempts
 
     def unrolled() -> Expr:  # only sub-languages built already: no spec error left
         options.notice("the machines of the tags' schemas and grammars cannot all be linked "
                        f"by calls; their recursion is unrolled to depth {options.max_depth} "
                        "and deeper values are not accepted (--max-depth)")
-        return _Builder(options, builder.languages).format(spec, pointer, ())
+        return _Builder(options, first, flat=True).format(spec, pointer, ())
 
-    return MachineSet(root, tuple(builder.machines), unrolled)
+    def linked(built: _Builder, root: Expr) -> MachineSet:
+        """The machines of `built`. Where they cannot be linked, the alternative is the tag
+        built again with each sub-language that offers other machines for its language (a
+        JSON Schema's retries) taking them, as its own compile would; once none is left,
+        `unrolled` (the first attempts inlined, as the sub-languages' own flat fallbacks)."""
+        retries = {at: language.alternative for at, language in built.languages.items()
+                   if isinstance(language, MachineSet) and language.alternative is not None}
+
+        def alternative() -> Expr | MachineSet:
+            again = _Builder(options, {**built.languages, **{at: _retried(at, retry)
+                                                             for at, retry in retries.items()}})
+            again_root = again.format(spec, pointer, ())
+            return linked(again, again_root) if again.machines else again_root
+
+        return MachineSet(root, tuple(built.machines), unrolled,
+                          alternative if retries else None)
+
+    return linked(builder, root)
+
+
+def _retried(pointer: str, retry: Callable[[], Expr | MachineSet]) -> Expr | MachineSet:
+    """A sub-language's alternative machines (built while linking, after the spec was read:
+    an error names the sub-language's pointer itself)."""
+    try:
+        return retry()
+    except GrammarError as exc:
+        raise type(exc)(f"{pointer or '/'}: {exc.message}") from None
 
 
 def _legacy(spec: dict) -> dict:
@@ -138,15 +168,16 @@ def _legacy(spec: dict) -> dict:
 
 class _Builder:
     """Formats to expressions. Sub-languages (JSON schemas, grammars) are built once each and
-    kept in `languages` by pointer; machine sets among them are linked by calls (their
-    machines renamed apart into `machines`), or, for the flat fallback (`flat_from`), inlined
-    with recursion unrolled to `options.max_depth`."""
+    kept in `languages` by pointer (or given, built before); machine sets among them are
+    linked by calls (their machines renamed apart into `machines`), or, for the flat fallback
+    (`flat`), inlined with recursion unrolled to `options.max_depth`."""
 
     def __init__(self, options: FrontendOptions,
-                 flat_from: dict[str, Expr | MachineSet] | None = None) -> None:
+                 languages: dict[str, Expr | MachineSet] | None = None,
+                 flat: bool = False) -> None:
         self.options = options
-        self.languages: dict[str, Expr | MachineSet] = dict(flat_from or {})
-        self.flat = flat_from is not None
+        self.languages: dict[str, Expr | MachineSet] = dict(languages or {})
+        self.flat = flat
         self.machines: list[tuple[str, Expr]] = []
         self.ops = Ops(options.max_states)
 

@@ -299,24 +299,72 @@ def test_budgets_in_free_text_always_leave_a_way_to_end(tools, smollm2):
     walk_within_budget(grammar, state, grammar.tokens_to_accept(state) + 1, rng)
 
 
-def test_arguments_whose_recursion_cannot_be_linked_are_unrolled_with_a_notice(smollm2):
-    """A tool's parameters that recurse where the next byte cannot decide a call (a key read
-    inline in one branch, by the schema itself in another) are unrolled inside the tool-call
-    grammar (a structural tag does not take a schema's retries): with a notice, not silently,
-    and the values within the depth are still read."""
-    branches = [{"type": "object", "additionalProperties": False, "required": ["a"],
-                 "properties": {"a": {"$ref": "#/$defs/node"}, "b": {"enum": ["x", "y"]}}},
-                {"type": "object", "additionalProperties": False, "required": ["a", "b"],
-                 "properties": {"a": {"$ref": "#/$defs/node"}, "b": {"$ref": "#/$defs/node"}}},
-                {"type": "string"}]
-    tools = [{"type": "function", "function": {"name": "walk", "parameters": {
-        "type": "object", "required": ["tree"], "properties": {"tree": {"$ref": "#/$defs/node"}},
-        "$defs": {"node": {"anyOf": branches}}}}}]
+# a recursion whose call is in doubt with a value read inline (`"b"`: an enum in one branch,
+# the recursion, which may start with `"` too, in another): the schema's own compile links it
+# only on its retry with each value a machine (`frontends.json_schema.schema.Compiler`)
+TREE = {"anyOf": [
+    {"type": "object", "additionalProperties": False, "required": ["a"],
+     "properties": {"a": {"$ref": "#/$defs/node"}, "b": {"enum": ["x", "y"]}}},
+    {"type": "object", "additionalProperties": False, "required": ["a", "b"],
+     "properties": {"a": {"$ref": "#/$defs/node"}, "b": {"$ref": "#/$defs/node"}}},
+    {"type": "string"}]}
+TREE_TOOL = {"type": "function", "function": {"name": "walk", "parameters": {
+    "type": "object", "required": ["tree"], "properties": {"tree": {"$ref": "#/$defs/node"}},
+    "$defs": {"node": TREE}}}}
+
+
+def random_tree(rng: np.random.Generator, depth: int) -> Any:
+    """A random value near `TREE`'s language: nested objects of keys `a`/`b` (sometimes `c`,
+    sometimes without `a`), leaves strings, enum words or numbers."""
+    if depth == 0 or rng.random() < 0.15:
+        return [rng.choice(["x", "y", "s", ""]), 7, None][int(rng.choice(3, p=[.85, .1, .05]))]
+    keys = [k for k in ("a", "b", "c") if rng.random() < (0.95, 0.7, 0.05)["abc".index(k)]]
+    return {k: random_tree(rng, depth - 1) if rng.random() < 0.8 else str(rng.choice(["x", "q"]))
+            for k in keys}
+
+
+def test_arguments_whose_recursion_needs_the_schemas_retry_are_linked(smollm2):
+    """A tool whose parameters the JSON Schema front end links only on its retry (value
+    machines) is linked inside the tool-call grammar too: no notice, no depth limit. Random
+    arguments nested up to 12 deep are accepted exactly where `jsonschema` validates them, and
+    the grammar's samples are read back as valid calls."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", grammarc.GrammarcNotice)
+        grammar = grammarc.compile_tools([TREE_TOOL], smollm2, format="hermes",
+                                         tool_choice="walk")
+    schema = TREE_TOOL["function"]["parameters"]
+    validator = jsonschema.Draft202012Validator(schema)
+    rng = np.random.default_rng(11)
+    verdicts, deepest = [], 0
+    for _ in range(400):
+        arguments = {"tree": random_tree(rng, int(rng.integers(1, 13)))}
+        text = json.dumps(arguments)
+        call = f'<tool_call>\n{{"name": "walk", "arguments": {text}}}\n</tool_call>'
+        state = grammar.walk_bytes(call.encode())
+        valid = validator.is_valid(arguments)
+        assert bool(state and grammar.is_accepting(state)) == valid, text
+        verdicts.append(valid)
+        if valid:
+            deepest = max(deepest, text.count("{"))
+    assert 50 < sum(verdicts) < 350 and deepest >= 8, (sum(verdicts), deepest)
+    for text in sampled_texts(grammar, smollm2, 8, seed=3, max_tokens=600):
+        assert check_output("hermes", "walk", True, text, {"walk": schema}) == 1
+
+
+def test_a_tag_whose_grammar_cannot_be_linked_is_unrolled_with_a_notice(smollm2):
+    """A sub-language whose recursion cannot be linked by calls, with no retry left (a
+    grammar whose recursion is in doubt with its own bytes), is unrolled inside the tag: with
+    a notice, not silently; values within the depth are read, deeper ones refused."""
+    spec = {"type": "structural_tag", "format": {
+        "type": "tag", "begin": "<x>", "end": "</x>",
+        "content": {"type": "grammar", "grammar": 'start: x\nx: "a" x "c" | "a" "a" "b"'}}}
     with pytest.warns(grammarc.GrammarcNotice, match="unrolled to depth 4"):
-        grammar = grammarc.compile_tools(tools, smollm2, format="hermes", tool_choice="walk")
-    call = '<tool_call>\n{"name": "walk", "arguments": {"tree": {"a": {"a": "s"}, "b": "x"}}}\n</tool_call>'
-    state = grammar.walk_bytes(call.encode())
-    assert state and grammar.is_accepting(state)
+        grammar = grammarc.compile(json.dumps(spec), smollm2, "structural-tag")
+    for depth in range(1, 7):
+        state = grammar.walk_bytes(f"<x>{'a' * depth}aab{'c' * depth}</x>".encode())
+        assert bool(state and grammar.is_accepting(state)) == (depth <= 4), depth
 
 
 @pytest.mark.parametrize("kwargs,message", [
