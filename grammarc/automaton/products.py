@@ -41,7 +41,7 @@ from .. import _core
 from ..errors import GrammarError, TooManyStatesError
 from .bytedfa import ByteDFA
 from .dfa import SUBSET_FACTOR, build_dfa, minimize
-from .expr import NOTHING, Automaton, Call, Expr, exact_to
+from .expr import NOTHING, Automaton, Call, Expr, exact_to, fingerprint, same_spelling
 from .callgraph import (
     CALL_DIGITS, CALL_PREFIX, CODE_BYTES, call_codes, called_names, code_paths, replace_calls,
     starting_bytes, without_codes,
@@ -79,7 +79,9 @@ class Linker(Protocol):
 
 
 class Ops:
-    """Intersection and difference of expressions, with a cache of the DFAs already built.
+    """Intersection and difference of expressions, with a cache of the DFAs already built
+(by operand, and by how an operand made flat spells its language: a schema's machine made
+flat again for another product is not determinised again).
     `flatten` replaces the calls of an operand by flat languages (None: a call is an error);
     `nested_at_most(depth)` is the language of texts nested at most `depth` deep (None: the
     front end makes no truncated automaton). With a `linker`, products keep calls (module
@@ -93,6 +95,7 @@ class Ops:
         self.nested_at_most = nested_at_most
         self.linker = linker
         self._dfas: dict[int, tuple[Expr, _Built]] = {}
+        self._flat_dfas: dict[int, list[tuple[Expr, _Built]]] = {}  # by `fingerprint`
         self._call_tables: dict[tuple, tuple[Expr, _CallTable]] = {}
         self._firsts: dict[str, np.ndarray] = {}
 
@@ -117,13 +120,17 @@ class Ops:
         if hit is not None and hit[0] is expr:
             return hit[1]
         flat = expr if self.flatten is None else self.flatten(expr)
-        try:
-            dfa = build_dfa(flat, max_states=self.max_states)
-        except GrammarError as exc:
-            if isinstance(exc, TooManyStatesError) or "matches no string" not in str(exc):
-                raise
-            dfa = None
-        built = _Built(dfa, exact_to(flat))
+        spelled = self._flat_dfas.setdefault(fingerprint(flat), [])
+        built = next((b for other, b in spelled if same_spelling(other, flat)), None)
+        if built is None:
+            try:
+                dfa = build_dfa(flat, max_states=self.max_states)
+            except GrammarError as exc:
+                if isinstance(exc, TooManyStatesError) or "matches no string" not in str(exc):
+                    raise
+                dfa = None
+            built = _Built(dfa, exact_to(flat))
+            spelled.append((flat, built))
         self._dfas[id(expr)] = (expr, built)
         return built
 

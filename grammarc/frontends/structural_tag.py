@@ -122,24 +122,26 @@ def _language(spec: Any, options: FrontendOptions,
                        "and deeper values are not accepted (--max-depth)")
         return _Builder(options, first, flat=True).format(spec, pointer, ())
 
-    def linked(built: _Builder, root: Expr) -> MachineSet:
-        """The machines of `built`. Where they cannot be linked, the alternative is the tag
-        built again with each sub-language that offers other machines for its language (a
-        JSON Schema's retries) taking them, as its own compile would; once none is left,
-        `unrolled` (the first attempts inlined, as the sub-languages' own flat fallbacks)."""
-        retries = {at: language.alternative for at, language in built.languages.items()
-                   if isinstance(language, MachineSet) and language.alternative is not None}
+    return _linked(spec, pointer, options, builder, root, unrolled)
 
-        def alternative() -> Expr | MachineSet:
-            again = _Builder(options, {**built.languages, **{at: _retried(at, retry)
-                                                             for at, retry in retries.items()}})
-            again_root = again.format(spec, pointer, ())
-            return linked(again, again_root) if again.machines else again_root
 
-        return MachineSet(root, tuple(built.machines), unrolled,
-                          alternative if retries else None)
+def _linked(spec: Any, pointer: str, options: FrontendOptions, built: _Builder, root: Expr,
+            unrolled: Callable[[], Expr]) -> MachineSet:
+    """The machines of the tag `built` built. Where they cannot be linked, the alternative is
+    the tag built again with each sub-language that offers other machines for its language (a
+    JSON Schema's retries) taking them, as its own compile would; once none is left,
+    `unrolled` (the first attempts inlined, as the sub-languages' own flat fallbacks)."""
+    retries = {at: language.alternative for at, language in built.languages.items()
+               if isinstance(language, MachineSet) and language.alternative is not None}
 
-    return linked(builder, root)
+    def alternative() -> Expr | MachineSet:
+        again = _Builder(options, {**built.languages, **{at: _retried(at, retry)
+                                                         for at, retry in retries.items()}})
+        again_root = again.format(spec, pointer, ())
+        return _linked(spec, pointer, options, again, again_root, unrolled) \
+            if again.machines else again_root
+
+    return MachineSet(root, tuple(built.machines), unrolled, alternative if retries else None)
 
 
 def _retried(pointer: str, retry: Callable[[], Expr | MachineSet]) -> Expr | MachineSet:

@@ -40,6 +40,14 @@ SOURCES = {
     "email.regex": (ROOT / "grammars" / "email.regex", None),
     "ticket.fsm": (ROOT / "grammars" / "support-ticket.fsm.yaml", None),
     "tools": (ROOT / "grammars" / "weather-tools.json", "tools"),
+    # a tool whose parameters link only on the schema's retry (the tag takes it too)
+    "tools retried": ([{"type": "function", "function": {"name": "walk", "parameters": {
+        "$ref": "#/$defs/node", "$defs": {"node": {"anyOf": [
+            {"type": "object", "additionalProperties": False, "required": ["a"],
+             "properties": {"a": {"$ref": "#/$defs/node"}, "b": {"enum": ["x", "y"]}}},
+            {"type": "object", "additionalProperties": False, "required": ["a", "b"],
+             "properties": {"a": {"$ref": "#/$defs/node"}, "b": {"$ref": "#/$defs/node"}}},
+            {"type": "string"}]}}}}}], "tools"),
 }
 
 
