@@ -79,9 +79,9 @@ class Linker(Protocol):
 
 
 class Ops:
-    """Intersection and difference of expressions, with a cache of the DFAs already built
-(by operand, and by how an operand made flat spells its language: a schema's machine made
-flat again for another product is not determinised again).
+    """Intersection and difference of expressions, with a cache of the DFAs already built (by
+    operand, and by how an operand made flat spells its language: a machine made flat again
+    for another product is not determinised again).
     `flatten` replaces the calls of an operand by flat languages (None: a call is an error);
     `nested_at_most(depth)` is the language of texts nested at most `depth` deep (None: the
     front end makes no truncated automaton). With a `linker`, products keep calls (module

@@ -27,11 +27,11 @@ Each sub-language keeps its own machines (a JSON Schema's recursion, a grammar's
 renamed apart and linked by calls, so tools grow the grammar linearly. Where they cannot all
 be linked, the sub-languages that offer other machines for their language (a JSON Schema's
 retries) take them, as their own compiles would; only then is recursion unrolled, with a
-notice. The free text around
-them is a regular language, exact: the text before a tag is the concatenation of free text
-and the tag (where a trigger overlaps itself, xgrammar's scanner may see a trigger earlier).
-Errors name the spec's JSON pointer. Token-level formats other than `token` (`any_tokens`,
-`exclude_token`, `token_triggered_tags`, `token_dispatch`) and `dispatch` are refused.
+notice. The free text around them is a regular language, exact: the text before a tag is the
+concatenation of free text and the tag (where a trigger overlaps itself, xgrammar's scanner
+may see a trigger earlier). Errors name the spec's JSON pointer. Token-level formats other
+than `token` (`any_tokens`, `exclude_token`, `token_triggered_tags`, `token_dispatch`) and
+`dispatch` are refused.
 """
 
 from __future__ import annotations
