@@ -242,4 +242,74 @@ py::array_t<bool> classes_below(In<uint16_t> table, In<int32_t> rows, In<int32_t
     return out_array;
 }
 
+py::tuple spelled_starts(In<uint8_t> node_byte, In<int32_t> node_depth, In<int64_t> tok_ptr,
+                         In<int32_t> toks, int64_t vocab_size, In<int32_t> table,
+                         In<bool> boundary, In<bool> in_loop, In<int32_t> places) {
+    const int64_t n_nodes = length(node_byte, "node_byte");
+    require(n_nodes >= 1, "a trie has its root");
+    length(node_depth, "node_depth", n_nodes);
+    const int64_t n_toks = length(toks, "toks");
+    length(tok_ptr, "tok_ptr", n_nodes + 1);
+    require_csr(tok_ptr, n_nodes, n_toks, "tok_ptr");
+    require(vocab_size >= 0, "vocab_size is not negative");
+    require_in_range(toks.data(), n_toks, 0, vocab_size, "toks");
+    require(table.ndim() == 2 && table.shape(1) == 256, "table is [states, 256]");
+    const int64_t n_states = table.shape(0);
+    require_in_range(table.data(), n_states * 256, 0, n_states, "table");
+    length(boundary, "boundary", n_states);
+    length(in_loop, "in_loop", n_states);
+    const int64_t k = length(places, "places");
+    require_in_range(places.data(), k, 0, n_states, "places");
+    const int32_t* depth_of = node_depth.data();
+    require(depth_of[0] == 0, "the root has depth 0");
+    for (int64_t i = 1; i < n_nodes; ++i)
+        require(depth_of[i] >= 1 && depth_of[i] <= depth_of[i - 1] + 1,
+                "node_depth is not the depth sequence of a pre-order trie");
+    py::array_t<int32_t> count_array({k, vocab_size});
+    py::array_t<bool> left_array({k, vocab_size});
+    int32_t* count_out = count_array.mutable_data();
+    bool* left_out = left_array.mutable_data();
+    const uint8_t* byte_of = node_byte.data();
+    const int64_t* ptr = tok_ptr.data();
+    const int32_t* tok = toks.data();
+    const int32_t* next = table.data();
+    const bool* at_boundary = boundary.data();
+    const bool* inside = in_loop.data();
+    {
+        py::gil_scoped_release released;
+        std::fill(count_out, count_out + k * vocab_size, 0);
+        std::fill(left_out, left_out + k * vocab_size, false);
+        const int64_t max_depth = *std::max_element(depth_of, depth_of + n_nodes);
+        // per depth on the current branch: the state, repetitions started, whether it left
+        std::vector<int32_t> state(max_depth + 1), count(max_depth + 1);
+        std::vector<char> gone(max_depth + 1);
+        for (int64_t p = 0; p < k; ++p) {
+            int32_t* counts = count_out + p * vocab_size;
+            bool* lefts = left_out + p * vocab_size;
+            state[0] = places.data()[p];
+            count[0] = 0;
+            gone[0] = 0;
+            for (int64_t i = 1; i < n_nodes; ++i) {
+                const int32_t d = depth_of[i];
+                const int32_t q = state[d - 1];
+                if (gone[d - 1]) {
+                    state[d] = q;
+                    count[d] = count[d - 1];
+                    gone[d] = 1;
+                } else {
+                    const int32_t to = next[int64_t{q} * 256 + byte_of[i]];
+                    count[d] = count[d - 1] + (at_boundary[q] && inside[to] ? 1 : 0);
+                    gone[d] = !inside[to];
+                    state[d] = to;
+                }
+                for (int64_t j = ptr[i]; j < ptr[i + 1]; ++j) {
+                    counts[tok[j]] = count[d];
+                    lefts[tok[j]] = gone[d] != 0;
+                }
+            }
+        }
+    }
+    return py::make_tuple(count_array, left_array);
+}
+
 }  // namespace grammarc

@@ -134,5 +134,8 @@ py::array_t<bool> classes_below(In<uint16_t> table, In<int32_t> rows, In<int32_t
 py::array_t<int64_t> least_costs(In<bool> accepting, In<int32_t> option_owner,
                                  In<int64_t> option_cost, In<int64_t> option_ptr,
                                  In<int32_t> option_states);
+py::tuple spelled_starts(In<uint8_t> node_byte, In<int32_t> node_depth, In<int64_t> tok_ptr,
+                         In<int32_t> toks, int64_t vocab_size, In<int32_t> table,
+                         In<bool> boundary, In<bool> in_loop, In<int32_t> places);
 
 }  // namespace grammarc

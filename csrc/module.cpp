@@ -96,6 +96,13 @@ PYBIND11_MODULE(_core, m) {
           py::arg("token_class"), py::arg("n_classes"), py::arg("below"),
           "[len(rows), n_classes] bool: whether some token of the class has a value below "
           "`below` in table[rows[i]] (the classes with a token that starts no repetition).");
+    m.def("spelled_starts", &spelled_starts, py::arg("node_byte"), py::arg("node_depth"),
+          py::arg("tok_ptr"), py::arg("toks"), py::arg("vocab_size"), py::arg("table"),
+          py::arg("boundary"), py::arg("in_loop"), py::arg("places"),
+          "Each token of a pre-order trie read from each of `places` on a spelling DFA "
+          "`table` until it leaves `in_loop`: ([len(places), vocab_size] int32 repetitions "
+          "started (a byte from a `boundary` state into the loop), bool whether it left); 0 "
+          "and false for tokens not in the trie.");
     m.def("least_costs", &least_costs, py::arg("accepting"), py::arg("option_owner"),
           py::arg("option_cost"), py::arg("option_ptr"), py::arg("option_states"),
           "The least cost of each state to acceptance (0 in accepting states; -1: none), where "

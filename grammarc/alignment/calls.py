@@ -537,65 +537,72 @@ def _text_rows(counters, lo: int, hi: int, trie: VocabTrie, entries: TokenEntrie
     places = np.unique(counters.phase[inside])
     started, leaves = _spelled_starts(trie, counters.phase_next, counters.phase_boundary,
                                       counters.phase_in_loop, places)
-    # per state: need of where each class leads (-1: the class dies there)
-    ends = np.full((len(inside), num_classes), -1, np.int64)
-    for i, q in enumerate(inside.tolist()):
-        a, b = entries.state_ptr[q], entries.state_ptr[q + 1]
-        nxt = entries.entry_next[a:b].astype(np.int64)
-        kept = np.where(nxt == sink, 0, np.where(counters.in_loop[np.minimum(nxt, sink - 1)],
-                                                  counters.need[np.minimum(nxt, sink - 1)], 0))
-        ends[i, entries.entry_class[a:b]] = kept
-    groups: dict[tuple[int, int], list[int]] = {}
-    for i, q in enumerate(inside.tolist()):
-        groups.setdefault((int(counters.phase[q]), int(counters.need[q])), []).append(i)
+    # per state: its entries' classes and the need of where they lead
+    sizes = np.diff(entries.state_ptr)[inside]
+    entry = np.repeat(entries.state_ptr[inside], sizes) + positions_within(sizes)
+    nxt = entries.entry_next[entry].astype(np.int64)
+    below = np.minimum(nxt, sink - 1)
+    need_after = np.where((nxt != sink) & counters.in_loop[below], counters.need[below], 0)
+    classes = entries.entry_class[entry]
+    kind, starts = _same_entries(sizes, classes, need_after), np.cumsum(sizes) - sizes
+    # states by (place, need), the groups in the order they first occur
+    keys = np.stack([counters.phase[inside], counters.need[inside]], axis=1)
+    _, first_member, group_of = np.unique(keys, axis=0, return_index=True,
+                                          return_inverse=True)
+    group_of = group_of.reshape(-1)
     rows: list[np.ndarray] = []
     row_of = np.zeros(len(inside), np.int32)
-    for (place, need), members in groups.items():
-        merged, member_row = _shared_rows(ends[members], ends[members] >= 0)
+    for g in np.argsort(first_member, kind="stable").tolist():
+        members = np.flatnonzero(group_of == g)
+        place, need = int(keys[members[0], 0]), int(keys[members[0], 1])
+        # members with equal entries share a row anyway: one of each, in order
+        _, one, same = np.unique(kind[members], return_index=True, return_inverse=True)
+        order = np.argsort(one, kind="stable")
+        ones = members[one[order]]
+        # need of where each class leads (-1: the class dies there)
+        ends = np.full((len(ones), num_classes), -1, np.int64)
+        own = np.repeat(starts[ones], sizes[ones]) + positions_within(sizes[ones])
+        ends[np.repeat(np.arange(len(ones)), sizes[ones]), classes[own]] = need_after[own]
+        merged, one_row = _shared_rows(ends, ends >= 0)
+        rank = np.empty(len(order), np.int64)
+        rank[order] = np.arange(len(order))
         at = int(np.searchsorted(places, place))
         for ends_of_classes in merged.astype(np.int64):
             value = started[at] + ends_of_classes[entries.token_class] - need
             rows.append(np.where(value >= 0, value * 2 + leaves[at], 0))
-        row_of[members] = len(rows) - len(merged) + member_row
+        row_of[members] = len(rows) - len(merged) + one_row[rank[same.reshape(-1)]]
     if max(int(row.max(initial=0)) for row in rows) > np.iinfo(np.uint16).max:
         raise GrammarError("a token starts more than 32,767 repetitions of a counted repeat")
     return [row.astype(np.uint16) for row in rows], row_of
 
 
+def _same_entries(sizes: np.ndarray, classes: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """An id per state, equal exactly for states with the same entries (state i's are the
+    next `sizes[i]` of `classes` and `values`, values >= 0): the row `_core.dedupe_rows`
+    shares between them, each value read as the delta of an entry (into states with no
+    entries of their own after them)."""
+    count = len(sizes)
+    ptr = np.zeros(count + 1, np.int64)
+    np.cumsum(sizes, out=ptr[1:])
+    after = np.repeat(np.arange(count, dtype=np.int64), sizes) + values
+    states = max(count, int(after.max(initial=0)) + 1)
+    ptr = np.append(ptr, np.full(states - count, ptr[-1]))
+    state_row = _core.dedupe_rows(ptr, classes.astype(np.int32), after.astype(np.int32),
+                                  np.zeros(states, np.int32), np.zeros(0, np.int32))[0]
+    return state_row[:count].astype(np.int64)
+
+
 def _spelled_starts(trie: VocabTrie, table: np.ndarray, boundary: np.ndarray,
                     in_loop: np.ndarray, places: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per place (a state of a spelling DFA) and token: the repetitions the token starts
-    from there until it leaves the loop, and whether it leaves ([places, V] each; a token
-    the spelling forbids gets anything: no state allows it). The tokens are read a byte
-    position at a time, longest first, so each step reads only the tokens that long."""
-    key = ("spelled starts", table.tobytes(), boundary.tobytes(), in_loop.tobytes())
-    found = trie.memo.get(key, {})
-    todo = [p for p in places.tolist() if p not in found]
-    if todo:
-        offsets, data = trie.token_offsets, trie.token_data
-        lengths = np.diff(offsets)
-        order = np.argsort(-lengths, kind="stable")
-        longest = int(lengths.max(initial=0))
-        for p in todo:
-            state = np.full(len(order), p, np.int64)
-            count = np.zeros(len(order), np.int64)
-            left = np.zeros(len(order), bool)
-            for j in range(longest):
-                n = int(np.searchsorted(-lengths[order], -(j + 1), side="right"))
-                byte = data[offsets[order[:n]] + j]
-                now, nxt = state[:n], table[state[:n], byte]
-                reading = ~left[:n]
-                count[:n] += reading & boundary[now] & in_loop[nxt]
-                left[:n] |= reading & ~in_loop[nxt]
-                state[:n] = np.where(reading, nxt, now)
-            by_token = np.empty(len(order), np.int64)
-            by_token[order] = count
-            gone = np.empty(len(order), bool)
-            gone[order] = left
-            found[p] = (by_token, gone)
-        trie.memo[key] = found
-    return (np.stack([found[p][0] for p in places.tolist()]),
-            np.stack([found[p][1] for p in places.tolist()]).astype(np.int64))
+    from there until it leaves the loop, and whether it leaves ([places, V] int64 each; a
+    token the spelling forbids gets anything: no state allows it), by a walk of the trie
+    from each place (`_core.spelled_starts`)."""
+    started, left = _core.spelled_starts(
+        trie.node_byte, trie.node_depth, trie.tok_ptr, trie.toks, len(trie.token_offsets) - 1,
+        np.ascontiguousarray(table, np.int32), np.ascontiguousarray(boundary, np.bool_),
+        np.ascontiguousarray(in_loop, np.bool_), places.astype(np.int32))
+    return started.astype(np.int64), left.astype(np.int64)
 
 
 def _shared_rows(values: np.ndarray, alive: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -694,17 +701,21 @@ def _without_repetitions(table: FactoredRows, counts: CountRegisters, entry_ptr:
     loop_states = np.flatnonzero(counts.count_row >= 0)
     owner = np.repeat(np.arange(num_states), np.diff(entry_ptr))
     keep = counts.count_row[owner] < 0
-    new_owner, new_next = [owner[keep]], [entry_next[keep]]
     num_classes = int(table.token_class.max(initial=0)) + 1
-    # per loop state, the classes with a token that starts no repetition (count 0: value < 2)
-    free = _core.classes_below(counts.count_table, counts.count_row[loop_states],
-                               table.token_class, num_classes, 2)
-    for q, free_class in zip(loop_states.tolist(), free):
-        lo, hi = table.row_ptr[table.state_row[q]], table.row_ptr[table.state_row[q] + 1]
-        targets = np.unique(q + table.row_delta[lo:hi][free_class[table.row_class[lo:hi]]])
-        new_owner.append(np.full(len(targets), q))
-        new_next.append(targets)
-    owner, entry_next = np.concatenate(new_owner), np.concatenate(new_next)
+    # per count row, the classes with a token that starts no repetition (count 0: value < 2)
+    rows, row_of = np.unique(counts.count_row[loop_states], return_inverse=True)
+    free = _core.classes_below(counts.count_table, rows.astype(np.int32), table.token_class,
+                               num_classes, 2)
+    # each loop state's entries of those classes, by where they lead (once each)
+    lo = table.row_ptr[table.state_row[loop_states]]
+    sizes = table.row_ptr[table.state_row[loop_states] + 1] - lo
+    at = np.repeat(lo, sizes) + positions_within(sizes)
+    which = np.repeat(np.arange(len(loop_states)), sizes)
+    moves = free[row_of.reshape(-1)[which], table.row_class[at]]
+    state = loop_states[which[moves]].astype(np.int64)
+    pairs = np.unique(state * num_states + state + table.row_delta[at[moves]])
+    owner = np.concatenate([owner[keep], pairs // num_states])
+    entry_next = np.concatenate([entry_next[keep], pairs % num_states])
     order = np.argsort(owner, kind="stable")
     ptr = np.zeros(num_states + 1, np.int64)
     np.cumsum(np.bincount(owner, minlength=num_states), out=ptr[1:])

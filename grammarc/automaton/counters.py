@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .. import _core
 from .bytedfa import ByteDFA
 from .callgraph import called_names, starting_bytes
 from .dfa import build_dfa
@@ -203,34 +204,32 @@ def _count_text(body: CountedText, max_states: int) -> tuple[ByteDFA, LocalCount
     dfa = body.texts.dfa
     table, spell = dfa.byte_table(), spelling.byte_table()
     place = np.full(len(table), -1, np.int64)  # each state's state in the spelling DFA
-    place[1], todo = 1, [1]
-    while todo:
-        q = todo.pop()
-        nxt, spelled = table[q], spell[place[q]]
+    place[1], todo = 1, np.array([1])
+    width = len(spell)
+    while len(todo):  # breadth first: every move must agree with the places found
+        nxt, spelled = table[todo], spell[place[todo]]
         live = nxt != 0
         if (spelled[live] == 0).any():
             return None
-        for t, s in set(zip(nxt[live].tolist(), spelled[live].tolist())):
-            if place[t] < 0:
-                place[t] = s
-                todo.append(t)
-            elif place[t] != s:
-                return None
+        pairs = np.unique(nxt[live].astype(np.int64) * width + spelled[live])
+        targets, first = np.unique(pairs // width, return_index=True)
+        if len(targets) < len(pairs):  # a state at two places
+            return None
+        found = pairs[first] % width
+        known = place[targets] >= 0
+        if (place[targets[known]] != found[known]).any():
+            return None
+        todo = targets[~known]
+        place[todo] = found[~known]
     reached = place >= 0
     in_loop = reached & spelling_in_loop[np.maximum(place, 0)]
     boundary = reached & (place == spelling_loop)
     if not np.array_equal(dfa.accepting[reached], spelling.accepting[place[reached]]):
         return None
     # fewest characters on to a final state: a starting byte costs one
-    cost = (boundary[:, None] & in_loop[table]).astype(np.int64)
     unknown = np.int64(1) << 40
-    need = np.where(dfa.accepting, 0, unknown)
-    while True:
-        better = np.minimum(need, (cost + need[table]).min(axis=1))
-        better[0] = unknown
-        if np.array_equal(better, need):
-            break
-        need = better
+    need = _fewest_starts(table, boundary[:, None] & in_loop[table], dfa.accepting)
+    need = np.where(need < 0, unknown, need)
     loop = int(table[1, form[1][0]])
     lo, hi = form[2].min, form[2].max
     if not in_loop[loop] or (need[in_loop] >= unknown).any() or lo > need[loop]:
@@ -241,3 +240,17 @@ def _count_text(body: CountedText, max_states: int) -> tuple[ByteDFA, LocalCount
     return dfa, LocalCounter(loop, lo, -1 if hi is None else hi, in_loop, boundary, need,
                              np.where(in_loop, place, -1),
                              (spell, spelling_boundary, spelling_in_loop))
+
+
+def _fewest_starts(table: np.ndarray, starts: np.ndarray, accepting: np.ndarray) -> np.ndarray:
+    """The fewest repetitions started on the way from each state to an accepting one (-1:
+    none), where the move on byte b out of state q starts `starts[q, b]` (0 or 1); the dead
+    state 0 leads nowhere (`_core.least_costs` over each state's distinct moves)."""
+    num_states = len(table)
+    owner = np.repeat(np.arange(num_states, dtype=np.int64), table.shape[1])
+    move = (owner * num_states + table.reshape(-1)) * 2 + starts.reshape(-1)
+    move = np.unique(move[(table.reshape(-1) != 0) & (owner != 0)])
+    option_ptr = np.arange(len(move) + 1, dtype=np.int64)
+    return _core.least_costs(np.ascontiguousarray(accepting, np.bool_),
+                             (move // 2 // num_states).astype(np.int32), move % 2, option_ptr,
+                             (move // 2 % num_states).astype(np.int32))

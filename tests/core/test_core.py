@@ -605,6 +605,41 @@ def test_classes_below_matches_numpy_on_random_tables():
         _core.classes_below(table, rows, np.full(n_tokens, n_classes, i32), n_classes, 2)
 
 
+def test_spelled_starts_match_a_walk_of_each_token_on_random_spellings():
+    rng = np.random.default_rng(13)
+    for _ in range(10):
+        tokens = [bytes(rng.integers(97, 101, rng.integers(1, 7)).tolist()) for _ in range(150)]
+        vocab = [*tokens, b""]  # the last token is left out of the trie (as EOS is)
+        node_byte, depth, _, node_of = _core.build_trie(
+            np.frombuffer(b"".join(tokens), np.uint8),
+            np.concatenate([[0], np.cumsum([len(t) for t in tokens])]).astype(i64))
+        order = np.argsort(node_of, kind="stable")
+        tok_ptr = np.concatenate([[0], np.cumsum(np.bincount(node_of, minlength=len(node_byte)))])
+        n_states = int(rng.integers(2, 8))
+        table = rng.integers(0, n_states, (n_states, 256)).astype(i32)
+        boundary, in_loop = rng.random(n_states) < 0.5, rng.random(n_states) < 0.7
+        places = rng.integers(0, n_states, 4).astype(i32)
+        started, left = _core.spelled_starts(node_byte, depth, tok_ptr.astype(i64),
+                                             order.astype(i32), len(vocab), table, boundary,
+                                             in_loop, places)
+        for p, place in enumerate(places.tolist()):
+            for t, text in enumerate(vocab):
+                state, count, gone = place, 0, False
+                for byte in text:
+                    if gone:
+                        break
+                    after = int(table[state, byte])
+                    count += bool(boundary[state] and in_loop[after])
+                    gone, state = not in_loop[after], after
+                assert (started[p, t], left[p, t]) == (count, gone)
+    with pytest.raises(ValueError, match="places"):
+        _core.spelled_starts(node_byte, depth, tok_ptr.astype(i64), order.astype(i32),
+                             len(vocab), table, boundary, in_loop, np.array([n_states], i32))
+    with pytest.raises(ValueError, match="toks"):
+        _core.spelled_starts(node_byte, depth, tok_ptr.astype(i64), order.astype(i32), 3,
+                             table, boundary, in_loop, places)
+
+
 def test_refine_entries_spreads_each_entry_over_the_finer_classes_in_order():
     # fine classes 0..4 below coarse ones 0, 1, 2: 1 -> {1, 3}, 2 -> {2, 4}
     coarse_of_fine = np.array([0, 1, 2, 1, 2], i32)
