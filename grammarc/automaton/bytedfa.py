@@ -63,6 +63,19 @@ class ByteDFA:
                 path.append((nxt, iter(successors[nxt])))
         return False
 
+    def longest_text(self) -> int | None:
+        """The bytes of the longest text (None: texts without bound), in a DFA whose live
+        states all reach a final state."""
+        if self.has_cycle():
+            return None
+        reached, steps = np.array([1]), 0
+        while True:
+            reached = np.unique(self.trans[reached])
+            reached = reached[reached != 0]
+            if not len(reached):
+                return steps
+            steps += 1
+
     def accepts(self, data: bytes) -> bool:
         return bool(self.accepting[self.walk(data)])
 

@@ -438,3 +438,77 @@ def test_a_counted_pattern_inside_a_difference_is_its_product(smollm2):
         for value in ("ab" * 1500, "ab" * 1501, "aba", "", "ab" * 1500 + "a"):
             text = json.dumps({key: value})
             assert grammar.matches(text) == validator.is_valid({key: value}), text
+
+
+FORMAT_COUNTED = {
+    "type": "object",
+    "properties": {
+        "u": {"type": "string", "format": "uri", "maxLength": 300},
+        "h": {"type": "string", "format": "hostname", "minLength": 1, "maxLength": 40},
+        "e": {"type": "string", "format": "email", "maxLength": 60},
+        "d": {"type": "string", "format": "date-time", "maxLength": 70},
+    },
+    "additionalProperties": False,
+}
+
+
+def _format_values(rng: random.Random) -> list[tuple[str, str]]:
+    """(key, value) of each format at and around its bounds, and mutants inside the value."""
+    values = []
+    for n in (1, 250, 279, 280, 281, 300):  # "http://a.example/" + n more: 18 + n characters
+        values.append(("u", "http://a.example/" + "".join(rng.choice("xy%2F/?=") for _ in range(n))))
+    for labels in (1, 2, 3, 4, 5):
+        for width in (1, 2, 6, 9, 10, 12, 63, 64):
+            values.append(("h", ".".join(["a" * (width - 1) + "b"] * labels)))
+    for n in (1, 47, 48, 49, 60):  # n + "@example.com": 12 more characters
+        values.append(("e", "x" * n + "@example.com"))
+    for n in (1, 48, 49, 50, 51, 70):  # 20 characters, then n digits, then a Z
+        values.append(("d", "2024-01-31T23:59:59." + "1" * n + "Z"))
+    for key, value in list(values):
+        i = rng.randrange(len(value))
+        values += [(key, value[:i] + value[i + 1:]), (key, value[:i] + rng.choice(' "-.@') + value[i:])]
+    return values
+
+
+def _format_valid(key: str, value: str) -> bool:
+    """The format's own regular expression (Python's `re`) and the lengths, read apart."""
+    import re
+    from grammarc.frontends.json_schema.strings import FORMATS
+
+    node = FORMAT_COUNTED["properties"][key]
+    return re.fullmatch(FORMATS[node["format"]], value) is not None and \
+        node.get("minLength", 0) <= len(value) <= node["maxLength"]
+
+
+@pytest.fixture(scope="module")
+def format_counted(smollm2) -> CallGrammar:
+    return grammarc.compile(json.dumps(FORMAT_COUNTED), smollm2, "json-schema")
+
+
+def test_formats_under_a_max_length_count_their_characters(format_counted):
+    """A format under a `maxLength` that cuts some of its texts counts its characters across
+    the format's states instead of spelling their product with the lengths (a `uri` within
+    300 was 45,000 states, within 1,000 past --max-states): exact at every bound."""
+    pd = build_automaton("json-schema", json.dumps(FORMAT_COUNTED), None, FrontendOptions())
+    assert isinstance(pd, PushdownDFA) and pd.num_states < 3000
+    counted = [pd.machine_names[m] for m in range(len(pd.machine_names))
+               if pd.counters.loop[m] and pd.counters.phase[pd.counters.loop[m]] >= 0]
+    assert len(counted) == 4, counted
+    values = _format_values(random.Random(23))
+    verdicts = [_format_valid(key, value) for key, value in values]
+    assert 30 < sum(verdicts) < len(values) - 30
+    for (key, value), valid in zip(values, verdicts):
+        text = json.dumps({key: value})
+        assert pd.accepts(text.encode()) == valid, text
+        assert format_counted.matches(text) == valid, text
+
+
+def test_counted_format_masks_agree_with_byte_walks(format_counted, smollm2):
+    sample = _token_sample(smollm2, 'http://a.example/xy?=, a.b.c "@example.com 2024-01-31T.1Z')
+    for key, value in [("u", "http://a.example/" + "x" * 282), ("u", "http://a.example/" + "x" * 283),
+                       ("h", "abcdefghi.abcdefghi.abcdefghi.abcdefghi"),
+                       ("h", "abcdefghi.abcdefghi.abcdefghi.abcdefghij"),
+                       ("e", "x" * 48 + "@example.com"), ("e", "x" * 49 + "@example.com")]:
+        text = json.dumps({key: value})
+        _assert_masks_follow_bytes(format_counted, smollm2, text, _format_valid(key, value),
+                                   sample)

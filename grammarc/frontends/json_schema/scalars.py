@@ -114,7 +114,8 @@ class Scalars(CompilerPart):
         texts: list[Expr] = []
         lo, hi = count_keyword(node, "minLength"), count_keyword(node, "maxLength")
         only_lengths = not isinstance(node.get("pattern"), str) and \
-            not isinstance(node.get("format"), str)
+            (not isinstance(node.get("format"), str) or
+             strings.format_texts(node["format"]) is None)  # a format not checked
         if self.calls and only_lengths and \
                 strings.COUNTED_LENGTH < max(lo or 0, hi or 0) <= _MAX_COUNT and \
                 (hi is None or (lo or 0) <= hi):
@@ -122,21 +123,24 @@ class Scalars(CompilerPart):
                                          lambda: strings.counted_string(lo or 0, hi))
         if lo is not None or hi is not None:
             texts.append(strings.json_string(strings.length_between(lo or 0, hi)))
+        shaped = []  # the texts of the pattern and the format
         if isinstance(node.get("pattern"), str):
-            pattern = node["pattern"]
-            texts.append(strings.pattern_texts(pattern, self.registry.pointer(node) + "/pattern"))
-            counted_text = self._counted_pattern(node, texts[-1], lo, hi)
-            if counted_text is not None:
-                return counted_text
-            counted = with_counted_repeat(texts[-1], strings.COUNTED_LENGTH, _MAX_COUNT) \
-                if self.calls and len(texts) == 1 and not isinstance(node.get("format"), str) \
-                else None
-            if counted is not None:  # `^[a-z]{1,1000}$`: a machine that counts its bytes
-                return self.machines.machine(f"pattern {pattern}", lambda: counted)
+            shaped.append(strings.pattern_texts(node["pattern"],
+                                                self.registry.pointer(node) + "/pattern"))
         if isinstance(node.get("format"), str):
             formatted = strings.format_texts(node["format"])
             if formatted is not None:
-                texts.append(formatted)
+                shaped.append(formatted)
+        if shaped:
+            counted_text = self._counted_pattern(node, shaped, lo, hi)
+            if counted_text is not None:
+                return counted_text
+        counted = with_counted_repeat(shaped[0], strings.COUNTED_LENGTH, _MAX_COUNT) \
+            if self.calls and not texts and isinstance(node.get("pattern"), str) and \
+            not isinstance(node.get("format"), str) else None
+        if counted is not None:  # `^[a-z]{1,1000}$`: a machine that counts its bytes
+            return self.machines.machine(f"pattern {node['pattern']}", lambda: counted)
+        texts += shaped
         if not texts:
             texts.append(strings.any_string())
         try:
@@ -148,18 +152,20 @@ class Scalars(CompilerPart):
         except TooManyStatesError as exc:  # located: the string alone is too large
             raise TooManyStatesError(f"{self.registry.pointer(node)}: {exc}") from None
 
-    def _counted_pattern(self, node: dict, texts: Expr, lo: int | None, hi: int | None
-                         ) -> Expr | None:
-        """A call of a machine that counts the characters of a pattern without bound under a
-        `maxLength` (`^(?:\\S+\\s+){0,49}\\S+$` within 500: the product of the pattern's
-        states and the lengths would be a million states), or None where that product is
-        small (`_SMALL_PRODUCT`)."""
-        if not self.calls or isinstance(node.get("format"), str) or hi is None or \
-                hi > _MAX_COUNT or (lo or 0) > hi:
+    def _counted_pattern(self, node: dict, shaped: list[Expr], lo: int | None,
+                         hi: int | None) -> Expr | None:
+        """A call of a machine that counts the characters of the texts of a pattern or a
+        format (`shaped`, both where there are both) under a `maxLength` that cuts some of them
+        (`^(?:\\S+\\s+){0,49}\\S+$` within 500: the product of the pattern's states and the
+        lengths would be a million states; a `uri` within 2,048, a `hostname` within 128), or
+        None where that product is small (`_SMALL_PRODUCT`)."""
+        if not self.calls or hi is None or hi > _MAX_COUNT or (lo or 0) > hi:
             return None
-        pattern = self.ops.automaton(texts)
-        if not isinstance(pattern, Automaton) or pattern.dfa.num_states * hi <= _SMALL_PRODUCT \
-                or not pattern.dfa.has_cycle():
+        pattern = self.ops.automaton(self.compiler.intersect_all(shaped))
+        if not isinstance(pattern, Automaton) or pattern.dfa.num_states * hi <= _SMALL_PRODUCT:
+            return None
+        longest = pattern.dfa.longest_text()
+        if longest is not None and longest <= hi:  # the bound cuts no text
             return None
         counted = CountedText(pattern, strings.counted_string(lo or 0, hi))
         if not counts_characters(counted, self.options.max_states):
