@@ -531,7 +531,7 @@ def _text_rows(counters, lo: int, hi: int, trie: VocabTrie, entries: TokenEntrie
     it leaves: to a final state, or to the sink, returning), minus the need of its own.
     States whose classes agree wherever both allow them (a word pattern's states, which
     differ in how many words are left) share a row, with no costs: the count of such a
-    machine never lies below its least (`automaton.counters._counted_text`)."""
+    machine never lies below its least (`automaton.counters.counted_text`)."""
     inside = lo + np.flatnonzero(counters.in_loop[lo:hi])
     num_classes = int(entries.token_class.max(initial=0)) + 1
     places = np.unique(counters.phase[inside])

@@ -127,10 +127,10 @@ def dfa_with_counter(body: Expr, counted: bool, max_states: int,
                      codes: dict[str, bytes]) -> tuple[ByteDFA, LocalCounter | None]:
     """The DFA of a machine body; if `counted` and the body has a counter form whose loop the
     next byte tells from its exit, the DFA of its unbounded loop and its counter; a
-    `CountedText` whose characters can be counted (`_counted_text`), its texts' DFA and
+    `CountedText` whose characters can be counted (`counted_text`), its texts' DFA and
     their counter; otherwise the body with its bounds, and None."""
     if isinstance(body, CountedText):
-        found = _counted_text(body, max_states) if counted else None
+        found = counted_text(body, max_states) if counted else None
         return found if found is not None else \
             (build_dfa(body.exact(max_states), max_states=max_states, call_codes=codes), None)
     form = counter_form(body) if counted else None
@@ -175,12 +175,12 @@ def _loop_dfa(form: tuple, max_states: int, codes: dict[str, bytes]
 
 
 def counts_characters(body: CountedText, max_states: int) -> bool:
-    """Whether a machine with this body counts its characters (`_counted_text`) rather than
+    """Whether a machine with this body counts its characters (`counted_text`) rather than
     spelling out the product of its texts and lengths."""
-    return _counted_text(body, max_states) is not None
+    return counted_text(body, max_states) is not None
 
 
-def _counted_text(body: CountedText, max_states: int) -> tuple[ByteDFA, LocalCounter] | None:
+def counted_text(body: CountedText, max_states: int) -> tuple[ByteDFA, LocalCounter] | None:
     """`_count_text`, kept on `body` (the front end asks before the machine is built; the
     texts call nothing, so no call codes enter it)."""
     found = body.__dict__.get("_counted")

@@ -40,8 +40,10 @@ import numpy as np
 from .. import _core
 from ..errors import GrammarError, TooManyStatesError
 from .bytedfa import ByteDFA
+from .counters import counted_text, counter_form
 from .dfa import SUBSET_FACTOR, build_dfa, minimize
-from .expr import NOTHING, Automaton, Call, Expr, exact_to, fingerprint, same_spelling
+from .expr import (NOTHING, Automaton, Call, CountedText, Expr, exact_to, fingerprint,
+                   same_spelling)
 from .callgraph import (
     CALL_DIGITS, CALL_PREFIX, CODE_BYTES, call_codes, called_names, code_paths, replace_calls,
     starting_bytes, without_codes,
@@ -144,6 +146,10 @@ class Ops:
     def _product(self, a: Expr, b: Expr, op: int) -> Expr:
         if a == NOTHING or b == NOTHING:
             return a if op == _AND_NOT else NOTHING
+        if op == _AND:
+            counted = self._still_counted(a, b)
+            if counted is not None:
+                return counted
         kept = self._with_calls(a, b, op)
         if kept is None and self.linker is not None:
             kept = self.linker.later(a, b, op == _AND_NOT)
@@ -163,6 +169,37 @@ class Ops:
         if result is None:
             return NOTHING
         return Automaton(result, min(depths) if depths else None)
+
+    def _still_counted(self, a: Expr, b: Expr) -> Expr | None:
+        """`a & b` as a `CountedText` where one operand counts (a `CountedText`, or a counter
+        form: a string with a long `maxLength` in one `allOf` branch, a `format` in another)
+        and the other calls nothing: the texts of both under the first's lengths, which a
+        machine counts where it can (`counters.counts_characters`) and anything else reads
+        as their product. None where neither counts, or where the texts cannot be counted
+        (the product is computed then, as for any operands)."""
+        if self.linker is None:  # no machines: nothing counts (and `CountedText.exact` is
+            return None          # a product without one)
+        for counts, other in ((a, b), (b, a)):
+            if called_names(other) or exact_to(other) is not None:
+                continue
+            if isinstance(counts, CountedText):
+                texts = self.intersect(counts.texts, other)
+                lengths = counts.lengths
+            elif counter_form(counts) is not None:
+                texts, lengths = self.automaton(other), counts
+            else:
+                continue
+            if texts == NOTHING:
+                return NOTHING
+            result = CountedText(texts, lengths)
+            found = counted_text(result, self.max_states)
+            if found is None:
+                return None  # spelled out: the product
+            counter = found[1]
+            if 0 <= counter.count_max < counter.need[counter.loop]:
+                return NOTHING  # every text is longer than the bound
+            return result
+        return None
 
     def _combine(self, dfa_a: ByteDFA | None, dfa_b: ByteDFA | None,
                  op: int) -> ByteDFA | None:

@@ -512,3 +512,60 @@ def test_counted_format_masks_agree_with_byte_walks(format_counted, smollm2):
         text = json.dumps({key: value})
         _assert_masks_follow_bytes(format_counted, smollm2, text, _format_valid(key, value),
                                    sample)
+
+
+ALLOF_COUNTED = {
+    "type": "object",
+    "properties": {
+        "u": {"allOf": [{"type": "string", "format": "uri"}, {"maxLength": 300}]},
+        "k": {"enum": ["a", "b"]},
+        "v": {"type": "string"},
+    },
+    "if": {"properties": {"k": {"const": "a"}}, "required": ["k"]},
+    "then": {"properties": {"v": {"maxLength": 200}}},
+    "additionalProperties": False,
+}
+
+
+def test_a_count_meets_the_languages_of_other_branches():
+    """A long `maxLength` in one `allOf` branch (or a `then`) meets a format or a plain
+    string of another as the texts of both with the characters counted, not as their product
+    (a `uri` within 2,048 characters was past --max-states): exact at the bounds."""
+    import re
+    from grammarc.frontends.json_schema.strings import FORMATS
+
+    pd = build_automaton("json-schema", json.dumps(ALLOF_COUNTED), None, FrontendOptions())
+    assert isinstance(pd, PushdownDFA) and pd.num_states < 2000
+    assert sum(1 for m in range(len(pd.machine_names)) if pd.counters.loop[m]) >= 2
+    structure = jsonschema.Draft202012Validator(ALLOF_COUNTED)  # formats not asserted
+    rng = random.Random(29)
+    values = []
+    for n in (1, 281, 282, 283, 300):  # "http://a.example/" is 17 characters
+        values.append({"u": "http://a.example/" + "".join(rng.choice("xy/?=") for _ in range(n))})
+    for n in (0, 199, 200, 201, 500):
+        values += [{"k": k, "v": "".join(rng.choice('aé日😀 "') for _ in range(n))}
+                   for k in ("a", "b")]
+    values += [{"u": "no uri"}, {"u": "http://a.example/ x"}, {"k": "a"}, {}]
+    for value in list(values):  # mutants inside the strings
+        for key, string in value.items():
+            i = rng.randrange(len(string) + 1)
+            values += [{**value, key: string[:i] + string[i + 1:]},
+                       {**value, key: string[:i] + rng.choice('"x\\ ') + string[i:]}]
+    texts = [json.dumps(value, ensure_ascii=False) for value in values]
+    verdicts = [structure.is_valid(value) and not (
+        isinstance(value.get("u"), str) and re.fullmatch(FORMATS["uri"], value["u"]) is None)
+        for value in values]
+    assert 15 < sum(verdicts) < len(texts) - 15
+    for text, valid in zip(texts, verdicts):
+        assert pd.accepts(text.encode()) == valid, text
+
+
+def test_masks_of_a_count_met_with_other_branches_agree_with_byte_walks(smollm2):
+    grammar = grammarc.compile(json.dumps(ALLOF_COUNTED), smollm2, "json-schema")
+    sample = _token_sample(smollm2, 'http://a.example/xy?=, "k": "a", "v": "aé日😀 "')
+    for value, valid in [({"u": "http://a.example/" + "x" * 283}, True),
+                         ({"u": "http://a.example/" + "x" * 284}, False),
+                         ({"k": "a", "v": "é" * 200}, True), ({"k": "a", "v": "é" * 201}, False),
+                         ({"k": "b", "v": "é" * 201}, True)]:
+        _assert_masks_follow_bytes(grammar, smollm2, json.dumps(value, ensure_ascii=False),
+                                   valid, sample)
