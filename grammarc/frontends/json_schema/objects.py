@@ -112,11 +112,13 @@ class Objects(CompilerPart):
                 regions[name] = _KeyValues(self.compiler, language, anything,
                                            condition.tests.get(name, []),
                                            condition.satisfiable(name), child)
-        # keys outside the ranking, by which patterns they match
-        unranked = self.unranked_key(position)
-        if names_schema is not None:
-            unranked = self.ops.intersect(unranked, self._names_language(names_schema, ref,
-                                                                         names_pos))
+        def unranked() -> Expr:
+            """Keys outside the ranking that propertyNames allows."""
+            keys = self.unranked_key(position)
+            if names_schema is None:
+                return keys
+            return self.ops.intersect(keys, self._names_language(names_schema, ref, names_pos))
+
         entries = self._extra_entries(ref, position, unranked, patterns, extra_schema)
         counts = (count_keyword(node, "minProperties") or 0, count_keyword(node, "maxProperties"))
         return self.object_language(position, slots, None, entries, counts, condition,
@@ -139,10 +141,14 @@ class Objects(CompilerPart):
                 any_key, alt(*(strings.string_literal(k) for k in sorted(names))))
         return known
 
-    def _extra_entries(self, ref: Ref, position: Position, keys: Expr,
+    def _extra_entries(self, ref: Ref, position: Position, unranked: Callable[[], Expr],
                        patterns: dict[str, Any], extra_schema: Any) -> Expr:
-        """`key: value` for keys outside the ranking, split by the patterns they match."""
+        """`key: value` for keys outside the ranking (the texts `unranked()` gives, not
+        computed for a closed object), split by the patterns they match."""
         names = list(patterns)
+        if not names and extra_schema is False:
+            return NOTHING
+        keys = unranked()
         if len(names) > _MAX_PATTERN_REGIONS:
             raise UnsupportedError(f"{self.registry.pointer(ref.node)}: more than "
                                f"{_MAX_PATTERN_REGIONS} patternProperties in one object")
