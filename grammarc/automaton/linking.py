@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from ..errors import GrammarError
+from ..errors import GrammarError, TooManyStatesError
 from .bytedfa import ByteDFA
 from .callgraph import (
     call_codes, called_names, code_paths, reachable_machines, recursive_machines,
@@ -75,9 +75,10 @@ def deterministic_pushdown(machines: MachineSet, max_states: int) -> PushdownDFA
     built: dict[tuple, tuple] = {}
     codes = call_codes(["", *(name for name, _ in machines.machines)])
     unite = False
+    inlined: list[str] = []
     while True:
-        machines = _without_copies(machines, max_states, built, codes)
         try:
+            machines = _without_copies(machines, max_states, built, codes)
             return build_pushdown(machines, max_states, built, codes, unions=unite)
         except NotDeterministicError as exc:
             bodies = dict(machines.machines)
@@ -88,6 +89,13 @@ def deterministic_pushdown(machines: MachineSet, max_states: int) -> PushdownDFA
                 unite = True  # from now on, and again after inlining what unions leave
                 continue
             machines = _inlined(machines, exc.machines, built, codes)
+            inlined += sorted(exc.machines)
+        except TooManyStatesError as exc:
+            if not inlined or exc.line is not None:
+                raise
+            raise TooManyStatesError(
+                f"{exc.message} once the machines {', '.join(map(repr, inlined))} are inlined "
+                "(the next byte does not tell their calls apart)") from None
 
 
 def _without_copies(machines: MachineSet, max_states: int, built: dict[tuple, tuple],

@@ -7,8 +7,10 @@ import json
 import random
 
 import jsonschema
-
+import pytest
 from helpers import accepts, dfa_of
+
+from grammarc.errors import TooManyStatesError
 
 # a string of at most 5 words and 40 characters: a product of about 10,000 states
 _WORDS_KEYWORDS = {"maxLength": 40, "pattern": "^(?:\\S+\\s+){0,4}\\S+$"}
@@ -57,3 +59,15 @@ def test_four_and_five_repeats_of_a_large_item_agree():
             assert accepts(inline, text) == accepts(called, text), text
         else:
             assert not accepts(inline, text)
+
+
+def test_a_union_of_strings_too_large_once_inlined_names_its_machines():
+    """Where the next byte cannot tell the calls of two string machines apart, they are
+    inlined; a union too large then says which machines it inlined."""
+    schema = {"type": "object", "properties": {"x": {"anyOf": [
+        {"type": "string", "maxLength": 512}, {"type": "string", "format": "uri"}]}}}
+    with pytest.raises(TooManyStatesError) as caught:
+        dfa_of(schema)
+    message = str(caught.value)
+    assert "more than --max-states" in message and "'string{0,512}'" in message and \
+        "'string {\"format\": \"uri\"}'" in message and "\n" not in message, message
