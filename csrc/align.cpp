@@ -81,15 +81,10 @@ py::array_t<int32_t> trie_code(In<int32_t> node_code, In<uint8_t> node_byte,
 py::tuple class_trie(In<uint8_t> node_byte, In<int32_t> node_depth, In<int32_t> byte_class,
                      int64_t n_classes) {
     const int64_t n = length(node_byte, "node_byte");
-    require(n >= 1, "a trie has its root");
-    length(node_depth, "node_depth", n);
+    require_trie_depths(node_depth, n);
     length(byte_class, "byte_class", 256);
     require_in_range(byte_class.data(), 256, 0, n_classes, "byte_class");
     const int32_t* depth_of = node_depth.data();
-    require(depth_of[0] == 0, "the root has depth 0");
-    for (int64_t i = 1; i < n; ++i)
-        require(depth_of[i] >= 1 && depth_of[i] <= depth_of[i - 1] + 1,
-                "node_depth is not the depth sequence of a pre-order trie");
     const uint8_t* byte_of = node_byte.data();
     const int32_t* class_of = byte_class.data();
     std::vector<int32_t> label, out_depth, end;

@@ -246,8 +246,7 @@ py::tuple spelled_starts(In<uint8_t> node_byte, In<int32_t> node_depth, In<int64
                          In<int32_t> toks, int64_t vocab_size, In<int32_t> table,
                          In<bool> boundary, In<bool> in_loop, In<int32_t> places) {
     const int64_t n_nodes = length(node_byte, "node_byte");
-    require(n_nodes >= 1, "a trie has its root");
-    length(node_depth, "node_depth", n_nodes);
+    require_trie_depths(node_depth, n_nodes);
     const int64_t n_toks = length(toks, "toks");
     length(tok_ptr, "tok_ptr", n_nodes + 1);
     require_csr(tok_ptr, n_nodes, n_toks, "tok_ptr");
@@ -261,10 +260,6 @@ py::tuple spelled_starts(In<uint8_t> node_byte, In<int32_t> node_depth, In<int64
     const int64_t k = length(places, "places");
     require_in_range(places.data(), k, 0, n_states, "places");
     const int32_t* depth_of = node_depth.data();
-    require(depth_of[0] == 0, "the root has depth 0");
-    for (int64_t i = 1; i < n_nodes; ++i)
-        require(depth_of[i] >= 1 && depth_of[i] <= depth_of[i - 1] + 1,
-                "node_depth is not the depth sequence of a pre-order trie");
     py::array_t<int32_t> count_array({k, vocab_size});
     py::array_t<bool> left_array({k, vocab_size});
     int32_t* count_out = count_array.mutable_data();

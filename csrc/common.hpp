@@ -69,6 +69,18 @@ inline void require_csr(const In<int64_t>& ptr, int64_t n, int64_t size, const c
         if (p[i + 1] < p[i]) fail(std::string(name) + " decreases at index " + std::to_string(i));
 }
 
+// `node_depth` (n >= 1 entries) is the depth sequence of a pre-order trie: the root at depth
+// 0 first, then each node at most one deeper than the one before it, never at the root's.
+inline void require_trie_depths(const In<int32_t>& node_depth, int64_t n) {
+    length(node_depth, "node_depth", n);
+    if (n < 1) fail("a trie has its root");
+    const int32_t* depth_of = node_depth.data();
+    if (depth_of[0] != 0) fail("the root has depth 0");
+    for (int64_t i = 1; i < n; ++i)
+        if (depth_of[i] < 1 || depth_of[i] > depth_of[i - 1] + 1)
+            fail("node_depth is not the depth sequence of a pre-order trie");
+}
+
 // The number of rows of CSR offsets `ptr` over `size` entries, checked as `require_csr` does.
 inline int64_t csr_rows(const In<int64_t>& ptr, int64_t size, const char* name) {
     const int64_t n = length(ptr, name) - 1;

@@ -638,6 +638,11 @@ def test_spelled_starts_match_a_walk_of_each_token_on_random_spellings():
     with pytest.raises(ValueError, match="toks"):
         _core.spelled_starts(node_byte, depth, tok_ptr.astype(i64), order.astype(i32), 3,
                              table, boundary, in_loop, places)
+    jumped = depth.copy()
+    jumped[1] = 2
+    with pytest.raises(ValueError, match="depth sequence"):
+        _core.spelled_starts(node_byte, jumped, tok_ptr.astype(i64), order.astype(i32),
+                             len(vocab), table, boundary, in_loop, places)
 
 
 def test_refine_entries_spreads_each_entry_over_the_finer_classes_in_order():
