@@ -104,6 +104,16 @@ def counter_form(body: Expr) -> tuple[tuple[Expr, ...], bytes, Repeat, Expr] | N
     return prefix, spelled, body.parts[at], suffix
 
 
+def at_least(lengths: Expr) -> Expr | None:
+    """The texts of a counter form with at least its least count of repetitions, and no most
+    (nothing counted); None for a body that is no counter form."""
+    form = counter_form(lengths)
+    if form is None:
+        return None
+    prefix, _, repeat_node, suffix = form
+    return concat(*prefix, Repeat(repeat_node.item, repeat_node.min, None), suffix)
+
+
 def with_counted_repeat(body: Expr, longer_than: int, most: int) -> Expr | None:
     """`body` with its first repeat marked counted (`Repeat.counted`) when that makes a counter
     form whose repeat reads one character of a set per repetition (UTF-8 is a prefix code;
@@ -172,12 +182,6 @@ def _loop_dfa(form: tuple, max_states: int, codes: dict[str, bytes]
     if in_loop[np.unique(table[loop][exit_first])].any() or dfa.accepting[in_loop].any():
         raise AssertionError("the item of a counted repeat must be a prefix code")
     return dfa, loop, in_loop
-
-
-def counts_characters(body: CountedText, max_states: int) -> bool:
-    """Whether a machine with this body counts its characters (`counted_text`) rather than
-    spelling out the product of its texts and lengths."""
-    return counted_text(body, max_states) is not None
 
 
 def counted_text(body: CountedText, max_states: int) -> tuple[ByteDFA, LocalCounter] | None:

@@ -40,7 +40,7 @@ import numpy as np
 from .. import _core
 from ..errors import GrammarError, TooManyStatesError
 from .bytedfa import ByteDFA
-from .counters import counted_text, counter_form
+from .counters import at_least, counted_text, counter_form
 from .dfa import SUBSET_FACTOR, build_dfa, minimize
 from .expr import (NOTHING, Automaton, Call, CountedText, Expr, exact_to, fingerprint,
                    same_spelling)
@@ -173,10 +173,10 @@ class Ops:
     def _still_counted(self, a: Expr, b: Expr) -> Expr | None:
         """`a & b` as a `CountedText` where one operand counts (a `CountedText`, or a counter
         form: a string with a long `maxLength` in one `allOf` branch, a `format` in another)
-        and the other calls nothing: the texts of both under the first's lengths, which a
-        machine counts where it can (`counters.counts_characters`) and anything else reads
-        as their product. None where neither counts, or where the texts cannot be counted
-        (the product is computed then, as for any operands)."""
+        and the other calls nothing: the texts of both under the first's lengths (`counted`),
+        which anything but a machine reads as their product. None where neither counts, or
+        where the texts cannot be counted (the product is computed then, as for any
+        operands)."""
         if self.linker is None:  # no machines: nothing counts (and `CountedText.exact` is
             return None          # a product without one)
         for counts, other in ((a, b), (b, a)):
@@ -189,17 +189,33 @@ class Ops:
                 texts, lengths = self.automaton(other), counts
             else:
                 continue
-            if texts == NOTHING:
-                return NOTHING
-            result = CountedText(texts, lengths)
-            found = counted_text(result, self.max_states)
-            if found is None:
-                return None  # spelled out: the product
-            counter = found[1]
-            if 0 <= counter.count_max < counter.need[counter.loop]:
-                return NOTHING  # every text is longer than the bound
-            return result
+            return self.counted(texts, lengths)
         return None
+
+    def counted(self, texts: Expr, lengths: Expr) -> Expr | None:
+        """The texts of both as a `CountedText` whose characters a machine counts (`texts`
+        first cut to the least length, where some are shorter: the count only checks the
+        most), `NOTHING` where none fits the lengths, or None where they cannot be counted
+        (`counters.counted_text`) and are a product."""
+        if texts == NOTHING:
+            return NOTHING
+        result = CountedText(texts, lengths)
+        found = counted_text(result, self.max_states)
+        if found is None and at_least(lengths) is not None:
+            try:
+                cut = self.intersect(texts, at_least(lengths))
+            except TooManyStatesError:
+                return None
+            if cut == NOTHING:
+                return NOTHING
+            result = CountedText(cut, lengths)
+            found = counted_text(result, self.max_states)
+        if found is None:
+            return None
+        counter = found[1]
+        if 0 <= counter.count_max < counter.need[counter.loop]:
+            return NOTHING  # every text is longer than the bound
+        return result
 
     def _combine(self, dfa_a: ByteDFA | None, dfa_b: ByteDFA | None,
                  op: int) -> ByteDFA | None:

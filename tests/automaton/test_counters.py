@@ -349,14 +349,14 @@ def test_a_pattern_under_a_long_max_length_counts_its_characters():
     """The characters of a pattern without bound are counted across its states, not spelled
     as their product with the lengths: the word pattern of issue 41 (a million states as a
     product) is a few thousand. Where the least length is above the fewest characters the
-    pattern needs, it stays a product (`m`)."""
+    pattern needs (`m`), its texts are cut to that length first, and counted."""
     pd = build_automaton("json-schema", json.dumps(TEXT_COUNTED), None, FrontendOptions())
     assert isinstance(pd, PushdownDFA) and pd.num_states < 3000
     counters = pd.counters
     counted = {pd.machine_names[m]: (counters.count_min[m], counters.count_max[m],
                                      counters.phase[counters.loop[m]] >= 0)
                for m in range(len(pd.machine_names)) if counters.loop[m]}
-    assert sorted(counted.values()) == [(0, 60, True), (0, 1501, True)]
+    assert sorted(counted.values()) == [(0, 60, True), (0, 1501, True), (4, 1500, True)]
     words = {"type": "string", "maxLength": 500, "pattern": "^(?:\\S+\\s+){0,49}\\S+$"}
     big = build_automaton("json-schema", json.dumps(words), None, FrontendOptions())
     assert isinstance(big, PushdownDFA) and big.num_states < 5000
@@ -569,3 +569,32 @@ def test_masks_of_a_count_met_with_other_branches_agree_with_byte_walks(smollm2)
                          ({"k": "b", "v": "é" * 201}, True)]:
         _assert_masks_follow_bytes(grammar, smollm2, json.dumps(value, ensure_ascii=False),
                                    valid, sample)
+
+
+def test_a_least_length_above_the_shortest_text_cuts_the_texts_first():
+    """Where `minLength` asks more characters than the shortest text of a format or pattern
+    (`uri-reference` reads the empty string), the texts are cut to that length first and the
+    most is counted: `minLength: 1` with `maxLength: 2048` was past --max-states."""
+    import re
+    from grammarc.frontends.json_schema.strings import FORMATS
+
+    schema = {"type": "object", "properties": {
+        "r": {"type": "string", "format": "uri-reference", "minLength": 1, "maxLength": 2048},
+        "w": {"type": "string", "pattern": "^(\\S+ ?)*$", "minLength": 3, "maxLength": 500}},
+        "additionalProperties": False}
+    pd = build_automaton("json-schema", json.dumps(schema), None, FrontendOptions())
+    assert isinstance(pd, PushdownDFA) and pd.num_states < 2000
+    rules = {"r": (FORMATS["uri-reference"], 1, 2048), "w": (r"(?:\S++ ?+)*+", 3, 500)}
+    rng = random.Random(31)
+    values = [("r", ""), ("r", "a"), ("r", "/"), ("r", "a" * 2048), ("r", "a" * 2049),
+              ("r", "#" + "x" * 2047), ("r", " "), ("w", ""), ("w", "ab"), ("w", "a b"),
+              ("w", "abc"), ("w", "a  b"), ("w", "ab " * 166 + "ab"), ("w", "ab " * 167)]
+    for _ in range(60):
+        key = rng.choice("rw")
+        values.append((key, "".join(rng.choice("ab /#?x") for _ in range(rng.randrange(6)))))
+    verdicts = [re.fullmatch(rules[key][0], value) is not None and
+                rules[key][1] <= len(value) <= rules[key][2] for key, value in values]
+    assert 10 < sum(verdicts) < len(values) - 10
+    for (key, value), valid in zip(values, verdicts):
+        text = json.dumps({key: value})
+        assert pd.accepts(text.encode()) == valid, text

@@ -11,7 +11,7 @@ from typing import Any
 from ...automaton import EMPTY, Automaton, Expr, alt, concat, literal
 from ...automaton.callgraph import called_names
 from ...automaton.expr import Call, CountedText
-from ...automaton.counters import counts_characters, with_counted_repeat
+from ...automaton.counters import with_counted_repeat
 from ...errors import GrammarError, TooManyStatesError, UnsupportedError
 from . import numbers, strings
 from .conditions import value_key
@@ -167,9 +167,9 @@ class Scalars(CompilerPart):
         longest = pattern.dfa.longest_text()
         if longest is not None and longest <= hi:  # the bound cuts no text
             return None
-        counted = CountedText(pattern, strings.counted_string(lo or 0, hi))
-        if not counts_characters(counted, self.options.max_states):
-            return None  # the product, whose errors name the string
+        counted = self.ops.counted(pattern, strings.counted_string(lo or 0, hi))
+        if not isinstance(counted, CountedText):
+            return counted  # NOTHING, or None: the product, whose errors name the string
         return self.machines.machine(_string_name(node), lambda: counted)
 
     def literal_value(self, value: Any, position: Position) -> Expr:
