@@ -180,16 +180,12 @@ class Ops:
         if self.linker is None:  # no machines: nothing counts (and `CountedText.exact` is
             return None          # a product without one)
         for counts, other in ((a, b), (b, a)):
-            if called_names(other) or exact_to(other) is not None:
+            if not isinstance(counts, CountedText) and counter_form(counts) is None or \
+                    called_names(other) or exact_to(other) is not None:
                 continue
             if isinstance(counts, CountedText):
-                texts = self.intersect(counts.texts, other)
-                lengths = counts.lengths
-            elif counter_form(counts) is not None:
-                texts, lengths = self.automaton(other), counts
-            else:
-                continue
-            return self.counted(texts, lengths)
+                return self.counted(self.intersect(counts.texts, other), counts.lengths)
+            return self.counted(self.automaton(other), counts)
         return None
 
     def counted(self, texts: Expr, lengths: Expr) -> Expr | None:

@@ -131,19 +131,18 @@ class Scalars(CompilerPart):
             formatted = strings.format_texts(node["format"])
             if formatted is not None:
                 shaped.append(formatted)
-        if shaped:
-            counted_text = self._counted_pattern(node, shaped, lo, hi)
+        try:
+            counted_text = self._counted_pattern(node, shaped, lo, hi) if shaped else None
             if counted_text is not None:
                 return counted_text
-        counted = with_counted_repeat(shaped[0], strings.COUNTED_LENGTH, _MAX_COUNT) \
-            if self.calls and not texts and isinstance(node.get("pattern"), str) and \
-            not isinstance(node.get("format"), str) else None
-        if counted is not None:  # `^[a-z]{1,1000}$`: a machine that counts its bytes
-            return self.machines.machine(f"pattern {node['pattern']}", lambda: counted)
-        texts += shaped
-        if not texts:
-            texts.append(strings.any_string())
-        try:
+            counted = with_counted_repeat(shaped[0], strings.COUNTED_LENGTH, _MAX_COUNT) \
+                if self.calls and not texts and isinstance(node.get("pattern"), str) and \
+                not isinstance(node.get("format"), str) else None
+            if counted is not None:  # `^[a-z]{1,1000}$`: a machine that counts its bytes
+                return self.machines.machine(f"pattern {node['pattern']}", lambda: counted)
+            texts += shaped
+            if not texts:
+                texts.append(strings.any_string())
             if len(texts) == 1 and not isinstance(texts[0], Automaton):
                 # a minimal DFA: spelled out as alternatives, the texts would be determinised
                 # again, into many equivalent states, in every body that holds them
@@ -157,8 +156,9 @@ class Scalars(CompilerPart):
         """A call of a machine that counts the characters of the texts of a pattern or a
         format (`shaped`, both where there are both) under a `maxLength` that cuts some of them
         (`^(?:\\S+\\s+){0,49}\\S+$` within 500: the product of the pattern's states and the
-        lengths would be a million states; a `uri` within 2,048, a `hostname` within 128), or
-        None where that product is small (`_SMALL_PRODUCT`)."""
+        lengths would be a million states; a `uri` within 2,048, a `hostname` within 128);
+        `NOTHING` where no text fits the lengths; None where that product is small
+        (`_SMALL_PRODUCT`) or the texts cannot be counted.""" 
         if not self.calls or hi is None or hi > _MAX_COUNT or (lo or 0) > hi:
             return None
         pattern = self.ops.automaton(self.compiler.intersect_all(shaped))
