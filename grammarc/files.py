@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-import tempfile
+import secrets
 from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
@@ -23,8 +23,19 @@ def write_atomically(path: str | os.PathLike[str], write: Callable[[BinaryIO], o
     OSError into their own message.
     """
     path = Path(path)
-    fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
+    tmp_name = ""
     try:
+        # the name is known before the file exists, so a signal the CLI turns into SystemExit
+        # as soon as it exists still removes it (`tempfile.mkstemp` may be interrupted
+        # between creating the file and returning its name)
+        while True:
+            tmp_name = os.path.join(path.parent, f".{path.name}.{secrets.token_hex(8)}.tmp")
+            try:
+                fd = os.open(tmp_name, flags, 0o600)
+                break
+            except FileExistsError:
+                continue
         with os.fdopen(fd, "wb") as handle:
             write(handle)
             handle.flush()
@@ -34,6 +45,8 @@ def write_atomically(path: str | os.PathLike[str], write: Callable[[BinaryIO], o
         os.chmod(tmp_name, 0o666 & ~umask)
         os.replace(tmp_name, path)
     except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp_name)
+        if tmp_name:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp_name)
         raise
+
