@@ -17,6 +17,7 @@ reported as a `GrammarError`.
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -45,9 +46,47 @@ def build_dfa(expr: Expr, max_states: int = DEFAULT_MAX_STATES,
     blows up fails with `TooManyStatesError` instead of exhausting memory. `call_codes` spells
     the expression's `Call`s (callgraph.py).
     """
-    nfa_limit = min(max(20 * max_states, 1_000_000), _NO_LIMIT)
-    fragment, label_names = build_nfa(expr, nfa_limit, call_codes, dfa_states=max_states)
+    fragment, label_names = build_nfa(expr, _nfa_limit(max_states), call_codes,
+                                      dfa_states=max_states)
     return determinize(fragment, max_states=max_states, label_names=label_names)
+
+
+def _nfa_limit(max_states: int) -> int:
+    """The NFA states a DFA of at most `max_states` states may be built from."""
+    return min(max(20 * max_states, 1_000_000), _NO_LIMIT)
+
+
+@dataclass(frozen=True)
+class SubsetDFA:
+    """A DFA as the subset construction leaves it: complete (dead = 0, start = 1) and every
+    state reachable, but neither minimised nor trimmed; what a product reads as an operand
+    (the product's result is minimised anyway)."""
+
+    trans: np.ndarray       # int32 [num_states, num_classes]
+    byte_class: np.ndarray  # int32 [256]
+    accepting: np.ndarray   # bool [num_states]
+
+    @property
+    def num_states(self) -> int:
+        return int(self.trans.shape[0])
+
+    @property
+    def num_classes(self) -> int:
+        return int(self.trans.shape[1])
+
+    def minimal(self, max_states: int = _NO_LIMIT) -> ByteDFA:
+        """The canonical minimal DFA (`GrammarError` for the empty language,
+        `TooManyStatesError` past `max_states` states)."""
+        return _within(minimize(self.trans, self.byte_class, self.accepting), max_states)
+
+
+def subset_dfa(expr: Expr, max_states: int = DEFAULT_MAX_STATES) -> SubsetDFA:
+    """The DFA of `expr` (which calls nothing) before minimisation, within the bounds of
+    `build_dfa`."""
+    fragment, label_names = build_nfa(expr, _nfa_limit(max_states), None,
+                                      dfa_states=max_states)
+    trans, byte_class, accepting, _ = _subsets(fragment, max_states, label_names)
+    return SubsetDFA(trans, byte_class, accepting)
 
 
 def determinize(frag: Fragment, max_states: int = _NO_LIMIT,
@@ -57,6 +96,22 @@ def determinize(frag: Fragment, max_states: int = _NO_LIMIT,
     `label_names` name the fragment's labels (see nfa.py); a DFA state whose NFA states carry
     two different labels raises `GrammarError` with a text that reaches it.
     """
+    trans, byte_class, accepting, labels = _subsets(frag, max_states, label_names)
+    return _within(minimize(trans, byte_class, accepting, labels, label_names), max_states)
+
+
+def _within(dfa: ByteDFA, max_states: int) -> ByteDFA:
+    if dfa.num_states > max_states:
+        raise TooManyStatesError(
+            f"the automaton needs {dfa.num_states:,} DFA states, more than --max-states "
+            f"{max_states:,}")
+    return dfa
+
+
+def _subsets(frag: Fragment, max_states: int, label_names: tuple[str, ...]
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
+    """The subset construction of `determinize`: (trans, byte_class, accepting, the labels
+    of the states or None where the fragment has none)."""
     edges = frag.edges
     byte_class = _byte_classes(edges[:, 1], edges[:, 2])
     num_classes = int(byte_class[-1]) + 1
@@ -101,13 +156,7 @@ def determinize(frag: Fragment, max_states: int = _NO_LIMIT,
                                "the same state (end free text with a delimiter)")
         error.states = (first_name, second_name)
         raise error
-    dfa = minimize(trans, byte_class, accepting, labels if len(frag.labels) else None,
-                   label_names)
-    if dfa.num_states > max_states:
-        raise TooManyStatesError(
-            f"the automaton needs {dfa.num_states:,} DFA states, more than --max-states "
-            f"{max_states:,}")
-    return dfa
+    return trans, byte_class, accepting, labels if len(frag.labels) else None
 
 
 def memory_budget() -> int:

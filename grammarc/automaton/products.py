@@ -38,10 +38,10 @@ from typing import Callable, Protocol
 import numpy as np
 
 from .. import _core
-from ..errors import GrammarError, TooManyStatesError
+from ..errors import TooManyStatesError
 from .bytedfa import ByteDFA
 from .counters import at_least, counted_text, counter_form
-from .dfa import SUBSET_FACTOR, build_dfa, minimize
+from .dfa import SUBSET_FACTOR, SubsetDFA, build_dfa, minimize, subset_dfa
 from .expr import (NOTHING, Automaton, Call, CountedText, Expr, exact_to, fingerprint,
                    same_spelling)
 from .callgraph import (
@@ -56,6 +56,9 @@ _AND, _AND_NOT = 0, 1
 # their growth summed over the rounds passes --max-states (inlining may double an operand at
 # each round).
 _CALL_ROUNDS, _ONE_SIDED_ROUNDS, _INLINED_SHARE = 40, 64, 10
+# operands of products of more states than this are read as the subset construction leaves
+# them (`_Built.operand`)
+_MINIMISED_UP_TO = 4096
 _DIGITS = np.array(list(CALL_DIGITS))
 _ANY_DIGIT = -1
 
@@ -117,7 +120,7 @@ class Ops:
 
     def _built(self, expr: Expr) -> _Built:
         if isinstance(expr, Automaton) and not expr.calls:
-            return _Built(expr.dfa, expr.exact_to)
+            return _Built(expr.dfa, expr.exact_to, self.max_states)
         hit = self._dfas.get(id(expr))
         if hit is not None and hit[0] is expr:
             return hit[1]
@@ -125,13 +128,8 @@ class Ops:
         spelled = self._flat_dfas.setdefault(fingerprint(flat), [])
         built = next((b for other, b in spelled if same_spelling(other, flat)), None)
         if built is None:
-            try:
-                dfa = build_dfa(flat, max_states=self.max_states)
-            except GrammarError as exc:
-                if isinstance(exc, TooManyStatesError) or "matches no string" not in str(exc):
-                    raise
-                dfa = None
-            built = _Built(dfa, exact_to(flat))
+            built = _Built(subset_dfa(flat, max_states=self.max_states), exact_to(flat),
+                           self.max_states)
             spelled.append((flat, built))
         self._dfas[id(expr)] = (expr, built)
         return built
@@ -156,16 +154,16 @@ class Ops:
         if kept is not None:
             return kept
         built_a, built_b = self._built(a), self._built(b)
-        if built_a.dfa is None:
+        if built_a.operand is None:
             return NOTHING
-        if built_b.dfa is None and built_b.exact_to is None:
+        if built_b.operand is None and built_b.exact_to is None:
             return a if op == _AND_NOT else NOTHING
-        dfa_a, depths = built_a.dfa, [d for d in (built_a.exact_to, built_b.exact_to)
-                                      if d is not None]
+        dfa_a, depths = built_a.operand, [d for d in (built_a.exact_to, built_b.exact_to)
+                                          if d is not None]
         if op == _AND_NOT and built_b.exact_to is not None and \
                 self.nested_at_most is not None:  # see the module docstring
             dfa_a = self._combine(dfa_a, self.dfa(self.nested_at_most(built_b.exact_to)), _AND)
-        result = self._combine(dfa_a, built_b.dfa, op)
+        result = self._combine(dfa_a, built_b.operand, op)
         if result is None:
             return NOTHING
         return Automaton(result, min(depths) if depths else None)
@@ -213,14 +211,14 @@ class Ops:
             return NOTHING  # every text is longer than the bound
         return result
 
-    def _combine(self, dfa_a: ByteDFA | None, dfa_b: ByteDFA | None,
+    def _combine(self, dfa_a: ByteDFA | SubsetDFA | None, dfa_b: ByteDFA | SubsetDFA | None,
                  op: int) -> ByteDFA | None:
         """The minimal DFA of `a & b` or `a - b` (None: the empty language)."""
         if dfa_a is None or dfa_b is None:
             return dfa_a if op == _AND_NOT else None
         return self._minimal(self._pairs(dfa_a, dfa_b, op))
 
-    def _pairs(self, dfa_a: ByteDFA, dfa_b: ByteDFA, op: int) -> _Pairs:
+    def _pairs(self, dfa_a: ByteDFA | SubsetDFA, dfa_b: ByteDFA | SubsetDFA, op: int) -> _Pairs:
         """The reachable product of two DFAs, not minimised."""
         # byte classes of the product: pairs of the operands' classes
         pairs = dfa_a.byte_class.astype(np.int64) * dfa_b.num_classes + dfa_b.byte_class
@@ -493,10 +491,30 @@ class _CallTable:
         return out
 
 
-@dataclass(frozen=True)
 class _Built:
-    """An operand as `Ops` uses it: the minimal DFA of its flat language (None: empty), and
-    the nesting depth up to which that is exact (None: at any depth)."""
+    """An operand as `Ops` uses it: the DFA of its flat language, minimal (`dfa`, minimised
+    when first asked; None: the empty language) or as a product reads it (`operand`), and
+    the nesting depth up to which that is exact (`exact_to`; None: at any depth)."""
 
-    dfa: ByteDFA | None
-    exact_to: int | None
+    def __init__(self, dfa: ByteDFA | SubsetDFA, exact_to: int | None, max_states: int) -> None:
+        self.exact_to, self._max_states = exact_to, max_states
+        self._subsets = dfa if isinstance(dfa, SubsetDFA) else None
+        if isinstance(dfa, ByteDFA):
+            self.__dict__["dfa"] = dfa
+
+    @cached_property
+    def dfa(self) -> ByteDFA | None:
+        subsets = self._subsets
+        return subsets.minimal(self._max_states) if subsets.accepting.any() else None
+
+    @property
+    def operand(self) -> ByteDFA | SubsetDFA | None:
+        """The DFA a product reads (None: the empty language): the subset construction's
+        where it is large but within --max-states, otherwise the minimal one (a product
+        minimises its result anyway; minimising a large operand, nearly minimal when it is
+        an object's texts, costs more than the larger product it may make)."""
+        subsets = self._subsets
+        if "dfa" in self.__dict__ or not _MINIMISED_UP_TO < subsets.num_states <= \
+                self._max_states:
+            return self.dfa
+        return subsets if subsets.accepting.any() else None
