@@ -254,89 +254,95 @@ void require_dfa(const In<int32_t>& trans, const char* name) {
     require_in_range(trans.data(), trans.shape(0) * trans.shape(1), 0, trans.shape(0), name);
 }
 
-// The group of each column of `tr` (n x k): equal columns share one, numbered by their first
-// column. Columns of equal hashes are grouped with the first of them, then checked row by row
-// (in memory order); a column that differs from its group's first (a hash collision) is
-// placed again by comparing whole columns.
-std::vector<int32_t> group_columns(const int32_t* tr, int64_t n, int64_t k) {
-    std::vector<int32_t> group(k, 0);
-    std::vector<uint64_t> hash(k, kHashSeed);
-    for (int64_t s = 0; s < n; ++s)
-        for (int64_t a = 0; a < k; ++a)
-            hash[a] = hash_step(hash[a], static_cast<uint32_t>(tr[s * k + a]), 31);
-    std::vector<int64_t> first;  // the first column of each group
-    std::vector<int64_t> leader(k);
-    for (int64_t a = 0; a < k; ++a) {
-        int64_t found = -1;
-        for (size_t g = 0; g < first.size() && found < 0; ++g)
-            if (hash[first[g]] == hash[a]) found = static_cast<int64_t>(g);
-        if (found < 0) {
-            found = static_cast<int64_t>(first.size());
-            first.push_back(a);
-        }
-        group[a] = static_cast<int32_t>(found);
-        leader[a] = first[found];
-    }
-    std::vector<uint8_t> differs(k, 0);
-    bool any_differs = false;
+// The moves of a table into states other than the dead state 0, row by row: state s moves by
+// class cls[j] to dst[j] for j in ptr[s]..ptr[s + 1], classes ascending. The tables these
+// kernels minimise mostly hold the dead state (about one other move per state in an object's
+// texts), so every step after the one pass over the table reads these alone.
+struct SparseRows {
+    std::vector<int64_t> ptr;
+    std::vector<int32_t> cls, dst;
+};
+
+SparseRows sparse_rows(const int32_t* tr, int64_t n, int64_t k) {
+    SparseRows rows;
+    rows.ptr.assign(n + 1, 0);
     for (int64_t s = 0; s < n; ++s) {
         const int32_t* row = tr + s * k;
         for (int64_t a = 0; a < k; ++a)
-            if (row[a] != row[leader[a]]) differs[a] = any_differs = true;
+            if (row[a] != 0) {
+                rows.cls.push_back(static_cast<int32_t>(a));
+                rows.dst.push_back(row[a]);
+            }
+        rows.ptr[s + 1] = static_cast<int64_t>(rows.cls.size());
     }
-    if (!any_differs) return group;
+    return rows;
+}
+
+// The group of each of the k columns of a table given by its `rows`: equal columns share one,
+// numbered by their first column. Columns are hashed over their moves, then a column is
+// compared, move by move, with the first column of each group of its hash.
+std::vector<int32_t> group_columns(const SparseRows& rows, int64_t n, int64_t k) {
+    std::vector<uint64_t> hash(k, kHashSeed);
+    std::vector<int64_t> col_ptr(k + 1, 0);
+    for (int64_t s = 0; s < n; ++s)
+        for (int64_t j = rows.ptr[s]; j < rows.ptr[s + 1]; ++j) {
+            const int32_t a = rows.cls[j];
+            hash[a] = hash_step(hash_step(hash[a], static_cast<uint64_t>(s), 29),
+                                static_cast<uint32_t>(rows.dst[j]), 31);
+            col_ptr[a + 1] += 1;
+        }
+    for (int64_t a = 0; a < k; ++a) col_ptr[a + 1] += col_ptr[a];
+    // each column's moves as (state, target), states ascending
+    std::vector<int64_t> fill(col_ptr.begin(), col_ptr.end() - 1);
+    std::vector<std::pair<int32_t, int32_t>> moves(col_ptr[k]);
+    for (int64_t s = 0; s < n; ++s)
+        for (int64_t j = rows.ptr[s]; j < rows.ptr[s + 1]; ++j)
+            moves[fill[rows.cls[j]]++] = {static_cast<int32_t>(s), rows.dst[j]};
+    std::vector<int32_t> group(k, 0);
+    std::vector<int64_t> first;  // the first column of each group
     for (int64_t a = 0; a < k; ++a) {
-        if (!differs[a]) continue;
         int64_t found = -1;
         for (size_t g = 0; g < first.size() && found < 0; ++g) {
             const int64_t b = first[g];
-            if (b >= a || hash[b] != hash[a]) continue;
-            bool same = true;
-            for (int64_t s = 0; s < n && same; ++s) same = tr[s * k + a] == tr[s * k + b];
-            if (same) found = static_cast<int64_t>(g);
+            if (hash[b] == hash[a] && col_ptr[b + 1] - col_ptr[b] == col_ptr[a + 1] - col_ptr[a] &&
+                std::equal(moves.begin() + col_ptr[a], moves.begin() + col_ptr[a + 1],
+                           moves.begin() + col_ptr[b]))
+                found = static_cast<int64_t>(g);
         }
         if (found < 0) {
             found = static_cast<int64_t>(first.size());
             first.push_back(a);
         }
         group[a] = static_cast<int32_t>(found);
-    }
-    std::vector<int32_t> renumber(first.size(), -1);  // by first column again
-    int32_t next = 0;
-    for (int64_t a = 0; a < k; ++a) {
-        if (renumber[group[a]] < 0) renumber[group[a]] = next++;
-        group[a] = renumber[group[a]];
     }
     return group;
 }
 
-// The moves of `tr` (n rows of `stride` values; class a is column `column_of[a]`, k
-// classes) into each state but the dead one, state 0: the moves into t come from
-// src[ptr[t] : ptr[t + 1]] by class cls[...], in the order of (source, class).
+// The moves of a table given by its `rows` into each state but the dead one, by the first
+// column of each class (class a is column `column_of[a]`; `group` gives each column's class):
+// the moves into t come from src[ptr[t] : ptr[t + 1]] by class cls[...], in the order of
+// (source, class).
 struct Incoming {
     std::vector<int64_t> ptr;
     std::vector<int32_t> src, cls;
 };
 
-Incoming incoming_moves(const int32_t* tr, int64_t n, int64_t stride, const int64_t* column_of,
-                        int64_t k) {
+Incoming incoming_moves(const SparseRows& rows, int64_t n, const std::vector<int32_t>& group,
+                        const std::vector<int64_t>& column_of) {
     Incoming in;
     in.ptr.assign(n + 2, 0);
-    for (int64_t s = 0; s < n; ++s)
-        for (int64_t a = 0; a < k; ++a) {
-            const int32_t t = tr[s * stride + column_of[a]];
-            if (t != 0) in.ptr[t + 2] += 1;
-        }
+    auto first_of_class = [&](int64_t j) { return column_of[group[rows.cls[j]]] == rows.cls[j]; };
+    for (int64_t j = 0; j < rows.ptr[n]; ++j)
+        if (first_of_class(j)) in.ptr[rows.dst[j] + 2] += 1;
     for (int64_t t = 2; t <= n + 1; ++t) in.ptr[t] += in.ptr[t - 1];
     in.src.resize(in.ptr[n + 1]);
     in.cls.resize(in.ptr[n + 1]);
     for (int64_t s = 0; s < n; ++s)
-        for (int64_t a = 0; a < k; ++a) {
-            const int32_t t = tr[s * stride + column_of[a]];
-            if (t == 0) continue;
-            const int64_t j = in.ptr[t + 1]++;
-            in.src[j] = static_cast<int32_t>(s);
-            in.cls[j] = static_cast<int32_t>(a);
+        for (int64_t j = rows.ptr[s]; j < rows.ptr[s + 1]; ++j) {
+            if (!first_of_class(j)) continue;
+            const int64_t at = in.ptr[rows.dst[j] + 1]++;
+            in.src[at] = static_cast<int32_t>(s);
+            in.cls[at] = group[rows.cls[j]];
         }
     in.ptr.pop_back();
     return in;
@@ -468,8 +474,9 @@ int64_t refine_blocks(const Incoming& in, const uint8_t* live, int64_t n, int64_
     return n_blocks;
 }
 
-// States in canonical order: `dead`, then breadth-first from `start` visiting classes in order.
-std::vector<int32_t> canonical_order(const int32_t* tr, int64_t n, int64_t k, int64_t dead,
+// States in canonical order: `dead`, then breadth-first from `start` visiting classes in order
+// (the moves of `rows`; every other move is into `dead`).
+std::vector<int32_t> canonical_order(const SparseRows& rows, int64_t n, int64_t dead,
                                      int64_t start) {
     std::vector<int32_t> order;
     order.reserve(n);
@@ -479,8 +486,8 @@ std::vector<int32_t> canonical_order(const int32_t* tr, int64_t n, int64_t k, in
     seen[dead] = seen[start] = 1;
     for (size_t head = 1; head < order.size(); ++head) {
         const int64_t s = order[head];
-        for (int64_t a = 0; a < k; ++a) {
-            const int32_t t = tr[s * k + a];
+        for (int64_t j = rows.ptr[s]; j < rows.ptr[s + 1]; ++j) {
+            const int32_t t = rows.dst[j];
             if (!seen[t]) {
                 seen[t] = 1;
                 order.push_back(t);
@@ -498,7 +505,7 @@ py::array_t<int32_t> column_groups(In<int32_t> trans) {
     std::vector<int32_t> group;
     {
         py::gil_scoped_release released;
-        group = group_columns(trans.data(), n, k);
+        group = group_columns(sparse_rows(trans.data(), n, k), n, k);
     }
     return to_numpy(group);
 }
@@ -516,18 +523,20 @@ py::tuple minimize_dfa(In<int32_t> trans, In<int32_t> byte_class, In<bool> accep
     const int32_t* tr0 = trans.data();
     const uint8_t* acc = reinterpret_cast<const uint8_t*>(accepting.data());
     const int32_t* lab = labels.data();
-    std::vector<int32_t> out_trans, out_class(256), rep_of;
+    std::vector<int32_t> out_class(256), rep_of;
+    py::array_t<int32_t> out_trans(std::vector<int64_t>{0, 0});
     std::vector<uint8_t> out_acc;
     int64_t m = 0, c = 0, status = 0;
     {
         py::gil_scoped_release released;
         // classes every state treats alike are one (Hopcroft's cost grows with classes)
-        const std::vector<int32_t> group = group_columns(tr0, n, k0);
+        const SparseRows rows = sparse_rows(tr0, n, k0);
+        const std::vector<int32_t> group = group_columns(rows, n, k0);
         const int64_t k = *std::max_element(group.begin(), group.end()) + 1;
         std::vector<int64_t> column_of(k);
         for (int64_t a = k0 - 1; a >= 0; --a) column_of[group[a]] = a;
         // moves to states that cannot reach acceptance go to the dead state (trimmed)
-        const Incoming in = incoming_moves(tr0, n, k0, column_of.data(), k);
+        const Incoming in = incoming_moves(rows, n, group, column_of);
         const std::vector<uint8_t> live = live_states(in, n, acc);
         if (!live[1]) {
             status = 1;
@@ -549,29 +558,42 @@ py::tuple minimize_dfa(In<int32_t> trans, In<int32_t> byte_class, In<bool> accep
             } else {
                 std::vector<int32_t> rep(n_blocks);
                 for (int64_t s = 0; s < n; ++s) rep[block[s]] = static_cast<int32_t>(s);
-                std::vector<int32_t> target_block(n);
-                for (int64_t s = 0; s < n; ++s)
-                    target_block[s] = live[s] ? block[s] : static_cast<int32_t>(dead);
-                std::vector<int32_t> block_trans(n_blocks * k);
-                for (int64_t b = 0; b < n_blocks; ++b)
-                    for (int64_t a = 0; a < k; ++a)
-                        block_trans[b * k + a] = target_block[tr0[rep[b] * k0 + column_of[a]]];
-                const std::vector<int32_t> order =
-                    canonical_order(block_trans.data(), n_blocks, k, dead, start);
+                // each block's moves (its representative's, by the first column of each
+                // class) into live blocks
+                SparseRows block_rows;
+                block_rows.ptr.assign(n_blocks + 1, 0);
+                for (int64_t b = 0; b < n_blocks; ++b) {
+                    const int64_t s = rep[b];
+                    for (int64_t j = rows.ptr[s]; j < rows.ptr[s + 1]; ++j) {
+                        const int32_t a = group[rows.cls[j]], t = rows.dst[j];
+                        if (column_of[a] == rows.cls[j] && live[t]) {
+                            block_rows.cls.push_back(a);
+                            block_rows.dst.push_back(block[t]);
+                        }
+                    }
+                    block_rows.ptr[b + 1] = static_cast<int64_t>(block_rows.cls.size());
+                }
+                const std::vector<int32_t> order = canonical_order(block_rows, n_blocks, dead,
+                                                                   start);
                 m = static_cast<int64_t>(order.size());
                 std::vector<int32_t> new_id(n_blocks, -1);
                 for (int64_t i = 0; i < m; ++i) new_id[order[i]] = static_cast<int32_t>(i);
-                std::vector<int32_t> canon(m * k);
+                SparseRows canon;  // the minimal DFA's moves, by class, states renumbered
+                canon.ptr.assign(m + 1, 0);
                 rep_of.resize(m);
                 out_acc.resize(m);
                 for (int64_t i = 0; i < m; ++i) {
-                    for (int64_t a = 0; a < k; ++a)
-                        canon[i * k + a] = new_id[block_trans[order[i] * k + a]];
-                    rep_of[i] = rep[order[i]];
+                    const int64_t b = order[i];
+                    for (int64_t j = block_rows.ptr[b]; j < block_rows.ptr[b + 1]; ++j) {
+                        canon.cls.push_back(block_rows.cls[j]);
+                        canon.dst.push_back(new_id[block_rows.dst[j]]);
+                    }
+                    canon.ptr[i + 1] = static_cast<int64_t>(canon.cls.size());
+                    rep_of[i] = rep[b];
                     out_acc[i] = acc[rep_of[i]];
                 }
                 // classes with equal columns merged, numbered by their first byte
-                const std::vector<int32_t> merged = group_columns(canon.data(), m, k);
+                const std::vector<int32_t> merged = group_columns(canon, m, k);
                 std::vector<int32_t> rank(k, -1);
                 std::vector<int64_t> column_of_rank;
                 for (int64_t b = 0; b < 256; ++b) {
@@ -584,14 +606,22 @@ py::tuple minimize_dfa(In<int32_t> trans, In<int32_t> byte_class, In<bool> accep
                     out_class[b] = rank[g];
                 }
                 c = static_cast<int64_t>(column_of_rank.size());
-                out_trans.resize(m * c);
+                int32_t* out = nullptr;
+                {  // written in place: a large table is not allocated and copied twice
+                    py::gil_scoped_acquire acquired;
+                    out_trans = py::array_t<int32_t>(std::vector<int64_t>{m, c});
+                    out = out_trans.mutable_data();
+                }
+                std::fill(out, out + m * c, 0);
                 for (int64_t i = 0; i < m; ++i)
-                    for (int64_t r = 0; r < c; ++r)
-                        out_trans[i * c + r] = canon[i * k + column_of_rank[r]];
+                    for (int64_t j = canon.ptr[i]; j < canon.ptr[i + 1]; ++j) {
+                        const int32_t a = canon.cls[j], r = rank[merged[a]];
+                        if (column_of_rank[r] == a) out[i * c + r] = canon.dst[j];
+                    }
             }
         }
     }
-    return py::make_tuple(to_numpy_2d(out_trans, m, c), to_numpy(out_class),
+    return py::make_tuple(out_trans, to_numpy(out_class),
                           bool_numpy(out_acc, m), to_numpy(rep_of), status);
 }
 
