@@ -101,7 +101,7 @@ class Ops:
         self.linker = linker
         self._dfas: dict[int, tuple[Expr, _Built]] = {}
         self._flat_dfas: dict[int, list[tuple[Expr, _Built]]] = {}  # by `fingerprint`
-        self._call_tables: dict[tuple, tuple[Expr, _CallTable]] = {}
+        self._call_tables: dict[int, tuple[Expr, _CallTable]] = {}
         self._firsts: dict[str, np.ndarray] = {}
 
     def dfa(self, expr: Expr) -> ByteDFA | None:
@@ -253,8 +253,8 @@ class Ops:
         if len(names) == 1:
             return self.intersect(expr, Automaton(dfa))
         codes = call_codes(names)
-        side = self._call_table(expr, names, codes)
-        product = self._pairs(side.spelled(codes, names, 0, digits_first=True), dfa, _AND)
+        side = self._call_table(expr, codes)
+        product = self._pairs(side.spelled(codes, 0, digits_first=True), dfa, _AND)
         return self._linked(product, names, codes, False, expr, expr)
 
     def mapped(self, expr: Expr, language: Callable[[ByteDFA], ByteDFA | None]) -> Expr:
@@ -267,8 +267,7 @@ class Ops:
             dfa = None if built.dfa is None else language(built.dfa)
             return NOTHING if dfa is None else Automaton(dfa, built.exact_to)
         codes = call_codes(names)
-        dfa = language(self._call_table(expr, names, codes).spelled(codes, names, 0,
-                                                                  digits_first=True))
+        dfa = language(self._call_table(expr, codes).spelled(codes, 0, digits_first=True))
         if dfa is None:
             return NOTHING
         product = _Pairs(dfa.trans, dfa.byte_class, dfa.accepting, dfa.accepting, dfa.accepting)
@@ -301,7 +300,7 @@ class Ops:
         for _ in range(_ONE_SIDED_ROUNDS if one_sided else _CALL_ROUNDS):
             names = ["", *sorted(called_names(a) | called_names(b))]  # code 0 calls nothing
             codes = call_codes(names)
-            side_a, side_b = self._call_table(a, names, codes), self._call_table(b, names, codes)
+            side_a, side_b = self._call_table(a, codes), self._call_table(b, codes)
             size = side_a.dfa.num_states + side_b.dfa.num_states
             first_size = size if first_size is None else first_size
             spent += size - first_size
@@ -312,48 +311,54 @@ class Ops:
             # where both call, a's code then any digits and any digits then b's code spell
             # every pair of callees as one code of twice the width; in a difference, only
             # equal codes go on together (a call of b's that differs is out of step)
-            dfa_a = side_a.spelled(codes, names, width if both else 0, digits_first=True)
-            dfa_b = side_b.spelled(codes, names, width if both else 0, digits_first=False)
+            dfa_a = side_a.spelled(codes, width if both else 0, digits_first=True)
+            dfa_b = side_b.spelled(codes, width if both else 0, digits_first=False)
             product = self._pairs(dfa_a, dfa_b, op)
             late_a = side_a.out_of_step(product.state_a, product.state_b, side_b)
             late_b = side_b.out_of_step(product.state_b, product.state_a, side_a)
             if op == _AND_NOT:
                 mismatched = side_a.mismatched(product.state_a, product.state_b, side_b)
-                late_a |= {i for i, _ in mismatched}
-                late_b |= {j for _, j in mismatched}
+                late_a |= {x for x, _ in mismatched}
+                late_b |= {y for _, y in mismatched}
             if not late_a and not late_b:
                 return self._linked(product, names, codes, both, a, b)
-            inlined_a = self._inlined(a, {names[i] for i in late_a})
-            inlined_b = self._inlined(b, {names[i] for i in late_b})
+            inlined_a = self._inlined(a, late_a)
+            inlined_b = self._inlined(b, late_b)
             if inlined_a is None or inlined_b is None:
                 return None
             a, b = inlined_a, inlined_b
         return None
 
-    def _call_table(self, expr: Expr, names: list[str], codes: dict[str, bytes]) -> _CallTable:
-        """The DFA of `expr` with its calls read out of it (cached per machine names)."""
-        key = (id(expr), tuple(names))
-        hit = self._call_tables.get(key)
+    def _call_table(self, expr: Expr, codes: dict[str, bytes]) -> _CallTable:
+        """The DFA of `expr` with its calls read out of it (`codes` spell them while it is
+        built; cached per operand: the calls read out name their machines, so the table
+        serves any set of codes, and a product over it, minimised, is the same whatever
+        codes built it). The callees' first bytes are read again each time: those of a
+        machine being built are a superset until it is."""
+        hit = self._call_tables.get(id(expr))
         if hit is not None and hit[0] is expr:
-            return hit[1]
-        if isinstance(expr, Automaton) and all(isinstance(e, Call) for _, e, _ in expr.calls):
+            known = hit[1]
+            if all(np.array_equal(self._first(name), first)
+                   for name, first in known.firsts.items()):
+                return known
+            dfa, calls = known.dfa, known.calls
+        elif isinstance(expr, Automaton) and all(isinstance(e, Call) for _, e, _ in expr.calls):
             dfa = expr.dfa  # a product's: its calls are already out of its table
-            position = {name: i for i, name in enumerate(names)}
-            calls = [(state, position[edge.name], ret) for state, edge, ret in expr.calls]
+            calls = [(state, edge.name, ret) for state, edge, ret in expr.calls]
         else:
             coded = build_dfa(expr, max_states=self.max_states, call_codes=codes)
-            index_of = {codes[name]: i for i, name in enumerate(names)}
+            name_of = {code: name for name, code in codes.items()}
             width = len(codes[""]) - 1
-            calls = [(state, index_of[code], ret) for state, code, ret in
+            calls = [(state, name_of[code], ret) for state, code, ret in
                      code_paths(coded.trans, coded.byte_class, width)]
             dfa = without_codes(coded)
         states = np.unique(np.array([state for state, _, _ in calls], np.int64))
-        firsts = {index: self._first(names[index]) for index in {i for _, i, _ in calls}}
+        firsts = {name: self._first(name) for name in {name for _, name, _ in calls}}
         first = np.zeros((len(states), 256), bool)
-        for state, index, _ in calls:
-            first[np.searchsorted(states, state)] |= firsts[index]
+        for state, name, _ in calls:
+            first[np.searchsorted(states, state)] |= firsts[name]
         built = _CallTable(dfa, calls, states, first, firsts)
-        self._call_tables[key] = (expr, built)
+        self._call_tables[id(expr)] = (expr, built)
         return built
 
     def _first(self, name: str) -> np.ndarray:
@@ -418,25 +423,24 @@ class _Pairs:
 
 @dataclass(frozen=True)
 class _CallTable:
-    """An operand's DFA without call codes, its calls (state, index of the callee's name,
-    return state), the states that call, and the bytes their callees start with."""
+    """An operand's DFA without call codes, its calls (state, callee's name, return state),
+    the states that call, and the bytes their callees start with."""
 
     dfa: ByteDFA
-    calls: list[tuple[int, int, int]]
+    calls: list[tuple[int, str, int]]  # (state, machine called, return state)
     call_states: np.ndarray  # int64 [K], ascending
     call_first: np.ndarray   # bool [K, 256]
-    firsts: dict[int, np.ndarray]  # the bytes each callee starts with
+    firsts: dict[str, np.ndarray]  # the bytes each callee starts with
 
-    def spelled(self, codes: dict[str, bytes], names: list[str], width: int,
-                digits_first: bool) -> ByteDFA:
+    def spelled(self, codes: dict[str, bytes], width: int, digits_first: bool) -> ByteDFA:
         """The DFA with each call spelled again: its code, then `width` any digits, or
         (not `digits_first`) the code's prefix byte, `width` any digits, then its digits.
         The new states are numbered after the DFA's."""
         dfa = self.dfa
         size = dfa.num_states
         edges: dict[tuple[int, int], int] = {}  # (state, byte or _ANY_DIGIT) -> state
-        for state, index, ret in self.calls:
-            digits = list(codes[names[index]][1:])
+        for state, name, ret in self.calls:
+            digits = list(codes[name][1:])
             pad = [_ANY_DIGIT] * width
             labels = [CALL_PREFIX, *(digits + pad if digits_first else pad + digits)]
             for label in labels[:-1]:
@@ -456,8 +460,8 @@ class _CallTable:
             trans[state, byte_class[_DIGITS if label == _ANY_DIGIT else label]] = target
         return ByteDFA(trans, byte_class, accepting)
 
-    def out_of_step(self, mine: np.ndarray, theirs: np.ndarray, other: _CallTable) -> set[int]:
-        """Indices of the machines this operand calls at a state of the product (its states
+    def out_of_step(self, mine: np.ndarray, theirs: np.ndarray, other: _CallTable) -> set[str]:
+        """The machines this operand calls at a state of the product (its states
         `mine`, the other operand's `theirs`) where the other reads their first bytes itself.
         States past the DFAs (spelling codes) neither read text nor call."""
         if not len(self.call_states):
@@ -469,25 +473,25 @@ class _CallTable:
         mine, theirs, row = mine[calling], theirs[calling], row[calling]
         reads = other.dfa.trans[theirs][:, other.dfa.byte_class] != 0
         states = set(mine[(self.call_first[row] & reads).any(axis=1)].tolist())
-        return {index for state, index, _ in self.calls if state in states}
+        return {name for state, name, _ in self.calls if state in states}
 
     def mismatched(self, mine: np.ndarray, theirs: np.ndarray,
-                   other: _CallTable) -> set[tuple[int, int]]:
+                   other: _CallTable) -> set[tuple[str, str]]:
         """Pairs of different machines (this operand's, the other's) called at one state of
         the product that may start with the same byte."""
         both = np.isin(mine, self.call_states) & np.isin(theirs, other.call_states)
         out = set()
         for p, q in set(zip(mine[both].tolist(), theirs[both].tolist())):
-            out.update((i, j) for i in self.callees[p] for j in other.callees[q]
-                       if i != j and (self.firsts[i] & other.firsts[j]).any())
+            out.update((x, y) for x in self.callees[p] for y in other.callees[q]
+                       if x != y and (self.firsts[x] & other.firsts[y]).any())
         return out
 
     @cached_property
-    def callees(self) -> dict[int, list[int]]:
+    def callees(self) -> dict[int, list[str]]:
         """The machines each calling state calls."""
-        out: dict[int, list[int]] = {}
-        for state, index, _ in self.calls:
-            out.setdefault(state, []).append(index)
+        out: dict[int, list[str]] = {}
+        for state, name, _ in self.calls:
+            out.setdefault(state, []).append(name)
         return out
 
 
