@@ -509,7 +509,9 @@ class _Built:
     @cached_property
     def dfa(self) -> ByteDFA | None:
         subsets = self._subsets
-        return subsets.minimal(self._max_states) if subsets.accepting.any() else None
+        minimal = subsets.minimal(self._max_states) if subsets.accepting.any() else None
+        self._subsets = None  # the minimal one serves from now on
+        return minimal
 
     @property
     def operand(self) -> ByteDFA | SubsetDFA | None:
