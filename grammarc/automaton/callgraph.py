@@ -47,16 +47,20 @@ def code_paths(trans: np.ndarray, byte_class: np.ndarray,
                width: int) -> list[tuple[int, bytes, int]]:
     """The call codes of `width` digits spelled in a DFA (`trans[state, byte_class[byte]]`):
     (state, code, the state after it)."""
-    out = []
     prefix = byte_class[CALL_PREFIX]
-    digits = [(d, byte_class[d]) for d in CALL_DIGITS]
-    for state in np.flatnonzero(trans[:, prefix]):
-        frontier = [(int(trans[state, prefix]), bytes([CALL_PREFIX]))]
-        for _ in range(width):
-            frontier = [(int(trans[s, c]), code + bytes([d])) for s, code in frontier
-                        for d, c in digits if trans[s, c]]
-        out.extend((int(state), code, ret) for ret, code in frontier)
-    return out
+    digit_bytes = np.frombuffer(CALL_DIGITS, np.uint8)
+    digit_class = byte_class[digit_bytes]
+    # the walks under way, all at once: where each started, where it is, its digits so far
+    start = np.flatnonzero(trans[:, prefix])
+    at = trans[start, prefix]
+    digits = np.zeros((len(start), 0), np.int64)
+    for _ in range(width):
+        walk, digit = np.nonzero(trans[at][:, digit_class])  # walks, then digits, in order
+        start, digits = start[walk], np.column_stack([digits[walk], digit])
+        at = trans[at[walk], digit_class[digit]]
+    spelled = digit_bytes[digits]
+    return [(state, bytes([CALL_PREFIX]) + code.tobytes(), ret)
+            for state, code, ret in zip(start.tolist(), spelled, at.tolist())]
 
 
 def without_codes(dfa: ByteDFA) -> ByteDFA:
