@@ -15,14 +15,12 @@ from ..charsets import walk_bytes
 
 
 @dataclass(frozen=True)
-class ByteDFA:
-    """A minimal, trimmed, canonically numbered DFA over bytes (dead = 0, start = 1)."""
+class DFATable:
+    """The table of a complete DFA over bytes (dead = 0, start = 1)."""
 
     trans: np.ndarray       # int32 [num_states, num_classes]
     byte_class: np.ndarray  # int32 [256]: the class of each byte value
     accepting: np.ndarray   # bool [num_states]
-    labels: np.ndarray | None = None  # int32 [num_states]: index into label_names, -1 for none
-    label_names: tuple[str, ...] = ()
 
     @property
     def num_states(self) -> int:
@@ -31,6 +29,14 @@ class ByteDFA:
     @property
     def num_classes(self) -> int:
         return int(self.trans.shape[1])
+
+
+@dataclass(frozen=True)
+class ByteDFA(DFATable):
+    """A minimal, trimmed, canonically numbered DFA over bytes (dead = 0, start = 1)."""
+
+    labels: np.ndarray | None = None  # int32 [num_states]: index into label_names, -1 for none
+    label_names: tuple[str, ...] = ()
 
     def byte_table(self) -> np.ndarray:
         """The full table `next = table[state, byte]` (int32 [num_states, 256])."""

@@ -24,7 +24,7 @@ import numpy as np
 from .. import _core
 from ..errors import AmbiguityError, GrammarError, TooManyStatesError
 from . import DEFAULT_MAX_STATES
-from .bytedfa import ByteDFA
+from .bytedfa import ByteDFA, DFATable
 from .expr import Expr
 from .nfa import Fragment, build_nfa
 
@@ -57,22 +57,10 @@ def _nfa_limit(max_states: int) -> int:
 
 
 @dataclass(frozen=True)
-class SubsetDFA:
-    """A DFA as the subset construction leaves it: complete (dead = 0, start = 1) and every
-    state reachable, but neither minimised nor trimmed; what a product reads as an operand
-    (the product's result is minimised anyway)."""
-
-    trans: np.ndarray       # int32 [num_states, num_classes]
-    byte_class: np.ndarray  # int32 [256]
-    accepting: np.ndarray   # bool [num_states]
-
-    @property
-    def num_states(self) -> int:
-        return int(self.trans.shape[0])
-
-    @property
-    def num_classes(self) -> int:
-        return int(self.trans.shape[1])
+class SubsetDFA(DFATable):
+    """A DFA as the subset construction leaves it: every state reachable, but neither
+    minimised nor trimmed; what a product reads as an operand (the product's result is
+    minimised anyway)."""
 
     def minimal(self, max_states: int = _NO_LIMIT) -> ByteDFA:
         """The canonical minimal DFA (`GrammarError` for the empty language,

@@ -39,7 +39,7 @@ import numpy as np
 
 from .. import _core
 from ..errors import TooManyStatesError
-from .bytedfa import ByteDFA
+from .bytedfa import ByteDFA, DFATable
 from .counters import at_least, counted_text, counter_form
 from .dfa import SUBSET_FACTOR, SubsetDFA, build_dfa, minimize, subset_dfa
 from .expr import (NOTHING, Automaton, Call, CountedText, Expr, exact_to, fingerprint,
@@ -211,14 +211,14 @@ class Ops:
             return NOTHING  # every text is longer than the bound
         return result
 
-    def _combine(self, dfa_a: ByteDFA | SubsetDFA | None, dfa_b: ByteDFA | SubsetDFA | None,
+    def _combine(self, dfa_a: DFATable | None, dfa_b: DFATable | None,
                  op: int) -> ByteDFA | None:
         """The minimal DFA of `a & b` or `a - b` (None: the empty language)."""
         if dfa_a is None or dfa_b is None:
             return dfa_a if op == _AND_NOT else None
         return self._minimal(self._pairs(dfa_a, dfa_b, op))
 
-    def _pairs(self, dfa_a: ByteDFA | SubsetDFA, dfa_b: ByteDFA | SubsetDFA, op: int) -> _Pairs:
+    def _pairs(self, dfa_a: DFATable, dfa_b: DFATable, op: int) -> _Pairs:
         """The reachable product of two DFAs, not minimised."""
         # byte classes of the product: pairs of the operands' classes
         pairs = dfa_a.byte_class.astype(np.int64) * dfa_b.num_classes + dfa_b.byte_class
