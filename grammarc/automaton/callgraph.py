@@ -26,6 +26,7 @@ from .expr import (
 CALL_PREFIX = 0xFF
 CALL_DIGITS = bytes([0xC0, 0xC1, *range(0xF5, 0xFE)])  # never in UTF-8 text, like 0xFF
 CODE_BYTES = np.array([CALL_PREFIX, *CALL_DIGITS])  # every byte a call code uses
+DIGIT_BYTES = CODE_BYTES[1:]  # the digits, as an array
 
 
 def call_codes(names: list[str]) -> dict[str, bytes]:
@@ -48,8 +49,7 @@ def code_paths(trans: np.ndarray, byte_class: np.ndarray,
     """The call codes of `width` digits spelled in a DFA (`trans[state, byte_class[byte]]`):
     (state, code, the state after it)."""
     prefix = byte_class[CALL_PREFIX]
-    digit_bytes = np.frombuffer(CALL_DIGITS, np.uint8)
-    digit_class = byte_class[digit_bytes]
+    digit_class = byte_class[DIGIT_BYTES]
     # the walks under way, all at once: where each started, where it is, its digits so far
     start = np.flatnonzero(trans[:, prefix])
     at = trans[start, prefix]
@@ -58,7 +58,7 @@ def code_paths(trans: np.ndarray, byte_class: np.ndarray,
         walk, digit = np.nonzero(trans[at][:, digit_class])  # walks, then digits, in order
         start, digits = start[walk], np.column_stack([digits[walk], digit])
         at = trans[at[walk], digit_class[digit]]
-    spelled = digit_bytes[digits]
+    spelled = DIGIT_BYTES.astype(np.uint8)[digits]
     return [(state, bytes([CALL_PREFIX]) + code.tobytes(), ret)
             for state, code, ret in zip(start.tolist(), spelled, at.tolist())]
 

@@ -45,7 +45,7 @@ from .dfa import SUBSET_FACTOR, SubsetDFA, build_dfa, minimize, subset_dfa
 from .expr import (NOTHING, Automaton, Call, CountedText, Expr, exact_to, fingerprint,
                    same_spelling)
 from .callgraph import (
-    CALL_DIGITS, CALL_PREFIX, CODE_BYTES, call_codes, called_names, code_paths, replace_calls,
+    CALL_PREFIX, CODE_BYTES, DIGIT_BYTES, call_codes, called_names, code_paths, replace_calls,
     starting_bytes, without_codes,
 )
 
@@ -59,7 +59,6 @@ _CALL_ROUNDS, _ONE_SIDED_ROUNDS, _INLINED_SHARE = 40, 64, 10
 # operands of products of more states than this are read as the subset construction leaves
 # them (`_Built.operand`)
 _MINIMISED_UP_TO = 4096
-_DIGITS = np.array(list(CALL_DIGITS))
 _ANY_DIGIT = -1
 
 
@@ -457,7 +456,7 @@ class _CallTable:
         accepting = np.zeros(size, bool)
         accepting[:dfa.num_states] = dfa.accepting
         for (state, label), target in edges.items():
-            trans[state, byte_class[_DIGITS if label == _ANY_DIGIT else label]] = target
+            trans[state, byte_class[DIGIT_BYTES if label == _ANY_DIGIT else label]] = target
         return ByteDFA(trans, byte_class, accepting)
 
     def out_of_step(self, mine: np.ndarray, theirs: np.ndarray, other: _CallTable) -> set[str]:
