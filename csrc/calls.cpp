@@ -25,9 +25,9 @@ constexpr int8_t kDies = 0, kStays = 1, kReturns = 2;
 py::tuple pushdown_walk(In<int32_t> table, In<bool> final, In<int32_t> call_row,
                         In<int32_t> call_start, In<int32_t> call_ret, In<int32_t> loop_machine,
                         In<bool> in_loop, In<int64_t> count_min, In<int64_t> count_max,
-                        In<int32_t> exit_class, In<int64_t> site_ptr, In<int32_t> site_next,
-                        In<int32_t> starts, In<uint8_t> data, In<int64_t> lo, In<int64_t> hi,
-                        int64_t max_push) {
+                        In<int32_t> twin, In<int32_t> exit_class, In<int64_t> site_ptr,
+                        In<int32_t> site_next, In<int32_t> starts, In<uint8_t> data,
+                        In<int64_t> lo, In<int64_t> hi, int64_t max_push) {
     require(table.ndim() == 2 && table.shape(1) == 256, "table is [states, 256]");
     const int64_t n_states = table.shape(0);
     require_in_range(table.data(), n_states * 256, 0, n_states, "table");
@@ -45,6 +45,8 @@ py::tuple pushdown_walk(In<int32_t> table, In<bool> final, In<int32_t> call_row,
     const int64_t n_machines = length(count_min, "count_min");
     length(count_max, "count_max", n_machines);
     require_in_range(loop_machine.data(), n_states, -1, n_machines, "loop_machine");
+    length(twin, "twin", n_states);
+    require_in_range(twin.data(), n_states, 0, n_states, "twin");
     length(exit_class, "exit_class", n_states);
     require_in_range(exit_class.data(), n_states, 0, std::numeric_limits<int32_t>::max(),
                      "exit_class");
@@ -72,6 +74,7 @@ py::tuple pushdown_walk(In<int32_t> table, In<bool> final, In<int32_t> call_row,
     int32_t* buf = push_buf.mutable_data();
     int32_t* count_of = count.mutable_data();
     const int32_t* loop_of = loop_machine.data();
+    const int32_t* twin_of = twin.data();
     const int32_t *class_of = exit_class.data(), *site_to = site_next.data();
     const int64_t* site_at = site_ptr.data();
     const bool* looping = in_loop.data();
@@ -97,16 +100,27 @@ py::tuple pushdown_walk(In<int32_t> table, In<bool> final, In<int32_t> call_row,
                     const int32_t t = tr[q * 256 + b];
                     if (t != 0) {
                         const int32_t m = loop_of[q];
+                        // past the count's bounds in a frame the walk opened, the state's
+                        // twin (its union without the counted machine) reads the byte, or
+                        // the walk dies
+                        bool beyond = false;
                         if (m >= 0 && looping[t]) {  // one more repetition
                             if (sp == 0) {
                                 ++started;
                             } else if (++reps > at_most[m] && at_most[m] >= 0) {
+                                beyond = true;
+                            }
+                        } else if (m >= 0 && sp > 0 && reps < at_least[m]) {  // leaves early
+                            beyond = true;
+                        }
+                        if (beyond) {
+                            if (twin_of[q] == 0) {
                                 state = kDies;
                                 break;
                             }
-                        } else if (m >= 0 && sp > 0 && reps < at_least[m]) {  // leaves early
-                            state = kDies;
-                            break;
+                            q = twin_of[q];
+                            reps = 0;
+                            continue;
                         }
                         q = t;
                         break;

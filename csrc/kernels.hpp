@@ -126,9 +126,9 @@ void register_nfa_errors(py::module_& m);
 py::tuple pushdown_walk(In<int32_t> table, In<bool> final, In<int32_t> call_row,
                         In<int32_t> call_start, In<int32_t> call_ret, In<int32_t> loop_machine,
                         In<bool> in_loop, In<int64_t> count_min, In<int64_t> count_max,
-                        In<int32_t> exit_class, In<int64_t> site_ptr, In<int32_t> site_next,
-                        In<int32_t> starts, In<uint8_t> data, In<int64_t> lo, In<int64_t> hi,
-                        int64_t max_push);
+                        In<int32_t> twin, In<int32_t> exit_class, In<int64_t> site_ptr,
+                        In<int32_t> site_next, In<int32_t> starts, In<uint8_t> data,
+                        In<int64_t> lo, In<int64_t> hi, int64_t max_push);
 py::array_t<bool> classes_below(In<uint16_t> table, In<int32_t> rows, In<int32_t> token_class,
                                 int64_t n_classes, int64_t below);
 py::array_t<int64_t> least_costs(In<bool> accepting, In<int32_t> option_owner,

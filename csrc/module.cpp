@@ -111,13 +111,14 @@ PYBIND11_MODULE(_core, m) {
     m.def("pushdown_walk", &pushdown_walk, py::arg("table"), py::arg("final"),
           py::arg("call_row"), py::arg("call_start"), py::arg("call_ret"),
           py::arg("loop_machine"), py::arg("in_loop"), py::arg("count_min"),
-          py::arg("count_max"), py::arg("exit_class"), py::arg("site_ptr"),
+          py::arg("count_max"), py::arg("twin"), py::arg("exit_class"), py::arg("site_ptr"),
           py::arg("site_next"), py::arg("starts"), py::arg("data"), py::arg("lo"),
           py::arg("hi"), py::arg("max_push"),
           "Walk data[lo[i]:hi[i]] from starts[i] with an empty frame through machines linked "
           "by calls, count registers and returns by exit class: (kind, next state (for a "
           "return, the state returned from), bytes read before a return, "
-          "number pushed, pushed return states, count).");
+          "number pushed, pushed return states, count). Where a frame the walk opened passes "
+          "its count's bounds, a state's twin (0: none) reads the byte instead.");
     m.def("build_nfa", &build_nfa, py::arg("kind"), py::arg("child_ptr"), py::arg("children"),
           py::arg("extra_ptr"), py::arg("extra"), py::arg("automata"), py::arg("root"),
           py::arg("max_states"),

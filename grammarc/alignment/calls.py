@@ -310,6 +310,7 @@ class _Kernel:
         self.loop_machine[counters.boundary] = pd.state_machine[counters.boundary]
         self.in_loop = np.ascontiguousarray(counters.in_loop, dtype=np.bool_)
         self.count_min, self.count_max = counters.count_min, counters.count_max
+        self.twin = np.ascontiguousarray(counters.twin, np.int32)
         self.state_machine = pd.state_machine
         self.exit_class = np.ascontiguousarray(pd.exit_class, np.int32)
         self.site_ptr = np.ascontiguousarray(pd.site_ptr, np.int64)
@@ -343,7 +344,8 @@ class _Kernel:
         def run(which, room):
             return _core.pushdown_walk(self.table, self.final, self.call_row, self.call_start,
                                        self.call_ret, self.loop_machine, self.in_loop,
-                                       self.count_min, self.count_max, self.exit_class,
+                                       self.count_min, self.count_max, self.twin,
+                                       self.exit_class,
                                        self.site_ptr, self.site_next, starts[which], data,
                                        lo[which], hi[which], room)
 
@@ -407,6 +409,12 @@ def _count_registers(pd: PushdownDFA, kernel: _Kernel, trie: VocabTrie,
     table = kernel.table
     for m in np.flatnonzero(counters.loop).tolist():
         lo, hi = int(pd.machine_start[m]), int(ends[m])
+        if counters.twin[lo:hi].any():  # a union that counts: rows of its counted member
+            inside = lo + np.flatnonzero(counters.in_loop[lo:hi])
+            member_rows, row_of = _union_rows(kernel, counters, inside, trie, vocab_size)
+            row[inside] = len(rows) + row_of
+            rows.extend(member_rows)
+            continue
         local = table[lo:hi]
         signature = b"".join([np.where(local > 0, local - lo + 1, 0).tobytes(),
                               counters.in_loop[lo:hi].tobytes(), accepting[lo:hi].tobytes(),
@@ -436,7 +444,8 @@ def _count_registers(pd: PushdownDFA, kernel: _Kernel, trie: VocabTrie,
                           count_table=stacked.astype(dtype),
                           count_complete_cost=complete_cost.astype(np.int32),
                           stack_reps=stack_reps, suffix_reps=suffix_reps,
-                          count_loop=counters.boundary, count_need=counters.need)
+                          count_loop=counters.boundary, count_need=counters.need,
+                          count_twin=counters.twin)
 
 
 class LoopRows:
@@ -485,13 +494,11 @@ class LoopRows:
 LOOP_ROWS = LoopRows(max_bytes=64 << 20)
 
 
-def _walk_loop(kernel: _Kernel, counters, machine: int, lo: int, hi: int, data, offsets,
-               vocab_size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
-    """The count rows of one counted repeat's states inside its loop (uint16 [inside, V]),
-    the row of each, the tokens that complete the repetition under way from each, and those
-    that read one repetition."""
-    inside = lo + np.flatnonzero(counters.in_loop[lo:hi])
-    loop = int(counters.loop[machine])
+def _loop_walks(kernel: _Kernel, counters, inside: np.ndarray, data, offsets,
+                vocab_size: int) -> tuple[np.ndarray, ...]:
+    """Every token walked from each of the states `inside` a loop: the kernel's (kind,
+    next state, count) per walk, and the count rows (uint16 [inside, V]: the repetitions a
+    token starts, times two, plus one where it leaves the loop)."""
     starts = np.repeat(inside, vocab_size).astype(np.int32)
     token_lo = np.tile(offsets[:-1], len(inside))
     token_hi = np.tile(offsets[1:], len(inside))
@@ -500,7 +507,33 @@ def _walk_loop(kernel: _Kernel, counters, machine: int, lo: int, hi: int, data, 
     value = np.where(kind == _DIES, 0, count.astype(np.int64) * 2 + leaves)
     if value.max(initial=0) > np.iinfo(np.uint16).max:
         raise GrammarError("a token starts more than 32,767 repetitions of a counted repeat")
-    loop_rows = value.reshape(len(inside), vocab_size).astype(np.uint16)
+    return kind, nxt, count, value.reshape(len(inside), vocab_size).astype(np.uint16)
+
+
+def _union_rows(kernel: _Kernel, counters, inside: np.ndarray, trie: VocabTrie,
+                vocab_size: int) -> tuple[np.ndarray, np.ndarray]:
+    """The count rows of a union's states `inside` its counted member's loop, and the row of
+    each: one per state of the member, walked from one union state that stands for it. What
+    a token does to the count is what it does to the member; where the member dies inside
+    the token, the union state and its twin read the token alike, so the row may say
+    anything there. No costs: below the least count a budget is the twin's."""
+    members, first, row_of = np.unique(counters.member_state[inside], return_index=True,
+                                       return_inverse=True)
+    rows = _loop_walks(kernel, counters, inside[first], trie.token_data, trie.token_offsets,
+                       vocab_size)[3]
+    return rows, row_of.reshape(-1).astype(np.int32)
+
+
+def _walk_loop(kernel: _Kernel, counters, machine: int, lo: int, hi: int, data, offsets,
+               vocab_size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """The count rows of one counted repeat's states inside its loop (uint16 [inside, V]),
+    the row of each, the tokens that complete the repetition under way from each, and those
+    that read one repetition."""
+    inside = lo + np.flatnonzero(counters.in_loop[lo:hi])
+    loop = int(counters.loop[machine])
+    starts = np.repeat(inside, vocab_size).astype(np.int32)
+    kind, nxt, count, loop_rows = _loop_walks(kernel, counters, inside, data, offsets,
+                                              vocab_size)
     # tokens that start no repetition and stay in the loop: back to the loop state by them
     moves = (kind == _STAYS) & counters.in_loop[nxt]
     source = starts.astype(np.int64)

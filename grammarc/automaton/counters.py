@@ -27,7 +27,10 @@ class Counters:
     one repetition. The count is the repetitions started plus `need` of the state (the fewest
     still to start before the machine can leave its loop; 0 for a counted repeat): it may
     not pass `count_max[m]` (-1: no bound), and a transition out of the loop to another
-    state must leave it at least `count_min[m]`. A counted machine calls no other.
+    state must leave it at least `count_min[m]`. A counted machine calls no other, except a
+    union holding one (`unions`), which calls none inside its loop; where the count forbids
+    a transition of one of its states there, that state's `twin` (0: none), the union
+    without the counted machine, reads the byte instead, with no count.
     """
 
     loop: np.ndarray       # int32 [M]
@@ -42,6 +45,10 @@ class Counters:
     phase_next: np.ndarray
     phase_boundary: np.ndarray
     phase_in_loop: np.ndarray
+    twin: np.ndarray       # int64 [S]
+    # a union's states inside the loop: the counted machine's state each stands for (-1:
+    # none), which alone decides what a token does to the count
+    member_state: np.ndarray  # int64 [S]
 
     def step(self, q: int, nxt: int, count: int, machine: int) -> tuple[int, int]:
         """(next state, count) of the transition q -> nxt in `machine`; (0, 0) if the count

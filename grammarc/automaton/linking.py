@@ -67,32 +67,49 @@ def fallback_language(failure: NotDeterministicError | UnresolvedCallError,
     return flat()
 
 
-def deterministic_pushdown(machines: MachineSet, max_states: int) -> PushdownDFA:
+def deterministic_pushdown(machines: MachineSet, max_states: int,
+                           alternatives: bool = True) -> PushdownDFA:
     """`build_pushdown`, after inlining the machines whose calls the next byte cannot decide,
     as long as they do not recurse (inlining them is then exact); when a recursive one is at
-    fault, with unions of the machines in doubt (`unions`), inlining in turn the machines
-    that do not recurse and stay in doubt inside a union; or `NotDeterministicError`."""
+    fault, or one that counts in doubt only with other calls (inlined, its count would be
+    spelled out in states), with unions of the machines in doubt (`unions`), inlining in
+    turn the machines that do not recurse and stay in doubt inside a union; or
+    `NotDeterministicError`. Where inlining a machine that counts (in doubt with its
+    caller's own text) ends past `max_states`, the front end's alternative machines are
+    linked instead if it offers some (with `alternatives`: every value a machine of its own,
+    whose unions keep the count)."""
     built: dict[tuple, tuple] = {}
     codes = call_codes(["", *(name for name, _ in machines.machines)])
     unite = False
     inlined: list[str] = []
+    instead: Callable[[], MachineSet] | None = None  # the alternative to counts spelled out
     while True:
         try:
             machines = _without_copies(machines, max_states, built, codes)
             return build_pushdown(machines, max_states, built, codes, unions=unite)
         except NotDeterministicError as exc:
             bodies = dict(machines.machines)
+            counted = [name for name in exc.machines if name in bodies and
+                       is_counted(bodies[name])]
             if not exc.machines or not exc.machines <= bodies.keys() or \
-                    exc.machines & recursive_machines(bodies):
+                    exc.machines & recursive_machines(bodies) or \
+                    (not unite and any(name not in exc.with_text for name in counted)):
                 if unite:
                     raise
                 unite = True  # from now on, and again after inlining what unions leave
                 continue
+            if counted and alternatives:
+                instead = instead or machines.alternative
             machines = _inlined(machines, exc.machines, built, codes)
             inlined += sorted(exc.machines)
         except TooManyStatesError as exc:
             if not inlined or exc.line is not None:
                 raise
+            if instead is not None:
+                try:
+                    return deterministic_pushdown(instead(), max_states, False)
+                except (NotDeterministicError, GrammarError):
+                    pass
             raise TooManyStatesError(
                 f"{exc.message} once the machines {', '.join(map(repr, inlined))} are inlined "
                 "(the next byte does not tell their calls apart)") from None

@@ -91,9 +91,13 @@ class PushdownDFA:
         for byte in data:
             while q:
                 if table[q, byte]:
-                    q, count = counters.step(q, int(table[q, byte]), count,
-                                             int(self.state_machine[q]))
-                    break
+                    nxt, count = counters.step(q, int(table[q, byte]), count,
+                                               int(self.state_machine[q]))
+                    if nxt or not counters.twin[q]:
+                        q = nxt
+                        break
+                    q, count = int(counters.twin[q]), 0  # past the count: its twin reads
+                    continue
                 calls = range(self.call_ptr[q], self.call_ptr[q + 1])
                 k = next((k for k in calls if self.first[self.call_machine[k], byte]), None)
                 if k is not None:
@@ -279,6 +283,9 @@ def _link(names: list[str], steps: list[np.ndarray], byte_classes: list[np.ndarr
     phase_next, phase_boundary, phase_in_loop = (
         np.concatenate([s[i] for s in spellings]) if spellings else
         np.zeros((0, 256) if i == 0 else 0, np.int32 if i == 0 else bool) for i in range(3))
+    registers = Counters(loop, count_min, count_max, in_loop, boundary, need, phase,
+                         phase_next.astype(np.int32), phase_boundary, phase_in_loop,
+                         np.zeros(total, np.int64), np.full(total, -1, np.int64))
     exits = None
     try:
         follow = _check_deterministic(dfa, state_machine, call_ptr, call_machine, call_return,
@@ -288,8 +295,8 @@ def _link(names: list[str], steps: list[np.ndarray], byte_classes: list[np.ndarr
             raise
         try:
             united = with_unions(trans, accepting, state_machine, call_ptr, call_machine,
-                                 call_return, machine_start, first, names,
-                                 np.array([c is not None for c in counters]), max_states)
+                                 call_return, machine_start, first, names, registers,
+                                 max_states)
             united_dfa = _canonical_dfa(united.trans, joint_class, united.accepting)
             united_first = _first_bytes(united_dfa, united.machine_start, united.call_ptr,
                                         united.call_machine, united.names)
@@ -305,23 +312,30 @@ def _link(names: list[str], steps: list[np.ndarray], byte_classes: list[np.ndarr
             raise (united_failure if fixable else failure) from None
         except TooManyStatesError:
             raise failure from None
-        # the count registers of the machines kept alone, in the new numbering
+        # the count registers of the machines kept alone, in the new numbering, and those
+        # of the unions with a counted member, which count as it does in their own states
         kept = np.flatnonzero((united.old_state >= 0) & (united.state_machine >= 0))
         kept = kept[united.old_machine[united.state_machine[kept]] ==
                     state_machine[united.old_state[kept]]]
         new_of_old = np.zeros(total, np.int64)
         new_of_old[united.old_state[kept]] = kept
         alone = united.old_machine >= 0
-        machine_of = np.where(alone, united.old_machine, 0)
-        loop = np.where(alone, new_of_old[loop[machine_of]], 0).astype(np.int32)
-        count_min = np.where(alone, count_min[machine_of], 0)
-        count_max = np.where(alone, count_max[machine_of], -1)
+        member = np.where(alone, united.old_machine, united.counted_member)
+        machine_of = np.maximum(member, 0)
+        loop = np.where(alone, new_of_old[loop[machine_of]], united.union_loop).astype(np.int32)
+        count_min = np.where(member >= 0, count_min[machine_of], 0)
+        count_max = np.where(member >= 0, count_max[machine_of], -1)
         per_state = []
+        counting = np.flatnonzero(united.counted_state >= 0)
         for values, empty in ((in_loop, False), (boundary, False), (need, 0), (phase, -1)):
             moved = np.full(len(united.accepting), empty, values.dtype)
             moved[kept] = values[united.old_state[kept]]
+            moved[counting] = values[united.counted_state[counting]]
             per_state.append(moved)
         in_loop, boundary, need, phase = per_state
+        registers = Counters(loop, count_min, count_max, in_loop, boundary, need, phase,
+                             registers.phase_next, registers.phase_boundary,
+                             registers.phase_in_loop, united.twin, united.counted_state)
         names, machine_start, state_machine = united.names, united.machine_start, \
             united.state_machine
         call_ptr, call_machine, call_return = united.call_ptr, united.call_machine, \
@@ -333,9 +347,7 @@ def _link(names: list[str], steps: list[np.ndarray], byte_classes: list[np.ndarr
         np.zeros(0, np.int32))
     return PushdownDFA(dfa, tuple(names), machine_start,
                        state_machine, call_ptr, call_machine, call_return, first, follow,
-                       Counters(loop, count_min, count_max, in_loop, boundary, need, phase,
-                                phase_next.astype(np.int32), phase_boundary, phase_in_loop),
-                       exit_class, site_ptr, site_next)
+                       registers, exit_class, site_ptr, site_next)
 
 
 def _first_bytes(dfa: ByteDFA, machine_start, call_ptr, call_machine, names) -> np.ndarray:
@@ -403,7 +415,8 @@ def _check_deterministic(dfa: ByteDFA, state_machine, call_ptr, call_machine, ca
             if clash.any():
                 faults.add(int(callee), f"in machine {names[state_machine[q]] or 'root'!r}, "
                            f"byte {int(np.flatnonzero(clash)[0]):#04x} may start a call of "
-                           f"{names[callee]!r} or continue otherwise")
+                           f"{names[callee]!r} or continue otherwise",
+                           with_text=bool((own & first[callee]).any()))
             reads[q] |= first[callee]
     # FOLLOW sets: what may come after a machine returns in each exit class, by fixpoint
     # over call sites
@@ -426,7 +439,8 @@ def _check_deterministic(dfa: ByteDFA, state_machine, call_ptr, call_machine, ca
     at_fault = clashes.any(axis=1)
     for q, clash in zip(final[at_fault], clashes[at_fault]):
         faults.add(int(state_machine[q]), f"machine {names[state_machine[q]] or 'root'!r} "
-                   f"may end or go on with byte {int(np.flatnonzero(clash)[0]):#04x}")
+                   f"may end or go on with byte {int(np.flatnonzero(clash)[0]):#04x}",
+                   with_text=True)
     faults.raise_any()
     return follow.any(axis=1)
 
@@ -437,17 +451,20 @@ class _Faults:
     def __init__(self, names: list[str]) -> None:
         self.names = names
         self.blamed: set[str] = set()
+        self.with_text: set[str] = set()
         self.message: str | None = None
 
-    def add(self, machine: int, message: str) -> None:
+    def add(self, machine: int, message: str, with_text: bool = False) -> None:
         self.message = self.message or message
         self.blamed.add(self.names[machine])
+        if with_text:
+            self.with_text.add(self.names[machine])
 
     def raise_any(self) -> None:
         if self.message is not None:
             # the root is never inlined: a fault of its own cannot be fixed that way
             fixable = frozenset() if "" in self.blamed else frozenset(self.blamed)
-            raise NotDeterministicError(self.message, fixable)
+            raise NotDeterministicError(self.message, fixable, frozenset(self.with_text))
 
 
 def byte_dfa(byte_table: np.ndarray, accepting: np.ndarray) -> ByteDFA:

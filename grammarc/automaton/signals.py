@@ -8,11 +8,15 @@ from __future__ import annotations
 
 class NotDeterministicError(Exception):
     """The machines' calls and returns cannot be decided by the next byte alone. `machines`
-    names the machines whose inlining removes every conflict found (empty: none does)."""
+    names the machines whose inlining removes every conflict found (empty: none does);
+    `with_text` those of them in doubt with text that is not a call (their caller's own
+    bytes, or what follows their return), which no union of calls decides."""
 
-    def __init__(self, message: str, machines: frozenset[str] = frozenset()) -> None:
+    def __init__(self, message: str, machines: frozenset[str] = frozenset(),
+                 with_text: frozenset[str] = frozenset()) -> None:
         super().__init__(message)
         self.machines = machines
+        self.with_text = with_text
 
 
 class UnresolvedCallError(Exception):

@@ -12,8 +12,14 @@ too, in the same construction. Every subset reads what its states read and every
 continues what accepted, so the language is the same; `pushdown` checks the result like any
 other (its FOLLOW sets per exit class).
 
-A union of more than `MOST_UNITED` machines, or of a counted one, is not built: the calls
-stay in doubt (`NotDeterministicError`, and `linking` takes its fallback).
+A union may hold one counted machine (a string with a long `maxLength`, `counters`): the
+union keeps its count while the counted machine is inside its loop, and each such state has
+a *twin*, the same state without the counted machine. Where the count leaves its bounds the
+counted machine can no longer end, and the twin reads on: the union does not die with it
+(`anyOf` of a string of at most 512 characters and any value reads a longer string as any
+value). A union of more than `MOST_UNITED` machines, of two counted ones, or of one that
+counts a pattern's characters, is not built: the calls stay in doubt
+(`NotDeterministicError`, and `linking` takes its fallback).
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import TooManyStatesError
+from .counters import Counters
 from .signals import NotDeterministicError
 
 MOST_UNITED = 4  # machines in one union: 2**4 - 1 exit classes
@@ -48,18 +55,26 @@ class United:
     num_classes: np.ndarray     # int64 [M]: exit classes of each machine
     old_state: np.ndarray       # int64 [S]: the input's state a state stands for alone, or -1
     old_machine: np.ndarray     # int64 [M]: the input's machine a machine is, or -1 (a union)
+    # a union with a counted machine: its counted member (-1: none) and loop state (0: none);
+    # per state of such a union, the counted machine's state inside its loop (-1: none) and
+    # the twin (0: none)
+    counted_member: np.ndarray  # int64 [M]
+    union_loop: np.ndarray      # int64 [M]
+    counted_state: np.ndarray   # int64 [S]
+    twin: np.ndarray            # int64 [S]
 
 
 def with_unions(trans: np.ndarray, accepting: np.ndarray, state_machine: np.ndarray,
                 call_ptr: np.ndarray, call_machine: np.ndarray, call_return: np.ndarray,
                 machine_start: np.ndarray, first: np.ndarray, names: list[str],
-                counted: np.ndarray, max_states: int) -> United:
+                counters: Counters, max_states: int) -> United:
     """The automaton with the calls of machines whose first bytes overlap (`first`) at one
     state made one call of their union (module docstring), every machine rebuilt from its
     start by the subset construction; `NotDeterministicError` where a union would be too
-    large or hold a counted machine, `TooManyStatesError` past `max_states` states."""
+    large or hold counts it cannot keep (`counters`: the input's), `TooManyStatesError`
+    past `max_states` states."""
     builder = _Builder(trans, accepting, state_machine, call_ptr, call_machine, call_return,
-                       machine_start, first, counted, max_states)
+                       machine_start, first, counters, max_states)
     return builder.build(names)
 
 
@@ -70,17 +85,22 @@ class _Builder:
 
     def __init__(self, trans: np.ndarray, accepting: np.ndarray, state_machine: np.ndarray,
                  call_ptr: np.ndarray, call_machine: np.ndarray, call_return: np.ndarray,
-                 machine_start: np.ndarray, first: np.ndarray, counted: np.ndarray,
+                 machine_start: np.ndarray, first: np.ndarray, counters: Counters,
                  max_states: int) -> None:
         self.trans, self.accepting, self.state_machine = trans, accepting, state_machine
         self.call_ptr, self.call_machine, self.call_return = call_ptr, call_machine, call_return
-        self.machine_start, self.first, self.counted = machine_start, first, counted
+        self.machine_start, self.first, self.counters = machine_start, first, counters
         self.max_states = max_states
         self.members: list[tuple[int, ...]] = []  # per new machine, the input's machines
         self.machine_of: dict[tuple[int, ...], int] = {}
+        self.counted_member: list[int] = []  # per new machine, its counted member or -1
         self.subsets: list[tuple[int, frozenset[int]]] = []  # per state: (machine, states)
         self.state_of: dict[tuple[int, frozenset[int]], int] = {}
         self.todo: list[int] = []
+        # per state of a union with a counted member inside its loop: that member's state
+        # and the twin's subset id (-1: none)
+        self.counted_state: dict[int, int] = {}
+        self.twin: dict[int, int] = {}
 
     def state(self, machine: int, states: frozenset[int]) -> int:
         key = (machine, states)
@@ -97,13 +117,41 @@ class _Builder:
     def machine(self, group: tuple[int, ...]) -> int:
         found = self.machine_of.get(group)
         if found is None:
-            if len(group) > 1 and (len(group) > MOST_UNITED or self.counted[list(group)].any()):
-                raise NotDeterministicError(f"a union of {len(group)} machines, or of one that "
-                                            "counts, is not built")
+            counted = [m for m in group if self.counters.loop[m]] if len(group) > 1 else []
+            if len(group) > MOST_UNITED or len(counted) > 1 or \
+                    (counted and not self._counts_repetitions(counted[0])):
+                raise NotDeterministicError(f"a union of {len(group)} machines, of two that "
+                                            "count or of one that counts a pattern's "
+                                            "characters, is not built")
             found = self.machine_of[group] = len(self.members)
             self.members.append(group)
+            self.counted_member.append(counted[0] if counted else -1)
             self.state(found, frozenset(int(self.machine_start[m]) for m in group))
         return found
+
+    def _counts_repetitions(self, machine: int) -> bool:
+        """Whether a counted machine counts the repetitions of one item (`counter_form`),
+        its count a function of its own state's path alone, not a pattern's characters with
+        the fewest still needed (`counted_text`)."""
+        own = self.state_machine == machine
+        return not (self.counters.need[own].any() or (self.counters.phase[own] >= 0).any())
+
+    def _count(self, t: int, machine: int, states: frozenset[int]) -> None:
+        """Where a union's counted member is inside its loop in state t: its state there, and
+        the twin, the same states without it (the union reads on with the twin where the
+        count leaves its bounds). Such a state may not call: a frame below the top keeps no
+        count."""
+        counted = self.counted_member[machine]
+        inside = [s for s in states if self.state_machine[s] == counted and
+                  self.counters.in_loop[s]]
+        if counted < 0 or not inside:
+            return
+        if any(self.call_ptr[s] != self.call_ptr[s + 1] for s in states):
+            raise NotDeterministicError("a union that counts would call inside its count's "
+                                        "loop; it is not built")
+        self.counted_state[t] = inside[0]
+        rest = states - {inside[0]}
+        self.twin[t] = self.state(machine, rest) if rest else -1
 
     def build(self, names: list[str]) -> United:
         self.machine((0,))
@@ -114,6 +162,7 @@ class _Builder:
             machine, states = self.subsets[t]
             rows[t] = self._row(machine, sorted(states))
             calls[t] = self._calls(machine, sorted(states))
+            self._count(t, machine, states)
         return self._numbered(names, rows, calls)
 
     def _row(self, machine: int, states: list[int]) -> np.ndarray:
@@ -187,6 +236,9 @@ class _Builder:
         state_machine = np.full(total, -1, np.int32)
         exit_class = np.zeros(total, np.int32)
         old_state = np.full(total, -1, np.int64)
+        counted_state = np.full(total, -1, np.int64)
+        twin = np.zeros(total, np.int64)
+        union_loop = np.zeros(len(self.members), np.int64)
         for t, (machine, states) in enumerate(self.subsets):
             q = new_id[t]
             trans[q] = _renumbered(rows[t], new_id)
@@ -195,6 +247,13 @@ class _Builder:
             exit_class[q] = self._exit_class(machine, states)
             if len(states) == 1:
                 old_state[q] = next(iter(states))
+            if t in self.counted_state:
+                counted_state[q] = c = self.counted_state[t]
+                twin[q] = new_id[self.twin[t]] if self.twin[t] >= 0 else 0
+                # the loop state: the least of those where the member is at its own
+                if c == self.counters.loop[self.counted_member[machine]] and \
+                        (not union_loop[machine] or q < union_loop[machine]):
+                    union_loop[machine] = q
         call_ptr = np.zeros(total + 1, np.int64)
         np.cumsum(np.bincount([e[0] for e in edges], minlength=total), out=call_ptr[1:])
         site_ptr = np.zeros(total + 1, np.int64)
@@ -215,7 +274,10 @@ class _Builder:
             num_classes=np.array([(1 << len(g)) - 1 for g in self.members], np.int64),
             old_state=old_state,
             old_machine=np.array([g[0] if len(g) == 1 else -1 for g in self.members],
-                                 np.int64))
+                                 np.int64),
+            counted_member=np.array([m if len(g) > 1 else -1 for m, g in
+                                     zip(self.counted_member, self.members)], np.int64),
+            union_loop=union_loop, counted_state=counted_state, twin=twin)
 
 
 def _renumbered(row: np.ndarray, new_id: np.ndarray) -> np.ndarray:

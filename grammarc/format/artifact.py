@@ -33,7 +33,8 @@ CALLS_FORMAT_VERSION = 2  # machines linked by calls: tables plus a stack (docs/
 COUNTERS_FORMAT_VERSION = 3  # version 2 and count registers of counted machines
 TEXT_COUNTERS_FORMAT_VERSION = 4  # version 3 and counts across a pattern's states
 EXITS_FORMAT_VERSION = 5  # version 4 and returns chosen by how a machine ends (unions)
-NEWEST_FORMAT_VERSION = EXITS_FORMAT_VERSION
+TWINS_FORMAT_VERSION = 6  # version 5 and twins of loop states (unions that count)
+NEWEST_FORMAT_VERSION = TWINS_FORMAT_VERSION
 MAX_VOCAB_SIZE = 1 << 24   # a larger tokenizer.vocab_size is a forged file, not a vocabulary
 LAYOUTS = ("factored", "csr", "dense")
 SUFFIXES = (".safetensors", ".npz")
@@ -67,6 +68,8 @@ _COUNTER_TENSORS = stored_tensors(CountRegisters, COUNTERS_FORMAT_VERSION)
 _TEXT_COUNTER_TENSORS = stored_tensors(CountRegisters, TEXT_COUNTERS_FORMAT_VERSION)
 # version 5: version 4 and exit classes, sites and the exit class of each suffix
 _EXIT_TENSORS = stored_tensors(ExitTables, EXITS_FORMAT_VERSION)
+# version 6: version 5 and the twin of each state inside a loop (unions that count)
+_TWIN_COUNTER_TENSORS = stored_tensors(CountRegisters, TWINS_FORMAT_VERSION)
 _LAYOUT_TENSORS = {
     "factored": {"class_ptr": ("u", 1), "class_tokens": ("u", 1), "state_row": ("u", 1),
                  "row_ptr": ("u", 1), "row_class": ("u", 1), "row_delta": ("i", 1)},
@@ -86,7 +89,8 @@ class ArtifactData:
 # ------------------------------------------------------------------- layouts (docs/FORMAT.md)
 def format_version(table: TokenTable) -> int:
     """The format version that holds `table`: 1, 2 with calls, 3 with count registers, 4
-    with counts across a pattern's states, 5 with returns by exit class."""
+    with counts across a pattern's states, 5 with returns by exit class, 6 with twins of
+    loop states."""
     return FORMAT_VERSION if table.calls is None else table.calls.version
 
 
@@ -155,11 +159,16 @@ def decode_table(data: ArtifactData) -> TokenTable:
                     row_ptr=ptr, row_class=tokens + 1, row_delta=nxt - owner)
     version = data.metadata["format_version"]
     counters = None
-    if version >= TEXT_COUNTERS_FORMAT_VERSION:
-        counters = CountRegisters(**{name: t[name] for name in _TEXT_COUNTER_TENSORS})
+    no_twins = {"count_twin": np.zeros(num_states, np.int64)}
+    if version >= TWINS_FORMAT_VERSION:
+        counters = CountRegisters(**{name: t[name] for name in _TWIN_COUNTER_TENSORS})
+    elif version >= TEXT_COUNTERS_FORMAT_VERSION:
+        counters = CountRegisters(**{name: t[name] for name in _TEXT_COUNTER_TENSORS},
+                                  **no_twins)
     elif version >= COUNTERS_FORMAT_VERSION:
         counters = CountRegisters(**{name: t[name] for name in _COUNTER_TENSORS},
-                                  **CountRegisters.loop_and_need(t["machine_loop"], num_states))
+                                  **CountRegisters.loop_and_need(t["machine_loop"], num_states),
+                                  **no_twins)
     exits = ExitTables(**{name: t[name] for name in _EXIT_TENSORS}) \
         if version >= EXITS_FORMAT_VERSION else None
     calls = CallTables(**{name: t[name] for name in _CALL_TENSORS}, counters=counters,
@@ -252,9 +261,11 @@ def _tensor_spec(metadata: dict[str, Any]) -> dict[str, tuple[str, int]]:
         spec.update(_STATE_NAMES)
     if metadata["format_version"] >= CALLS_FORMAT_VERSION:
         spec.update(_CALL_TENSORS)
-    if metadata["format_version"] >= COUNTERS_FORMAT_VERSION:
-        spec.update(_TEXT_COUNTER_TENSORS if metadata["format_version"] >=
-                    TEXT_COUNTERS_FORMAT_VERSION else _COUNTER_TENSORS)
+    version = metadata["format_version"]
+    if version >= COUNTERS_FORMAT_VERSION:
+        spec.update(_TWIN_COUNTER_TENSORS if version >= TWINS_FORMAT_VERSION else
+                    _TEXT_COUNTER_TENSORS if version >= TEXT_COUNTERS_FORMAT_VERSION else
+                    _COUNTER_TENSORS)
     if metadata["format_version"] >= EXITS_FORMAT_VERSION:
         spec.update(_EXIT_TENSORS)
     return spec
@@ -524,7 +535,8 @@ def _validate_calls(t: dict[str, np.ndarray], metadata: dict[str, Any], num_stat
     _check_first_bytes(t)
     if metadata["format_version"] >= COUNTERS_FORMAT_VERSION:
         _validate_counters(t, num_machines, num_states, vocab_size,
-                           metadata["format_version"] >= TEXT_COUNTERS_FORMAT_VERSION)
+                           metadata["format_version"] >= TEXT_COUNTERS_FORMAT_VERSION,
+                           metadata["format_version"] >= TWINS_FORMAT_VERSION)
     if metadata["format_version"] >= EXITS_FORMAT_VERSION:
         _require(len(t["exit_class"]) == num_states, "exit_class has the wrong length")
         _require(bool(np.all(t["exit_class"] < _MOST_EXIT_CLASSES)), "exit_class out of range")
@@ -578,9 +590,9 @@ def _check_first_bytes(t: dict[str, np.ndarray]) -> None:
 
 
 def _validate_counters(t: dict[str, np.ndarray], num_machines: int, num_states: int,
-                       vocab_size: int, across_states: bool) -> None:
+                       vocab_size: int, across_states: bool, twins: bool) -> None:
     """Index ranges of the count registers (docs/FORMAT.md, counted machines; version 4's
-    `across_states`)."""
+    `across_states`, version 6's `twins`)."""
     starts, loop = t["machine_start"], t["machine_loop"]
     _require(bool(np.all(np.diff(starts) > 0)), "machine_start must increase (with counters)")
     for name in ("machine_loop", "machine_count_min", "machine_count_max", "machine_item_cost"):
@@ -617,6 +629,15 @@ def _validate_counters(t: dict[str, np.ndarray], num_machines: int, num_states: 
                  "count_loop must be 0/1, 1 only inside loops, and 1 at each machine's loop state")
         _require(not (t["count_need"] * (row < 0)).any(),
                  "count_need must be 0 outside loops")
+    if twins:
+        twin = t["count_twin"]
+        _require(len(twin) == num_states and bool(np.all(twin < num_states)),
+                 "count_twin has the wrong length or is out of range")
+        has = np.flatnonzero(twin)
+        _require(bool(np.all(row[has] >= 0)) and bool(np.all(row[twin[has]] < 0)) and
+                 bool(np.all(machine_of[twin[has]] == machine_of[has])),
+                 "count_twin must lead from a state inside a loop to one outside it, in its "
+                 "machine")
 
 
 def suffix_count(suffix_id: np.ndarray, stack_next: np.ndarray, stack_arg: np.ndarray,

@@ -257,7 +257,9 @@ class CountRegisters:
     For bytes: `count_loop[q]` marks the states between repetitions, and `count_need[q]`
     the repetitions still needed from q, which the count includes (version 4: a pattern's
     characters counted across its states; in version 3 the one loop state of each machine,
-    and no need).
+    and no need). `count_twin[q]` (version 6, 0: none) is the state that reads a token or
+    byte from loop state q instead where the count forbids it (a union of machines one of
+    which counts: the same union without that one).
     """
 
     machine_loop: np.ndarray = _tensor("u", 1)         # [M] its loop state, 0: not counted
@@ -271,14 +273,18 @@ class CountRegisters:
     suffix_reps: np.ndarray = _tensor("u", 1)          # [suffix entries]
     count_loop: np.ndarray = _tensor("u", 1, since=4)  # [S] 0/1
     count_need: np.ndarray = _tensor("u", 1, since=4)  # [S]
+    count_twin: np.ndarray = _tensor("u", 1, since=6)  # [S]
 
     def __post_init__(self) -> None:
         _freeze_tensors(self)
 
     @property
     def version(self) -> int:
-        """The format version that holds these registers: 4 where a machine has more than
-        one state between repetitions or needs repetitions, else 3."""
+        """The format version that holds these registers: 6 where a loop state has a twin,
+        4 where a machine has more than one state between repetitions or needs
+        repetitions, else 3."""
+        if self.count_twin.any():
+            return 6
         counted = self.machine_loop[self.machine_loop > 0]
         single = int(self.count_loop.sum()) == len(counted) and \
             bool(np.all(self.count_loop[counted]))
@@ -298,7 +304,8 @@ class CountRegisters:
             count_complete_cost=np.full(num_states, -1, np.int64),
             stack_reps=np.zeros(num_stack_tokens, np.int64),
             suffix_reps=np.zeros(num_suffix_entries, np.int64),
-            count_loop=np.zeros(num_states, np.int64), count_need=np.zeros(num_states, np.int64))
+            count_loop=np.zeros(num_states, np.int64), count_need=np.zeros(num_states, np.int64),
+            count_twin=np.zeros(num_states, np.int64))
 
     @staticmethod
     def loop_and_need(machine_loop: np.ndarray, num_states: int) -> dict[str, np.ndarray]:
@@ -384,10 +391,11 @@ class CallTables:
     @property
     def version(self) -> int:
         """The format version that holds these tables: 2, 3 or 4 by their count registers,
-        5 with exit tables."""
-        if self.exits is not None:
-            return 5
-        return 2 if self.counters is None else self.counters.version
+        5 with exit tables, 6 with twins (which only unions have)."""
+        if self.counters is None:
+            return 2
+        version = self.counters.version
+        return max(version, 5) if self.exits is not None else version
 
     def tensors(self) -> dict[str, np.ndarray]:
         """Every array the artifact's format version stores, by its field name, the

@@ -529,7 +529,11 @@ class CallGrammar(Grammar):
         rests = self._rests(q, frames.top, top, frames.below)
         ends = self._ends(q, frames)
         if budget is None:
-            return (q, frames.top, ends, *self._counts.key(q, count), rests.alive_key), \
+            key = (q, frames.top, ends, *self._counts.key(q, count), rests.alive_key)
+            twin = self._counts.twin_list[q]
+            if twin:  # where the count forbids, the mask is its twin's: keyed by it too
+                key = (*key, self._build(CallState(twin, frames), None, False)[1])
+            return key, \
                 lambda: self._build_mask(state, info, top, None, None, rests.within(), ends)
         eos = ends and budget >= 1
         if self._counted[q]:  # the need of ordinary tokens follows the count
@@ -576,7 +580,11 @@ class CallGrammar(Grammar):
         if len(top.deep_tokens):
             mask[top.deep_tokens[deep[top.deep_group]]] = True
         if counted:
-            mask &= self._counts.allowed(q, count)
+            ok = self._counts.allowed(q, count)
+            mask &= ok
+            twin = self._counts.twin_list[q]
+            if twin and not ok.all():  # the tokens the count forbids, as its twin reads them
+                mask |= self._build(CallState(twin, state.frames), within, False)[0] & ~ok
         mask[self._eos] = eos
         return mask
 
@@ -616,8 +624,9 @@ class CallGrammar(Grammar):
             return state if self.is_accepting(state) else DEAD
         q, frames = state.table_state, state.frames
         count = self._counts.after(q, state.count, token_id)
-        if count is None:
-            return DEAD
+        if count is None:  # past the count's bounds: its twin reads the token, if any
+            twin = self._counts.twin_list[q]
+            return self.next_state(CallState(twin, frames), token_id) if twin else DEAD
         plain = self._table_next(q, token_id)
         if plain:
             return CallState(plain, frames, count if self._counted[plain] else 0)
@@ -716,8 +725,11 @@ class CallGrammar(Grammar):
         while q:
             nxt = int(table[q, byte])
             if nxt:
-                nxt, count = self._counts.byte_step(q, nxt, count)
-                return CallState(nxt, frames, count) if nxt else None
+                nxt, after = self._counts.byte_step(q, nxt, count)
+                if nxt:
+                    return CallState(nxt, frames, after)
+                q, count = self._counts.twin_list[q], 0  # past the count: the twin, if any
+                continue
             callee = next((k for k in range(self._call_ptr[q], self._call_ptr[q + 1])
                            if self._machine_first[self._call_machine[k], byte]), None)
             if callee is not None:

@@ -27,6 +27,10 @@ class Counts:
         self.boundary = np.zeros(num_states, bool) if counters is None else \
             counters.count_loop.astype(bool)
         self.need = np.zeros(num_states, np.int64) if counters is None else counters.count_need
+        # per state inside a union's loop: the state that reads on where the count forbids
+        # (version 6; 0: none, the text dies)
+        self.twin = np.zeros(num_states, np.int64) if counters is None else counters.count_twin
+        self.twin_list = self.twin.tolist()
         # per state, its machine's loop state, bounds and cost of one repetition
         self.loop = np.zeros(num_states, np.int64)
         self.low = np.zeros(num_states, np.int64)
@@ -77,7 +81,8 @@ class Counts:
         return int(self.suffix_reps[entry]) if self.row[nxt] >= 0 else 0
 
     def byte_step(self, q: int, nxt: int, count: int) -> tuple[int, int]:
-        """(next state, count) of a byte transition; state 0 when the count forbids it."""
+        """(next state, count) of a byte transition; state 0 when the count forbids it (a
+        twin of q, if any, then reads the byte)."""
         inside = self.row[nxt] >= 0
         if self.row[q] < 0 and not inside:
             return nxt, 0
@@ -89,14 +94,17 @@ class Counts:
 
     def cost(self, q: int, count: int) -> int:
         """Tokens that finish q's machine from q with `count` (an upper bound; -1: none):
-        below the minimum, end the repetition under way, read the missing ones, then leave."""
+        below the minimum, end the repetition under way, read the missing ones, then leave;
+        or, where fewer, finish from q's twin."""
         if self.row[q] < 0 or count >= self.low[q]:
             return int(self.min_tokens[q])
         parts = (int(self.complete_cost[q]), int(self.item_cost[q]),
                  int(self.min_tokens[self.loop[q]]))
-        if min(parts) < 0:
-            return -1
-        return parts[0] + parts[1] * (int(self.low[q]) - count) + parts[2]
+        own = -1 if min(parts) < 0 else parts[0] + parts[1] * (int(self.low[q]) - count) + \
+            parts[2]
+        twin = self.twin_list[q]
+        other = int(self.min_tokens[twin]) if twin else -1
+        return own if other < 0 else other if own < 0 else min(own, other)
 
     def costs(self, states: np.ndarray, counts: np.ndarray) -> np.ndarray:
         """`cost` of each state with its count, vectorised."""
@@ -107,7 +115,11 @@ class Counts:
             parts = np.stack([self.complete_cost[at], self.item_cost[at],
                               self.min_tokens[self.loop[at]]])
             more = parts[0] + parts[1] * (self.low[at] - counts[short]) + parts[2]
-            need[short] = np.where((parts < 0).any(axis=0), -1, more)
+            own = np.where((parts < 0).any(axis=0), -1, more)
+            twin = self.twin[at]
+            other = np.where(twin > 0, self.min_tokens[twin], -1)
+            need[short] = np.where(other < 0, own, np.where(own < 0, other,
+                                                            np.minimum(own, other)))
         return need
 
     def row_within(self, table, q: int, count: int, budget: int) -> np.ndarray:

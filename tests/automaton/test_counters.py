@@ -255,20 +255,27 @@ def _assert_forgery_refused(grammar: CallGrammar, path, edit, message: str) -> N
         grammarc.load(path)
 
 
-def test_a_document_compiled_flat_spells_long_strings_in_states(smollm2):
+def test_a_union_with_a_recursive_machine_keeps_a_long_string_counted(smollm2):
     """An anyOf of a recursive $ref and another object that both read key `s`, one as a
-    long string and one as any value (two machines the next byte cannot tell apart), makes
-    the whole document flat (unrolled, with a notice): its long strings are then ordinary
-    bounded repeats, not calls."""
+    long string and one as any value (two machines the next byte cannot tell apart), is a
+    union of the two, and inside it `s` a union of the long string and any value that keeps
+    the count (issue 41; the whole document was flat before, unrolled, its strings spelled
+    in states)."""
     node = {"type": "object", "properties": {
         "s": {"type": "string", "maxLength": HIGH},
         "c": {"anyOf": [{"$ref": "#/$defs/n"}, {"type": "object", "required": ["x"]}]}}}
     schema = {"$defs": {"n": node}, "$ref": "#/$defs/n"}
-    with pytest.warns(grammarc.GrammarcNotice, match="unrolled"):
-        grammar = grammarc.compile(json.dumps(schema), smollm2, "json-schema")
-    assert not isinstance(grammar, CallGrammar)
-    assert grammar.matches('{"s": "' + "é" * HIGH + '"}')
-    assert not grammar.matches('{"s": "' + "é" * (HIGH + 1) + '"}')
+    notices: list[str] = []
+    grammar = grammarc.compile(json.dumps(schema), smollm2, "json-schema",
+                               options=FrontendOptions(notice=notices.append))
+    assert isinstance(grammar, CallGrammar) and not notices
+    assert grammar.metadata["format_version"] == 6 and grammar.num_states < 2000
+    for value, valid in [({"s": "é" * HIGH}, True), ({"s": "é" * (HIGH + 1)}, False),
+                         ({"c": {"s": "é" * HIGH}}, True), ({"c": {"s": "é" * (HIGH + 1)}}, False),
+                         ({"c": {"s": "é" * (HIGH + 1), "x": 1}}, True),
+                         ({"c": {"c": {"s": "é" * (HIGH + 1), "x": [1]}}}, True),
+                         ({"c": {"c": {"s": "é" * (HIGH + 1)}}}, False)]:
+        assert grammar.matches(json.dumps(value, ensure_ascii=False)) == valid, value
 
 
 def test_count_rows_kept_across_compiles_give_the_tables_of_a_fresh_walk(smollm2, tmp_path):
@@ -598,3 +605,135 @@ def test_a_least_length_above_the_shortest_text_cuts_the_texts_first():
     for (key, value), valid in zip(values, verdicts):
         text = json.dumps({key: value})
         assert pd.accepts(text.encode()) == valid, text
+
+
+# ------------------------------------------- a count inside a union of machines (issue 41)
+UNION_COUNTED = {
+    "type": "object",
+    "properties": {
+        # two open objects: `name` is a long string in one branch, any value in the other
+        "either": {"anyOf": [
+            {"type": "object", "properties": {"name": {"type": "string", "maxLength": HIGH}},
+             "required": ["name"]},
+            {"type": "object", "properties": {"size": {"type": "string", "maxLength": HIGH}},
+             "required": ["size"]}]},
+        # a string within bounds, or one of a pattern without bound
+        "word": {"anyOf": [{"type": "string", "minLength": LOW, "maxLength": HIGH},
+                           {"type": "string", "pattern": "^[a-z]+@[a-z]+$"}]},
+        # the same, short texts too: a token such as `""` opens the union, leaves the
+        # count below its least, and its twin returns
+        "tag": {"anyOf": [{"type": "string", "minLength": LOW, "maxLength": HIGH},
+                          {"type": "string", "pattern": "^[a-z]*$"}]},
+    },
+    "additionalProperties": False,
+}
+
+
+def _union_values(rng: random.Random) -> list[str]:
+    """Documents around the bounds of `UNION_COUNTED`, of every branch, and mutants of their
+    strings (keys in the schema's order: the schema's order is not what is tested here)."""
+    values: list[dict] = []
+    for length in [0, 1, LOW - 1, LOW, HIGH - 1, HIGH, HIGH + 1, HIGH + 2, 3 * HIGH]:
+        name = _string(rng, length)
+        values += [{"either": {"name": name}}, {"either": {"name": name, "size": "3"}},
+                   {"either": {"name": name, "size": name}}, {"either": {"name": [name, 1]}},
+                   {"word": "x" * length}, {"word": "x" * length + "@y"},
+                   {"word": "x" * max(length - 1, 0) + "é"}]
+    values += [{"either": {"size": 2}}, {"either": {"size": "2"}}, {"either": {}},
+               {"word": "@"}, {"word": "a@"}, {"tag": ""}, {"tag": "abc"}, {"tag": "ab1"},
+               {"tag": "x" * HIGH + "1"}, {"tag": "x" * (LOW - 1) + "1"}]
+
+    def mutants(value):
+        if isinstance(value, str):
+            i = rng.randrange(len(value) + 1)
+            return [value[:i] + value[i + 1:], value[:i] + rng.choice('"x@\\}') + value[i:]]
+        if isinstance(value, dict):
+            return [{**value, key: m} for key in value for m in mutants(value[key])]
+        return []
+
+    values += [m for value in list(values) for m in mutants(value)]
+    return [json.dumps(value, ensure_ascii=False) for value in values]
+
+
+def _verdict(validator, text: str) -> bool:
+    try:
+        return validator.is_valid(json.loads(text))
+    except ValueError:
+        return False
+
+
+@pytest.fixture(scope="module")
+def union_counted(smollm2) -> CallGrammar:
+    return grammarc.compile(json.dumps(UNION_COUNTED), smollm2, "json-schema")
+
+
+def test_a_count_survives_a_union_of_machines():
+    """A long string that one branch of an `anyOf` bounds and another reads as any value, or
+    as a pattern's texts, is one union of the two machines that keeps the count while the
+    bounded one can still end, and reads on as the other where it cannot: a few hundred
+    states whatever the bound (spelled out, 4,096 characters were past --max-states)."""
+    for bound in (HIGH, 4096, 2**31 - 1):
+        schema = json.loads(json.dumps(UNION_COUNTED).replace(f": {HIGH}", f": {bound}"))
+        pd = build_automaton("json-schema", json.dumps(schema), None, FrontendOptions())
+        assert isinstance(pd, PushdownDFA) and pd.num_states < 3000, bound
+        united = [m for m, name in enumerate(pd.machine_names)
+                  if " | " in name and pd.counters.loop[m]]
+        assert len(united) >= 2, pd.machine_names
+        assert pd.counters.twin.any()
+    validator = jsonschema.Draft202012Validator(UNION_COUNTED)
+    texts = _union_values(random.Random(11))
+    verdicts = [_verdict(validator, text) for text in texts]
+    assert 20 < sum(verdicts) < len(texts) - 20
+    pd = build_automaton("json-schema", json.dumps(UNION_COUNTED), None, FrontendOptions())
+    for text, valid in zip(texts, verdicts):
+        assert pd.accepts(text.encode()) == valid, text
+
+
+def test_masks_of_a_count_in_a_union_agree_with_byte_walks(union_counted, smollm2):
+    """Tokens that pass the bound of the counted machine are read by the state's twin: the
+    masks, the states tokens lead to and the byte walks agree, and the texts are judged as
+    `jsonschema` judges them."""
+    validator = jsonschema.Draft202012Validator(UNION_COUNTED)
+    sample = _token_sample(smollm2, '{"either": {"name": "xé日😀\\n", "size": "3"}, "word": '
+                                    '"a@b", "tag": "", "tag": "abc"}')
+    rng = random.Random(13)
+    for length in (LOW - 1, LOW, HIGH - 1, HIGH, HIGH + 1):
+        for value in ({"either": {"name": _string(rng, length)}},
+                      {"either": {"name": _string(rng, length), "size": "1"}},
+                      {"word": "x" * length}, {"word": "x" * length + "@y"},
+                      {"tag": "x" * length + "1"}):
+            text = json.dumps(value, ensure_ascii=False)
+            _assert_masks_follow_bytes(union_counted, smollm2, text, _verdict(validator, text),
+                                       sample)
+    for value in ("", "abc"):
+        _assert_masks_follow_bytes(union_counted, smollm2, json.dumps({"tag": value}), True,
+                                   sample)
+
+
+def test_a_union_that_counts_samples_valid_documents_within_budgets(union_counted, smollm2):
+    validator = jsonschema.Draft202012Validator(UNION_COUNTED)
+    rng = np.random.default_rng(17)
+    eos = set(smollm2.eos_token_ids)
+    for budget in (LOW + 10, 3 * HIGH):
+        for _ in range(8):
+            tokens = union_counted.sample_tokens(budget, rng, eos_probability=0.02)
+            assert tokens is not None and len(tokens) <= budget and tokens[-1] in eos
+            text = smollm2.decode_bytes([t for t in tokens if t not in eos]).decode()
+            assert validator.is_valid(json.loads(text)), text
+
+
+def test_twins_round_trip_in_format_version_6(union_counted, tmp_path):
+    loaded = reloaded(union_counted, tmp_path / "union.safetensors")
+    assert loaded.metadata["format_version"] == 6
+    for length in (HIGH, HIGH + 1):
+        for text in ('{"either": {"name": "' + "x" * length + '"}}',
+                     '{"word": "' + "x" * length + '@y"}'):
+            assert loaded.matches(text) == union_counted.matches(text)
+            assert_same_mask(loaded, union_counted, text[:-4].encode())
+
+    def edit(tensors: dict[str, np.ndarray]) -> None:
+        at = int(np.flatnonzero(tensors["count_twin"])[0])
+        tensors["count_twin"][at] = at  # a state inside the loop: no twin
+
+    _assert_forgery_refused(union_counted, tmp_path / "union.npz", edit,
+                            "count_twin must lead from a state inside a loop")

@@ -354,7 +354,7 @@ def test_pushdown_walk_edges():
     call_ret = np.zeros((1, 256), i32)
     call_ret[0, [ord("a"), ord("(")]] = 4
     no_counts = (np.full(5, -1, i32), np.zeros(5, bool), np.zeros(1, i64), np.full(1, -1, i64),
-                 *_no_sites(5))
+                 np.zeros(5, i32), *_no_sites(5))
     data = np.frombuffer(b"((a)" + b"(" * 10, np.uint8)
     starts = np.array([1, 1, 2], i32)
     spans = np.array([0, 4, 3], i64), np.array([3, 14, 4], i64)
@@ -392,7 +392,8 @@ def test_pushdown_walk_returns_by_exit_class():
     call_start[0, [ord("a"), ord("b")]] = 2
     call_ret = np.zeros((1, 256), i32)
     call_ret[0, [ord("a"), ord("b")]] = 5
-    no_counts = (np.full(9, -1, i32), np.zeros(9, bool), np.zeros(2, i64), np.full(2, -1, i64))
+    no_counts = (np.full(9, -1, i32), np.zeros(9, bool), np.zeros(2, i64), np.full(2, -1, i64),
+                 np.zeros(9, i32))
     exit_class = np.array([0, 0, 0, 0, 1, 0, 0, 0, 0], i32)
     site_ptr = np.array([0, 0, 0, 0, 0, 0, 2, 2, 2, 2], i64)
     site_next = np.array([6, 7], i32)
@@ -424,7 +425,8 @@ def test_pushdown_walk_counts():
     call_ret[0, ord('"')] = 5
     loop_machine = np.array([-1, -1, -1, 1, -1, -1], i32)
     in_loop = np.array([False, False, False, True, False, False])
-    counts = loop_machine, in_loop, np.array([0, 2], i64), np.array([-1, 3], i64), *_no_sites(6)
+    counts = loop_machine, in_loop, np.array([0, 2], i64), np.array([-1, 3], i64), \
+        np.zeros(6, i32), *_no_sites(6)
     texts = [b'"aa"', b'"a"', b'"aaaa"', b'"aa', b'aa"x', b'aaaaaaa']
     data = np.frombuffer(b"".join(texts), np.uint8)
     lo = np.cumsum([0] + [len(t) for t in texts[:-1]]).astype(i64)
@@ -436,6 +438,45 @@ def test_pushdown_walk_counts():
     # repetitions are only counted, for the caller to check
     assert kind.tolist() == [1, 0, 0, 1, 2, 1]
     assert nxt[[0, 3, 5]].tolist() == [4, 3, 3] and count[[0, 3, 4, 5]].tolist() == [0, 2, 2, 7]
+
+
+def test_pushdown_walk_twins():
+    # as above, C reading 2 to 3 "a"s, but its loop state 3 has a twin, 6, which reads any
+    # number (6 -a-> 6, 6 -"-> 4): where the count leaves its bounds in a frame the walk
+    # opened, the twin reads the byte instead of the walk dying
+    table = np.zeros((7, 256), i32)
+    table[2, ord('"')], table[3, ord("a")], table[3, ord('"')] = 3, 3, 4
+    table[6, ord("a")], table[6, ord('"')] = 6, 4
+    final = np.array([False, False, False, False, True, True, False])
+    call_row = np.array([-1, 0, -1, -1, -1, -1, -1], i32)
+    call_start = np.full((1, 256), -1, i32)
+    call_start[0, ord('"')] = 2
+    call_ret = np.zeros((1, 256), i32)
+    call_ret[0, ord('"')] = 5
+    loop_machine = np.array([-1, -1, -1, 1, -1, -1, -1], i32)
+    in_loop = np.array([False, False, False, True, False, False, False])
+    twin = np.array([0, 0, 0, 6, 0, 0, 0], i32)
+    texts = [b'"aa"', b'"a"', b'"aaaaa"', b'"aaaa', b'"ab']
+    data = np.frombuffer(b"".join(texts), np.uint8)
+    lo = np.cumsum([0] + [len(t) for t in texts[:-1]]).astype(i64)
+    hi = lo + [len(t) for t in texts]
+    starts = np.ones(len(texts), i32)
+    for twins, alive in ((twin, [1, 1, 1, 1, 0]), (np.zeros(7, i32), [1, 0, 0, 0, 0])):
+        kind, nxt, _, _, _, count = _core.pushdown_walk(
+            table, final, call_row, call_start, call_ret, loop_machine, in_loop,
+            np.array([0, 2], i64), np.array([-1, 3], i64), twins, *_no_sites(7), starts,
+            data, lo, hi, 4)
+        assert kind.tolist() == alive
+    # a walk within the bounds ends in the loop with its count ('"aaaa' ends in the twin)
+    kind, nxt, _, _, _, count = _core.pushdown_walk(
+        table, final, call_row, call_start, call_ret, loop_machine, in_loop,
+        np.array([0, 2], i64), np.array([-1, 3], i64), twin, *_no_sites(7), starts[:1],
+        np.frombuffer(b'"aa', np.uint8), np.zeros(1, i64), np.full(1, 3, i64), 4)
+    assert nxt.tolist() == [3] and count.tolist() == [2]
+    with pytest.raises(ValueError, match="twin"):
+        _core.pushdown_walk(table, final, call_row, call_start, call_ret, loop_machine,
+                            in_loop, np.array([0, 2], i64), np.array([-1, 3], i64), twin + 7,
+                            *_no_sites(7), starts, data, lo, hi, 4)
 
 
 def _program(kind, children, extra):

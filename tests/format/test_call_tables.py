@@ -13,8 +13,8 @@ import pytest
 import grammarc
 from grammarc.format.artifact import (CALLS_FORMAT_VERSION, COUNTERS_FORMAT_VERSION,
                                       EXITS_FORMAT_VERSION, FORMAT_VERSION,
-                                      TEXT_COUNTERS_FORMAT_VERSION, decode_table,
-                                      format_version, read_artifact)
+                                      TEXT_COUNTERS_FORMAT_VERSION, TWINS_FORMAT_VERSION,
+                                      decode_table, format_version, read_artifact)
 from grammarc.format.table import CallTables, CountRegisters, ExitTables, stored_tensors
 from grammarc.runtime.calls import CallGrammar
 
@@ -32,17 +32,22 @@ UNITED = {"$defs": {"T": {"anyOf": [
      "required": ["v", "k"], "additionalProperties": False}]},
     "P": {"type": "object", "properties": {"t": {"$ref": "#/$defs/T"}}, "required": ["t"],
           "additionalProperties": False}}, "$ref": "#/$defs/T"}
+# a long string or a pattern's: a union whose loop states have twins (version 6)
+TWINS = {"anyOf": [{"type": "string", "minLength": 130, "maxLength": 140},
+                   {"type": "string", "pattern": "^[a-z]*$"}]}
 SCHEMAS = {"recursive": (RECURSIVE, CALLS_FORMAT_VERSION),
            "counted": (COUNTED, COUNTERS_FORMAT_VERSION),
            "words": (WORDS, TEXT_COUNTERS_FORMAT_VERSION),
-           "united": (UNITED, EXITS_FORMAT_VERSION)}
+           "united": (UNITED, EXITS_FORMAT_VERSION),
+           "twins": (TWINS, TWINS_FORMAT_VERSION)}
 
 
 @pytest.fixture(scope="module", params=list(SCHEMAS))
 def compiled(request, bpe_tokenizer_json) -> grammarc.Grammar:
     """A grammar with calls: without count registers (recursion), with them (a string
-    longer than `COUNTED_LENGTH`), counting across a pattern's states (version 4), or with
-    unions returning by exit class (version 5, with registers that count nothing)."""
+    longer than `COUNTED_LENGTH`), counting across a pattern's states (version 4), with
+    unions returning by exit class (version 5, with registers that count nothing), or with
+    a union that counts (version 6)."""
     schema = SCHEMAS[request.param][0]
     grammar = grammarc.compile(json.dumps(schema), bpe_tokenizer_json, "json-schema")
     assert (grammar.table.calls.counters is not None) == (schema is not RECURSIVE)
@@ -84,7 +89,7 @@ def test_the_format_version_follows_the_tables(compiled, smollm2, request):
 def test_the_storage_of_every_field_is_named_once():
     parts = (CallTables, CountRegisters, ExitTables)
     names = [name for part in parts for name in stored_tensors(part)]
-    assert len(names) == len(set(names)) == 30
+    assert len(names) == len(set(names)) == 31
     assert {f.name for f in fields(CallTables)} == \
         set(stored_tensors(CallTables)) | {"counters", "exits"}
     assert all(sign in "ui" and ndim in (1, 2) for part in parts
