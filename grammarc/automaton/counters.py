@@ -111,6 +111,16 @@ def counter_form(body: Expr) -> tuple[tuple[Expr, ...], bytes, Repeat, Expr] | N
     return prefix, spelled, body.parts[at], suffix
 
 
+def most_counted(body: Expr) -> int:
+    """The largest count a counted machine's body bounds (its most, else its least; 0 for a
+    body that counts nothing): what its count spelled out in states would take."""
+    form = counter_form(body.lengths if isinstance(body, CountedText) else body)
+    if form is None:
+        return 0
+    node = form[2]
+    return node.min if node.max is None else node.max
+
+
 def at_least(lengths: Expr) -> Expr | None:
     """The texts of a counter form with at least its least count of repetitions, and no most
     (nothing counted); None for a body that is no counter form."""

@@ -17,11 +17,17 @@ from .callgraph import (
     call_codes, called_names, code_paths, reachable_machines, recursive_machines,
     replace_calls, without_codes,
 )
-from .counters import is_counted
+from .counters import is_counted, most_counted
 from .dfa import build_dfa
 from .expr import NOTHING, Automaton, Call, Expr, MachineSet, fingerprint, same_spelling
 from .pushdown import PushdownDFA, build_pushdown, built_dfa
 from .signals import NotDeterministicError, UnresolvedCallError
+
+
+#: The most repetitions of a counted machine in doubt with text that are spelled out in
+#: states (inlined) before the front end's alternative machines are tried: a longer count
+#: spelled out takes more states than most whole schemas.
+SPELLED_COUNTS = 1024
 
 
 def language_automaton(language: Expr | MachineSet, max_states: int, max_depth: int,
@@ -75,9 +81,9 @@ def deterministic_pushdown(machines: MachineSet, max_states: int,
     spelled out in states), with unions of the machines in doubt (`unions`), inlining in
     turn the machines that do not recurse and stay in doubt inside a union; or
     `NotDeterministicError`. Where inlining a machine that counts (in doubt with its
-    caller's own text) ends past `max_states`, the front end's alternative machines are
-    linked instead if it offers some (with `alternatives`: every value a machine of its own,
-    whose unions keep the count)."""
+    caller's own text) would spell out more than `SPELLED_COUNTS` repetitions, or ends past
+    `max_states`, the front end's alternative machines are linked instead if it offers some
+    (with `alternatives`: every value a machine of its own, whose unions keep the count)."""
     built: dict[tuple, tuple] = {}
     codes = call_codes(["", *(name for name, _ in machines.machines)])
     unite = False
@@ -100,6 +106,13 @@ def deterministic_pushdown(machines: MachineSet, max_states: int,
                 continue
             if counted and alternatives:
                 instead = instead or machines.alternative
+                if instead is not None and \
+                        max(most_counted(bodies[name]) for name in counted) > SPELLED_COUNTS:
+                    alternatives = False  # tried once
+                    try:
+                        return deterministic_pushdown(instead(), max_states, False)
+                    except (NotDeterministicError, GrammarError):
+                        instead = None
             machines = _inlined(machines, exc.machines, built, codes)
             inlined += sorted(exc.machines)
         except TooManyStatesError as exc:

@@ -737,3 +737,31 @@ def test_twins_round_trip_in_format_version_6(union_counted, tmp_path):
 
     _assert_forgery_refused(union_counted, tmp_path / "union.npz", edit,
                             "count_twin must lead from a state inside a loop")
+
+
+@pytest.mark.parametrize("most,max_states", [(20_000, 100_000), (1_000, 10_000)])
+def test_objects_whose_values_are_read_inline_keep_a_long_string_counted(most, max_states):
+    """`anyOf` of two open objects: the long string of one meets any value of the other, and
+    the other's integer meets the first's any value, read inline. Inlined, the string would
+    be spelled out (460,258 states at 20,000 characters, past --max-states); past
+    `SPELLED_COUNTS` characters, or where inlining ends past --max-states (23,883 states at
+    1,000), the document is linked again with every value a machine of its own, whose union
+    keeps the count."""
+    schema = {"anyOf": [
+        {"type": "object", "properties": {"name": {"type": "string", "maxLength": most},
+                                          "kind": {"const": "a"}}},
+        {"type": "object", "properties": {"kind": {"const": "b"}, "size": {"type": "integer"}}}]}
+    pd = build_automaton("json-schema", json.dumps(schema), None,
+                         FrontendOptions(max_states=max_states))
+    assert isinstance(pd, PushdownDFA) and pd.num_states < 2000 and pd.counters.twin.any()
+    validator = jsonschema.Draft202012Validator(schema)
+    values = [{"kind": "a", "size": 1}, {"name": 5, "kind": "b", "size": 2}, {"name": 5,
+                                                                              "kind": "a"}]
+    for length in (most - 1, most, most + 1):
+        name = "é" * length
+        values += [{"name": name}, {"name": name, "kind": "a"}, {"name": name, "kind": "b"},
+                   {"name": name, "kind": "a", "size": 3}, {"name": [name]}]
+    verdicts = [validator.is_valid(value) for value in values]
+    assert 5 < sum(verdicts) <= len(values) - 3
+    for value, valid in zip(values, verdicts):
+        assert pd.accepts(json.dumps(value, ensure_ascii=False).encode()) == valid, value
