@@ -382,10 +382,12 @@ def oracle(kind: str, source: str | bytes, data: bytes) -> bool | None:
 
 def _spec_accepts(source: str, text: str) -> bool:
     """Whether `text` spells a path of a state-machine spec's transitions from its start to
-    an accepting state (each label a literal or a fully matched ASCII `re` pattern)."""
+    an accepting state (each label a literal or a fully matched ASCII `re` pattern). The spec
+    is read by the YAML loader grammarc reads it with: libyaml's where PyYAML has it, which
+    takes a tab between tokens where PyYAML's own scanner refuses it."""
     import yaml
 
-    spec = yaml.safe_load(source)
+    spec = yaml.load(source, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     states, accept = spec["states"], set(spec["accept"])
     seen = {(0, spec["start"])}
     todo = list(seen)
