@@ -121,7 +121,8 @@ def build_automaton(kind: str, text: str, name: str | None, options: FrontendOpt
     `--max-states` (its machines linked by calls counted together, which in the schema's
     order may take ten times as many) is compiled again in the schema's key order (a subset
     of the same values' texts, so still exact), with a notice; the first attempt's notices
-    are then dropped."""
+    are then dropped, and it leaves the front end's alternative machines, where a count
+    spelled out passes the bound, to the second (`linking.deterministic_pushdown`)."""
     notices: list[str] = []
 
     def notice(message: str) -> None:
@@ -134,7 +135,8 @@ def build_automaton(kind: str, text: str, name: str | None, options: FrontendOpt
             expr = parser_for(kind)(text, name, replace(opts, notice=sink))
         with _timed(timings, "byte DFA"):
             try:
-                return language_automaton(expr, opts.max_states, opts.max_depth, sink)
+                return language_automaton(expr, opts.max_states, opts.max_depth, sink,
+                                          past_limit=opts.key_order != "any")
             except GrammarError as exc:
                 if exc.line is not None:
                     raise

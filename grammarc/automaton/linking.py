@@ -31,14 +31,17 @@ SPELLED_COUNTS = 1024
 
 
 def language_automaton(language: Expr | MachineSet, max_states: int, max_depth: int,
-                       notice: Callable[[str], None]) -> ByteDFA | PushdownDFA:
+                       notice: Callable[[str], None],
+                       past_limit: bool = True) -> ByteDFA | PushdownDFA:
     """The automaton of a front end's result: machines linked by calls when the next byte
     always decides between calling, returning and going on; otherwise what
     `fallback_language` gives instead, in turn (with a notice where the calls are inlined,
-    recursion unrolled `max_depth` levels); a flat language's minimal DFA."""
+    recursion unrolled `max_depth` levels); a flat language's minimal DFA. Without
+    `past_limit`, a caller that has its own way past `max_states` (the schema's key order)
+    does not have the front end's alternative machines tried there (`deterministic_pushdown`)."""
     while isinstance(language, MachineSet):
         try:
-            return deterministic_pushdown(language, max_states)
+            return deterministic_pushdown(language, max_states, past_limit=past_limit)
         except NotDeterministicError as failure:
             linked, reason = language, str(failure)
 
@@ -74,16 +77,17 @@ def fallback_language(failure: NotDeterministicError | UnresolvedCallError,
 
 
 def deterministic_pushdown(machines: MachineSet, max_states: int,
-                           alternatives: bool = True) -> PushdownDFA:
+                           alternatives: bool = True, past_limit: bool = True) -> PushdownDFA:
     """`build_pushdown`, after inlining the machines whose calls the next byte cannot decide,
     as long as they do not recurse (inlining them is then exact); when a recursive one is at
     fault, or one that counts in doubt only with other calls (inlined, its count would be
     spelled out in states), with unions of the machines in doubt (`unions`), inlining in
     turn the machines that do not recurse and stay in doubt inside a union; or
     `NotDeterministicError`. Where inlining a machine that counts (in doubt with its
-    caller's own text) would spell out more than `SPELLED_COUNTS` repetitions, or ends past
-    `max_states`, the front end's alternative machines are linked instead if it offers some
-    (with `alternatives`: every value a machine of its own, whose unions keep the count)."""
+    caller's own text) would spell out more than `SPELLED_COUNTS` repetitions, or (with
+    `past_limit`) ends past `max_states`, the front end's alternative machines are linked
+    instead if it offers some (with `alternatives`: every value a machine of its own, whose
+    unions keep the count)."""
     built: dict[tuple, tuple] = {}
     codes = call_codes(["", *(name for name, _ in machines.machines)])
     unite = False
@@ -118,7 +122,7 @@ def deterministic_pushdown(machines: MachineSet, max_states: int,
         except TooManyStatesError as exc:
             if not inlined or exc.line is not None:
                 raise
-            if instead is not None:
+            if instead is not None and past_limit:
                 try:
                     return deterministic_pushdown(instead(), max_states, False)
                 except (NotDeterministicError, GrammarError):
