@@ -517,8 +517,8 @@ def _union_rows(kernel: _Kernel, counters, inside: np.ndarray, trie: VocabTrie,
     a token does to the count is what it does to the member; where the member dies inside
     the token, the union state and its twin read the token alike, so the row may say
     anything there. No costs: below the least count a budget is the twin's."""
-    members, first, row_of = np.unique(counters.member_state[inside], return_index=True,
-                                       return_inverse=True)
+    _, first, row_of = np.unique(counters.member_state[inside], return_index=True,
+                                 return_inverse=True)
     rows = _loop_walks(kernel, counters, inside[first], trie.token_data, trie.token_offsets,
                        vocab_size)[3]
     return rows, row_of.reshape(-1).astype(np.int32)
@@ -531,12 +531,11 @@ def _walk_loop(kernel: _Kernel, counters, machine: int, lo: int, hi: int, data, 
     that read one repetition."""
     inside = lo + np.flatnonzero(counters.in_loop[lo:hi])
     loop = int(counters.loop[machine])
-    starts = np.repeat(inside, vocab_size).astype(np.int32)
     kind, nxt, count, loop_rows = _loop_walks(kernel, counters, inside, data, offsets,
                                               vocab_size)
     # tokens that start no repetition and stay in the loop: back to the loop state by them
     moves = (kind == _STAYS) & counters.in_loop[nxt]
-    source = starts.astype(np.int64)
+    source = np.repeat(inside, vocab_size).astype(np.int64)
     inf = np.int64(1) << 40
     complete = np.where(np.arange(hi - lo) + lo == loop, 0, inf)[inside - lo]
     at = {int(q): i for i, q in enumerate(inside)}
