@@ -765,3 +765,69 @@ def test_objects_whose_values_are_read_inline_keep_a_long_string_counted(most, m
     assert 5 < sum(verdicts) <= len(values) - 3
     for value, valid in zip(values, verdicts):
         assert pd.accepts(json.dumps(value, ensure_ascii=False).encode()) == valid, value
+
+
+def _random_union(rng: random.Random) -> dict:
+    """An `anyOf` of two or three strings, bounded past `COUNTED_LENGTH`, of a pattern, any
+    string, an integer or a constant; in an object one time in two."""
+    def branch() -> dict:
+        kind = rng.randrange(5)
+        if kind == 0:
+            return {"type": "string", "minLength": rng.choice([0, 1, LOW]), "maxLength": HIGH}
+        if kind == 1:
+            return {"type": "string", "pattern": rng.choice(
+                ["^[a-c]*$", "^a+b*$", "^[a-c]+@[a-c]+$", "^x{0,3}$", "^[^@]*@$"])}
+        if kind == 2:
+            return {"type": "string"}
+        if kind == 3:
+            return {"type": "integer"}
+        return {"const": rng.choice(["abc", "x" * LOW, 5])}
+
+    union = {"anyOf": [branch() for _ in range(rng.randint(2, 3))]}
+    if rng.random() < 0.5:
+        return union
+    return {"type": "object", "properties": {"k": union, "n": {"type": "integer"}},
+            "required": ["k"], "additionalProperties": False}
+
+
+def test_random_unions_that_count_accept_exactly():
+    """Random `anyOf`s of a long string beside patterns, strings, integers and constants
+    (one count kept in a union with twins, two counts inlined): every text around the bounds
+    is judged as `jsonschema` judges it."""
+    rng = random.Random(41)
+    united = 0
+    for _ in range(100):
+        schema = _random_union(rng)
+        pd = build_automaton("json-schema", json.dumps(schema), None, FrontendOptions())
+        united += isinstance(pd, PushdownDFA) and bool(pd.counters.twin.any())
+        validator = jsonschema.Draft202012Validator(schema)
+        values: list = [5, -1, "abc", "a@b", "@", "xxx", "", "x" * LOW]
+        for length in (0, 1, 3, LOW - 1, LOW, HIGH, HIGH + 1):
+            for alphabet in ("abc", "ab@c", "xé", "x"):
+                values.append("".join(rng.choice(alphabet) for _ in range(length)))
+        if "properties" in schema:
+            values = [{"k": value} for value in values] + [{"k": "a", "n": 1}, {"n": 1}]
+        for value in values:
+            text = json.dumps(value, ensure_ascii=False)
+            assert pd.accepts(text.encode()) == validator.is_valid(value), (schema, text)
+    assert united >= 25
+
+
+def test_masks_of_random_unions_that_count_agree_with_byte_walks(smollm2):
+    """Three of the random unions that keep a count, along texts past each bound."""
+    rng = random.Random(43)
+    sample = _token_sample(smollm2, '{"k": "abc@xé", "n": 5}')
+    checked = 0
+    while checked < 3:
+        schema = _random_union(rng)
+        pd = build_automaton("json-schema", json.dumps(schema), None, FrontendOptions())
+        if not (isinstance(pd, PushdownDFA) and pd.counters.twin.any()):
+            continue
+        grammar = grammarc.compile(json.dumps(schema), smollm2, "json-schema")
+        validator = jsonschema.Draft202012Validator(schema)
+        for value in ("a" * (HIGH + 1), "x" * (LOW - 1) + "@", "a@b"):
+            value = {"k": value} if "properties" in schema else value
+            text = json.dumps(value)
+            _assert_masks_follow_bytes(grammar, smollm2, text, validator.is_valid(value),
+                                       sample)
+        checked += 1
