@@ -388,7 +388,9 @@ class _Kernel:
         count[opened] += self.need[nxt[opened]].astype(count.dtype)
         bound = self.count_max[self.state_machine[nxt[opened]]]
         over = opened[(bound >= 0) & (count[opened] > bound)]
-        kind[over], nxt[over] = _DIES, 0
+        # past the bound, a union's state goes on as its twin (no count), others die
+        twin = self.twin[nxt[over]]
+        kind[over], nxt[over], count[over] = np.where(twin > 0, _STAYS, _DIES), twin, 0
 
 
 def _count_registers(pd: PushdownDFA, kernel: _Kernel, trie: VocabTrie,
@@ -409,7 +411,9 @@ def _count_registers(pd: PushdownDFA, kernel: _Kernel, trie: VocabTrie,
     table = kernel.table
     for m in np.flatnonzero(counters.loop).tolist():
         lo, hi = int(pd.machine_start[m]), int(ends[m])
-        if counters.twin[lo:hi].any():  # a union that counts: rows of its counted member
+        if counters.twin[lo:hi].any() and counters.phase[counters.loop[m]] < 0:
+            # a union that counts repetitions: the rows of its counted member (one that
+            # counts a pattern's characters reads them off its spelling, `_text_rows`)
             inside = lo + np.flatnonzero(counters.in_loop[lo:hi])
             member_rows, row_of = _union_rows(kernel, counters, inside, trie, vocab_size)
             row[inside] = len(rows) + row_of
@@ -504,7 +508,9 @@ def _loop_walks(kernel: _Kernel, counters, inside: np.ndarray, data, offsets,
     token_hi = np.tile(offsets[1:], len(inside))
     kind, nxt, _, _, count = kernel.walk(starts, data, token_lo, token_hi)
     leaves = (kind == _RETURNS) | ((kind == _STAYS) & ~counters.in_loop[nxt])
-    value = np.where(kind == _DIES, 0, count.astype(np.int64) * 2 + leaves)
+    # a count below 0 (the need of the start not met: a union's counted machine died in the
+    # token) reads as 0
+    value = np.where(kind == _DIES, 0, np.maximum(count.astype(np.int64), 0) * 2 + leaves)
     if value.max(initial=0) > np.iinfo(np.uint16).max:
         raise GrammarError("a token starts more than 32,767 repetitions of a counted repeat")
     return kind, nxt, count, value.reshape(len(inside), vocab_size).astype(np.uint16)

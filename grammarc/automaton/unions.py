@@ -12,13 +12,13 @@ too, in the same construction. Every subset reads what its states read and every
 continues what accepted, so the language is the same; `pushdown` checks the result like any
 other (its FOLLOW sets per exit class).
 
-A union may hold one counted machine (a string with a long `maxLength`, `counters`): the
-union keeps its count while the counted machine is inside its loop, and each such state has
-a *twin*, the same state without the counted machine. Where the count leaves its bounds the
-counted machine can no longer end, and the twin reads on: the union does not die with it
-(`anyOf` of a string of at most 512 characters and any value reads a longer string as any
-value). A union of more than `MOST_UNITED` machines, of two counted ones, or of one that
-counts a pattern's characters, is not built: the calls stay in doubt
+A union may hold one counted machine (a string with a long `maxLength`, or a pattern's
+characters counted under one, `counters`): the union keeps its count while the counted
+machine is inside its loop, and each such state has a *twin*, the same state without the
+counted machine. Where the count leaves its bounds the counted machine can no longer end,
+and the twin reads on: the union does not die with it (`anyOf` of a string of at most 512
+characters and any value reads a longer string as any value). A union of more than
+`MOST_UNITED` machines, or of two counted ones, is not built: the calls stay in doubt
 (`NotDeterministicError`, and `linking` takes its fallback).
 """
 
@@ -118,23 +118,14 @@ class _Builder:
         found = self.machine_of.get(group)
         if found is None:
             counted = [m for m in group if self.counters.loop[m]] if len(group) > 1 else []
-            if len(group) > MOST_UNITED or len(counted) > 1 or \
-                    (counted and not self._counts_repetitions(counted[0])):
-                raise NotDeterministicError(f"a union of {len(group)} machines, of two that "
-                                            "count or of one that counts a pattern's "
-                                            "characters, is not built")
+            if len(group) > MOST_UNITED or len(counted) > 1:
+                raise NotDeterministicError(f"a union of {len(group)} machines, or of two "
+                                            "that count, is not built")
             found = self.machine_of[group] = len(self.members)
             self.members.append(group)
             self.counted_member.append(counted[0] if counted else -1)
             self.state(found, frozenset(int(self.machine_start[m]) for m in group))
         return found
-
-    def _counts_repetitions(self, machine: int) -> bool:
-        """Whether a counted machine counts the repetitions of one item (`counter_form`),
-        its count a function of its own state's path alone, not a pattern's characters with
-        the fewest still needed (`counted_text`)."""
-        own = self.state_machine == machine
-        return not (self.counters.need[own].any() or (self.counters.phase[own] >= 0).any())
 
     def _count(self, t: int, machine: int, states: frozenset[int]) -> None:
         """Where a union's counted member is inside its loop in state t: its state there, and

@@ -768,10 +768,13 @@ def test_objects_whose_values_are_read_inline_keep_a_long_string_counted(most, m
 
 
 def _random_union(rng: random.Random) -> dict:
-    """An `anyOf` of two or three strings, bounded past `COUNTED_LENGTH`, of a pattern, any
-    string, an integer or a constant; in an object one time in two."""
+    """An `anyOf` of two or three strings, bounded past `COUNTED_LENGTH`, of a pattern
+    (counted under a long `maxLength`, or not), any string, an integer or a constant; in an
+    object one time in two."""
     def branch() -> dict:
-        kind = rng.randrange(5)
+        kind = rng.randrange(6)
+        if kind == 5:  # a pattern's characters counted across its states
+            return {"type": "string", "maxLength": 1501, "pattern": "^(ab)*$"}
         if kind == 0:
             return {"type": "string", "minLength": rng.choice([0, 1, LOW]), "maxLength": HIGH}
         if kind == 1:
@@ -801,7 +804,8 @@ def test_random_unions_that_count_accept_exactly():
         pd = build_automaton("json-schema", json.dumps(schema), None, FrontendOptions())
         united += isinstance(pd, PushdownDFA) and bool(pd.counters.twin.any())
         validator = jsonschema.Draft202012Validator(schema)
-        values: list = [5, -1, "abc", "a@b", "@", "xxx", "", "x" * LOW]
+        values: list = [5, -1, "abc", "a@b", "@", "xxx", "", "x" * LOW, "ab" * 750,
+                        "ab" * 751, "ab" * 750 + "a", "ab" * 3]
         for length in (0, 1, 3, LOW - 1, LOW, HIGH, HIGH + 1):
             for alphabet in ("abc", "ab@c", "xé", "x"):
                 values.append("".join(rng.choice(alphabet) for _ in range(length)))
@@ -831,3 +835,62 @@ def test_masks_of_random_unions_that_count_agree_with_byte_walks(smollm2):
             _assert_masks_follow_bytes(grammar, smollm2, text, validator.is_valid(value),
                                        sample)
         checked += 1
+
+
+# a pattern's characters counted inside a union: the word pattern or any value, pairs of
+# "ab" or a's (the twin of a union of two patterns is the other pattern)
+TEXT_UNIONS = {
+    "type": "object",
+    "properties": {
+        "ab": {"anyOf": [{"type": "string", "maxLength": 1501, "pattern": "^(ab)*$"},
+                         {"type": "string", "pattern": "^a+$"}]},
+        "o": {"anyOf": [
+            {"type": "object", "properties": {"w": TEXT_COUNTED["properties"]["w"]},
+             "required": ["w"]},
+            {"type": "object", "properties": {"t": {"type": "string", "maxLength": HIGH}},
+             "required": ["t"]}]},
+    },
+    "additionalProperties": False,
+}
+
+
+def _text_union_texts(rng: random.Random) -> list[str]:
+    values: list[dict] = []
+    for pairs in (0, 1, 749, 750, 751):
+        values += [{"ab": "ab" * pairs}, {"ab": "a" * (2 * pairs + 1)}, {"ab": "ab" * pairs + "a"}]
+    for words, length in ((1, 2), (10, 59), (10, 60), (11, 60), (3, 61), (30, 100)):
+        w = json.loads(f'"{_words(rng, words, length)}"')
+        values += [{"o": {"w": w}}, {"o": {"w": w, "t": "x" * HIGH}},
+                   {"o": {"w": w, "t": "x" * (HIGH + 1)}}, {"o": {"t": w}}]
+    return [json.dumps(value, ensure_ascii=False) for value in values]
+
+
+def test_patterns_counted_inside_unions_accept_exactly():
+    """A pattern under a long `maxLength` (its characters counted across its states) in a
+    union with another pattern or any value keeps its count there too: a few states, every
+    text judged as `jsonschema` judges it (ECMA-262 patterns)."""
+    pd = build_automaton("json-schema", json.dumps(TEXT_UNIONS), None, FrontendOptions())
+    assert isinstance(pd, PushdownDFA) and pd.num_states < 5000 and pd.counters.twin.any()
+    assert pd.counters.need.any()  # a pattern's characters, counted in a union
+    validator = exact_validator(TEXT_UNIONS, ecma_patterns=True)
+    texts = _text_union_texts(random.Random(47))
+    verdicts = [_valid(validator, text) for text in texts]
+    assert 10 < sum(verdicts) < len(texts) - 5
+    for text, valid in zip(texts, verdicts):
+        assert pd.accepts(text.encode()) == valid, text
+
+
+def test_masks_of_patterns_counted_inside_unions_agree_with_byte_walks(smollm2):
+    grammar = grammarc.compile(json.dumps(TEXT_UNIONS), smollm2, "json-schema")
+    assert grammar.metadata["format_version"] == 6
+    validator = exact_validator(TEXT_UNIONS, ecma_patterns=True)
+    sample = _token_sample(smollm2, '"ab", "aaa", "a b", "é日 😀\\n\\u00e9x"} ", " a  b\tab')
+    rng = random.Random(53)
+    texts = [json.dumps({"ab": "ab" * 750 + "a"}), json.dumps({"ab": "a" * 30}),
+             json.dumps({"ab": "ab" * 3 + "a"})]
+    for words, length in ((10, 60), (11, 60), (3, 61)):
+        w = json.loads(f'"{_words(rng, words, length)}"')
+        texts += [json.dumps({"o": {"w": w}}, ensure_ascii=False),
+                  json.dumps({"o": {"w": w, "t": "x"}}, ensure_ascii=False)]
+    for text in texts:
+        _assert_masks_follow_bytes(grammar, smollm2, text, _valid(validator, text), sample)
