@@ -39,18 +39,26 @@ def language_automaton(language: Expr | MachineSet, max_states: int, max_depth: 
     recursion unrolled `max_depth` levels); a flat language's minimal DFA. Without
     `past_limit`, a caller that has its own way past `max_states` (the schema's key order)
     does not have the front end's alternative machines tried there (`deterministic_pushdown`)."""
+    # the machine sets that failed, with how: a fallback may lead back to one (the value
+    # machines' own fallback is the set they retried), whose linking is not done twice
+    failed: list[tuple[MachineSet, NotDeterministicError]] = []
     while isinstance(language, MachineSet):
-        try:
-            return deterministic_pushdown(language, max_states, past_limit=past_limit)
-        except NotDeterministicError as failure:
-            linked, reason = language, str(failure)
+        failure = next((known for seen, known in failed if seen.root is language.root and
+                        seen.machines is language.machines), None)
+        if failure is None:
+            try:
+                return deterministic_pushdown(language, max_states, past_limit=past_limit)
+            except NotDeterministicError as exc:
+                failure = exc
+                failed.append((language, exc))
+        linked, reason = language, str(failure)
 
-            def inlined() -> Expr:
-                notice(f"calls inlined ({reason}); recursion unrolled to depth {max_depth} "
-                       "(--max-depth)")
-                return inline_calls(linked, max_depth, max_states)
+        def inlined() -> Expr:
+            notice(f"calls inlined ({reason}); recursion unrolled to depth {max_depth} "
+                   "(--max-depth)")
+            return inline_calls(linked, max_depth, max_states)
 
-            language = fallback_language(failure, inlined, linked)
+        language = fallback_language(failure, inlined, linked)
     return build_dfa(language, max_states=max_states)
 
 

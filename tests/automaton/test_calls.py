@@ -249,6 +249,29 @@ def test_ambiguous_calls_are_inlined_with_a_notice():
     assert not dfa.accepts(b"[[[[[1]]]]]x")
 
 
+def test_a_machine_set_a_fallback_leads_back_to_is_linked_once(monkeypatch):
+    """The JSON front end's value machines fall back to the machines they retried, which
+    failed already: `language_automaton` takes their fallback at once instead of linking the
+    same machines again (the slowest corpus schema linked one set twice, 2 s each)."""
+    import grammarc.automaton.linking as linking
+
+    linked: list[MachineSet] = []
+    real = linking.deterministic_pushdown
+
+    def counting(machines, *args, **kwargs):
+        linked.append(machines)
+        return real(machines, *args, **kwargs)
+
+    monkeypatch.setattr(linking, "deterministic_pushdown", counting)
+    root = alt(concat(Call("value"), literal("x")), literal("[a"))
+    first = MachineSet(root, LIST.machines)
+    retried = MachineSet(root, LIST.machines, alternative=lambda: first)  # first again
+    other = MachineSet(root, LIST.machines, alternative=lambda: retried)
+    dfa = language_automaton(other, 10_000, 2, lambda message: None)
+    assert isinstance(dfa, ByteDFA) and dfa.accepts(b"12x") and dfa.accepts(b"[1, []]x")
+    assert linked == [other]  # the same root and machines: linked once, one failure
+
+
 def test_calls_in_doubt_of_recursive_machines_are_a_call_of_their_union():
     """`T` and `P` both start with `{` where a key's value may be either: inlining cannot
     end (each reaches back to both), so that point calls the union `T | P`, which reads the
