@@ -4,9 +4,16 @@ The pattern is parsed by Python's own regex parser, so syntax, escapes, flags an
 positions are exactly those of `re`. The language is what `re.fullmatch(pattern, text,
 re.ASCII)` accepts: `\\d`, `\\w`, `\\s` and case-insensitive matching are ASCII-only, `.` is any
 character but a newline unless `(?s)` is set. Constructs that make the language depend on more
-than the text itself (lookaround, backreferences, word boundaries, atomic groups, possessive
-repeats, anchors other than at the very start or end) are rejected with their position, and
-so is the `u` flag, `(?u)` or `(?u:...)`: it asks for Unicode classes, another language.
+than the text itself (lookbehind, word boundaries, atomic groups, possessive repeats,
+conditional groups, anchors other than at the very start or end) are rejected with their
+position, and so is the `u` flag, `(?u)` or `(?u:...)`: it asks for Unicode classes, another
+language.
+
+A backreference (`\\1`, `(?P=name)`) is exact where its group is captured exactly once before
+it (reached through plain groups only, outside repetitions and branches) and matches at most
+`BACKREFERENCE_TEXTS` texts: the sequence holding the group is then, for each text the group
+may match, that sequence with the text in place of the group and of every reference to it
+(`(["'])x\\1` is `"x"|'x'`). Other backreferences are rejected.
 
 Lookaheads are exact where what follows them is known up to the end of the text: in the
 pattern's own sequence, in groups and branches of it, not inside a repetition. There
@@ -23,6 +30,8 @@ import warnings
 
 from collections.abc import Callable, Iterator
 
+import numpy as np
+
 from ..automaton import DEFAULT_MAX_STATES
 from ..automaton.expr import (
     EMPTY, NOTHING, CharSet, Expr, alt, complement_ranges, concat, normalize_ranges, nullable,
@@ -30,6 +39,13 @@ from ..automaton.expr import (
 )
 from ..errors import GrammarError, UnsupportedError
 from . import FrontendOptions, too_many_digits
+
+#: The most texts a group referred back to may match: each is a copy of the sequence that
+#: holds the group (a backreference is the group's own text again, regular only where the
+#: group's texts are finitely many).
+BACKREFERENCE_TEXTS = 64
+_BACKREFERENCES = (f"only to a group of at most {BACKREFERENCE_TEXTS} texts captured once "
+                   "before it, outside repetitions and branches")
 
 _ANY = ((0, 0x10FFFF),)
 _ANY_BUT_NEWLINE = ((0, 9), (11, 0x10FFFF))
@@ -89,7 +105,7 @@ def parse_regex(pattern: str, source_name: str | None = None,
                            source_name=source_name, text=pattern,
                            offset=huge_repeat_offset(pattern)) from None
     max_states = options.max_states if options is not None else DEFAULT_MAX_STATES
-    converter = _Converter(pattern, source_name, spell, max_states)
+    converter = _Converter(pattern, source_name, spell, max_states, _refers_to(list(tree)))
     return converter.sequence(list(tree), tree.state.flags, at_start=not preceded, at_end=True,
                               rest=after)
 
@@ -114,11 +130,13 @@ def huge_repeat_offset(text: str) -> int | None:
 
 class _Converter:
     def __init__(self, pattern: str, source_name: str | None,
-                 spell: Callable[[CharSet], Expr] | None, max_states: int) -> None:
+                 spell: Callable[[CharSet], Expr] | None, max_states: int,
+                 refers_back: bool = False) -> None:
         self.pattern = pattern
         self.source_name = source_name
         self.spell = spell
         self.max_states = max_states
+        self.refers_back = refers_back  # whether the pattern holds a backreference
         self._ops = None
 
     def unsupported(self, construct: str, detail: str = "") -> GrammarError:
@@ -138,6 +156,10 @@ class _Converter:
         With `rest` (the text that follows, up to the end), the result is the sequence
         followed by `rest`, and lookaheads and `$` inside it apply to `rest` exactly.
         """
+        spelled_out = self.backreferences(items, flags, at_start, at_end, rest) \
+            if self.refers_back else None
+        if spelled_out is not None:
+            return spelled_out
         is_anchor = [op is C.AT and arg in _START_ANCHORS + _END_ANCHORS for op, arg in items]
         leading = next((i for i, anchor in enumerate(is_anchor) if not anchor), len(items))
         trailing = next((i for i, anchor in enumerate(reversed(is_anchor)) if not anchor),
@@ -169,6 +191,47 @@ class _Converter:
             else:
                 parts.append(self.node(op, arg, flags, before_empty, after_empty))
         return concat(*reversed(parts), acc)
+
+    def backreferences(self, items: list, flags: int, at_start: bool, at_end: bool,
+                       rest: Expr | None) -> Expr | None:
+        """The sequence with the first group it captures exactly once and refers back to
+        spelled out (module docstring): the alternatives, one per text of the group, of the
+        sequence with that text in place of the group (as it is, cases and all) and of each
+        reference after it (matched with the flags there, as `re` does). None where no
+        captured group of the sequence is referred to."""
+        referred = [(number, group_flags, sub) for op, arg in items
+                    for number, group_flags, sub in _captured_once(op, arg, flags)
+                    if _refers_to(items, number)]
+        if not referred:
+            return None
+        number, group_flags, sub = referred[-1]  # a group inside another one first
+        if _refers_to(sub, number):
+            raise self.unsupported("backreference", "inside the group it refers to")
+        options = []
+        for text in self.group_texts(sub, group_flags):
+            literals = [(C.LITERAL, ord(ch)) for ch in text]
+            exact = (C.SUBPATTERN, (None, 0, re.IGNORECASE, literals))
+            again = (C.SUBPATTERN, (None, 0, 0, literals))
+            spelled = _with_text(items, number, exact, again)
+            if spelled is None:
+                raise self.unsupported("backreference", "before the group it refers to")
+            options.append(self.sequence(spelled, flags, at_start, at_end, rest))
+        return alt(*options)
+
+    def group_texts(self, sub, flags: int) -> list[str]:
+        """The texts a group matches, at most `BACKREFERENCE_TEXTS` of them (an unsupported
+        backreference otherwise)."""
+        from ..automaton.dfa import build_dfa  # builds automata: only for patterns that need it
+
+        characters = _Converter(self.pattern, self.source_name, None, self.max_states,
+                                self.refers_back)
+        expr = characters.sequence(list(sub), flags, at_start=False, at_end=False)
+        if expr == NOTHING:
+            return []
+        texts = _texts(build_dfa(expr, max_states=self.max_states), BACKREFERENCE_TEXTS)
+        if texts is None:
+            raise self.unsupported("backreference", _BACKREFERENCES)
+        return texts
 
     def lookahead(self, positive: bool, sub, flags: int, rest: Expr) -> Expr:
         """`rest` where the text there starts (or, negative, does not start) with `sub`."""
@@ -215,8 +278,10 @@ class _Converter:
                 raise self.unsupported("lookbehind")
             raise self.unsupported("lookahead", "only where the text after it runs to the end "
                                    "of the pattern, not inside a repetition")
-        if op in (C.GROUPREF, C.GROUPREF_EXISTS):
-            raise self.unsupported("backreference" if op is C.GROUPREF else "conditional group")
+        if op is C.GROUPREF:
+            raise self.unsupported("backreference", _BACKREFERENCES)
+        if op is C.GROUPREF_EXISTS:
+            raise self.unsupported("conditional group")
         raise self.unsupported(str(op).lower())
 
     def char_class(self, items: list, ignore_case: bool) -> Expr:
@@ -235,6 +300,121 @@ class _Converter:
             else:
                 raise self.unsupported(f"class item {op}")
         return _charset(tuple(ranges), ignore_case, negate)
+
+
+def _captured_once(op, arg, flags: int) -> Iterator[tuple[int, int, list]]:
+    """(number, flags, items) of the capturing groups an item of a sequence captures
+    exactly once each time the sequence matches: the item itself if it is a group, and those
+    reached from it through groups alone (not through a repetition, a branch or a
+    lookaround)."""
+    if op is not C.SUBPATTERN:
+        return
+    number, add_flags, del_flags, sub = arg
+    flags = (flags | add_flags) & ~del_flags
+    if number is not None:
+        yield number, flags, list(sub)
+    for inner_op, inner_arg in sub:
+        yield from _captured_once(inner_op, inner_arg, flags)
+
+
+def _children(op, arg) -> list[list]:
+    """The item lists inside a parsed item, in the pattern's order."""
+    if op is C.SUBPATTERN:
+        return [list(arg[3])]
+    if op is C.BRANCH:
+        return [list(branch) for branch in arg[1]]
+    if op in (C.MAX_REPEAT, C.MIN_REPEAT, getattr(C, "POSSESSIVE_REPEAT", None)):
+        return [list(arg[2])]
+    if op in (C.ASSERT, C.ASSERT_NOT):
+        return [list(arg[1])]
+    if op is getattr(C, "ATOMIC_GROUP", None):
+        return [list(arg)]
+    if op is C.GROUPREF_EXISTS:
+        return [list(part) for part in arg[1:] if part is not None]
+    return []
+
+
+def _refers_to(items: list, number: int | None = None) -> bool:
+    """Whether a backreference to group `number` (None: to any group) lies anywhere in
+    `items`."""
+    return any(op is C.GROUPREF and number in (None, arg) or
+               any(_refers_to(child, number) for child in _children(op, arg))
+               for op, arg in items)
+
+
+def _with_text(items: list, number: int, exact: tuple, again: tuple) -> list | None:
+    """`items` with group `number` replaced by `exact` and every reference to it after it by
+    `again`, in the pattern's order (None: a reference comes before the group)."""
+    seen = False
+
+    def rewritten(op, arg) -> tuple | None:
+        nonlocal seen
+        if op is C.SUBPATTERN and arg[0] == number:
+            seen = True
+            return exact
+        if op is C.GROUPREF and arg == number:
+            return again if seen else None
+        if not _children(op, arg):
+            return (op, arg)
+        if op is C.SUBPATTERN:
+            sub = rewrite(list(arg[3]))
+            return None if sub is None else (op, (*arg[:3], sub))
+        if op is C.BRANCH:
+            branches = [rewrite(list(branch)) for branch in arg[1]]
+            return None if None in branches else (op, (arg[0], branches))
+        if op in (C.MAX_REPEAT, C.MIN_REPEAT):
+            sub = rewrite(list(arg[2]))
+            return None if sub is None else (op, (arg[0], arg[1], sub))
+        if op in (C.ASSERT, C.ASSERT_NOT):
+            sub = rewrite(list(arg[1]))
+            return None if sub is None else (op, (arg[0], sub))
+        return (op, arg)  # a construct rejected when it is converted
+
+    def rewrite(part: list) -> list | None:
+        out = [rewritten(op, arg) for op, arg in part]
+        return None if None in out else out
+
+    return rewrite(items)
+
+
+def _texts(dfa, most: int) -> list[str] | None:
+    """The texts of a DFA over UTF-8, or None where they are more than `most` (or
+    infinitely many)."""
+    if dfa.has_cycle():
+        return None
+    ptr, ranges, nxt = dfa.ranges()
+    counts = np.zeros(dfa.num_states, np.int64)  # texts from each state, capped past `most`
+    order = []  # states, each after those it leads to
+    stack, done = [1], np.zeros(dfa.num_states, bool)
+    while stack:
+        state = stack[-1]
+        pending = [int(t) for t in nxt[ptr[state]:ptr[state + 1]] if not done[t]]
+        if pending:
+            stack.extend(pending)
+            continue
+        stack.pop()
+        if not done[state]:
+            done[state] = True
+            order.append(state)
+    for state in order:
+        runs, targets = ranges[ptr[state]:ptr[state + 1]], nxt[ptr[state]:ptr[state + 1]]
+        total = int(dfa.accepting[state]) + int(((runs[:, 1] - runs[:, 0] + 1) *
+                                                  counts[targets]).sum())
+        counts[state] = min(total, most + 1)
+    if counts[1] > most:
+        return None
+    out: list[str] = []
+
+    def spell(state: int, prefix: bytes) -> None:
+        if dfa.accepting[state]:
+            out.append(prefix.decode("utf-8", "surrogatepass"))
+        for (lo, hi), target in zip(ranges[ptr[state]:ptr[state + 1]].tolist(),
+                                    nxt[ptr[state]:ptr[state + 1]].tolist()):
+            for byte in range(lo, hi + 1):
+                spell(target, prefix + bytes([byte]))
+
+    spell(1, b"")
+    return out
 
 
 def _looks_at_rest(arg) -> bool:

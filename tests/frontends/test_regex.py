@@ -183,11 +183,43 @@ def test_equal_languages_give_identical_dfas(left: str, right: str) -> None:
     assert np.array_equal(a.accepting, b.accepting)
 
 
+@pytest.mark.parametrize("pattern,alphabet,length", [
+    (r"(a|b)\1", "ab", 4), (r"([ab])x\1", "abx", 5), (r"(?P<n>[ab]{1,2})-(?P=n)", "ab-", 6),
+    (r"(?i)([ab])\1", "abAB", 3), (r"(?i:(a))\1", "aA", 3), (r"(a)(?i:\1)", "aA", 3),
+    (r"(?:([ab])\1)+", "ab", 6), (r"(a|b)(?:x|\1)*", "abx", 5), (r"(?:x([ab]))\1", "abx", 4),
+    (r"(a|)\1b", "ab", 4), (r"([ab])(c|d)\2\1", "abcd", 5), (r"((a|b)c)\2\1", "abc", 6),
+    (r"(ab?|c)\1{2}", "abc", 7), (r"(['\"])[a-c]*\1", "a'\"b", 5),
+])
+def test_backreferences_to_a_finite_group_agree_with_re(pattern, alphabet, length):
+    """A backreference to a group captured once before it with finitely many texts is each
+    text twice: every string up to `length` characters, judged by `re.fullmatch`."""
+    dfa = build_dfa(parse_regex(pattern))
+    compiled = re.compile(pattern, re.ASCII)
+    for n in range(length + 1):
+        for chars in itertools.product(alphabet, repeat=n):
+            text = "".join(chars)
+            assert dfa.accepts(text.encode()) == bool(compiled.fullmatch(text)), text
+
+
+@pytest.mark.parametrize("pattern,column", [
+    (r"(a)?\1", 5),           # the group may not take part: then \1 is empty
+    (r"(a|b)*\1", 7),         # the last repetition's text
+    (r"(?:(a)|b)\1", 10),     # a group in one branch
+    (r"(\w+) \1", 7),         # infinitely many texts: not regular
+    (r"([a-i]{2})\1", 11),    # 81 texts: more than 64
+])
+def test_other_backreferences_are_refused_with_what_is_supported(pattern, column):
+    with pytest.raises(GrammarError) as info:
+        parse_regex(pattern)
+    message = str(info.value)
+    assert f"1:{column}:" in message and "captured once before it" in message
+
+
 @pytest.mark.parametrize("pattern,construct,column", [
     (r"(?:a(?=b))*", "lookahead", 5),
     (r"x(?<!y)z", "lookbehind", 2),
-    (r"(a)\1", "backreference", 4),
-    (r"(?P<n>a)(?P=n)", "backreference", 9),
+    (r"(a)*\1", "backreference", 5),
+    (r"(?P<n>a)?(?P=n)", "backreference", 10),
     (r"(a)?(?(1)b|c)", "conditional group", 5),
     (r"a\bc", "word boundary", 2),
     (r"(?>ab)c", "atomic group", 1),

@@ -181,10 +181,13 @@ def pattern_texts(pattern: str, where: str) -> Expr:
     python = _ecma_to_python(pattern, where)
     any_text = repeat(serialized(ANY_CHAR), 0, None)
     options = []
-    for branch in _alternatives(python):
+    for branch, groups_before in _alternatives(python):
         anchored_start = branch.startswith("^")
         anchored_end = branch.endswith("$") and not branch.endswith("\\$")
-        body = branch[1 if anchored_start else 0:len(branch) - 1 if anchored_end else None]
+        # the groups before the branch, empty, so that its backreferences keep their numbers
+        # (to a group of another branch, one that took no part: the empty text, as in ECMA)
+        body = "()" * groups_before + \
+            branch[1 if anchored_start else 0:len(branch) - 1 if anchored_end else None]
         try:
             expr = parse_regex(body, after=EMPTY if anchored_end else any_text,
                                preceded=not anchored_start, spell=_spell)
@@ -252,9 +255,13 @@ def _ecma_to_python(pattern: str, where: str) -> str:
             elif escaped in "pP":
                 raise UnsupportedError(f"{where}: pattern {pattern!r}: Unicode property escapes "
                                    "(\\p{...}) are not supported")
-            elif escaped == "k":
-                raise UnsupportedError(f"{where}: pattern {pattern!r}: backreferences are not "
-                                   "supported")
+            elif escaped == "k":  # a named backreference, `\k<name>`
+                close = pattern.find(">", i + 3) if pattern.startswith("<", i + 2) else -1
+                if close < 0:
+                    raise GrammarError(f"{where}: pattern {pattern!r}: \\k is not followed "
+                                       "by a group name in <>")
+                out.append(f"(?P={pattern[i + 3:close]})")
+                pair_end = close + 1
             else:
                 out.append(token)
         elif in_class:
@@ -274,14 +281,26 @@ def _ecma_to_python(pattern: str, where: str) -> str:
     return "".join(out)
 
 
-def _alternatives(pattern: str) -> list[str]:
+def _alternatives(pattern: str, groups_before: int = 0) -> list[tuple[str, int]]:
     """The top-level branches of the pattern, a branch that is one plain group unwrapped and
-    split again (`^$|(^a+$)` is `^$`, `^a+$`), so that anchors inside it are seen."""
+    split again (`^$|(^a+$)` is `^$`, `^a+$`), so that anchors inside it are seen; each with
+    the number of capturing groups the pattern opens before it."""
     out = []
     for branch in _top_level_branches(pattern):
         inner = _group_body(branch)
-        out.extend([branch] if inner is None else _alternatives(inner))
+        if inner is None:
+            out.append((branch, groups_before))
+        else:
+            out.extend(_alternatives(inner, groups_before + (not branch.startswith("(?:"))))
+        groups_before += _capturing_groups(branch)
     return out
+
+
+def _capturing_groups(pattern: str) -> int:
+    """The capturing groups a pattern (in Python's syntax) opens: `(`, and `(?P<name>`."""
+    return sum(ch == "(" and (not pattern.startswith("?", i + 1) or
+                              pattern.startswith("?P<", i + 1))
+               for i, ch, _ in _syntax(pattern))
 
 
 def _group_body(branch: str) -> str | None:

@@ -187,6 +187,38 @@ def test_ecma_patterns_search_semantics(pattern, yes, no):
         assert not accepts(dfa, json.dumps(value)), value
 
 
+@pytest.mark.parametrize("pattern", [
+    r"^([\"'])[a-z]*\1$", r"^\d{2}([-/.])\d{2}\1\d{2}$", r"(?<q>[ab])x\k<q>",
+    r"^(a|b\\)\1", r"^(?:(é|\n)\1)+$",
+    # a branch's groups keep their numbers; one to a group of another branch is empty
+    r"^(a)x$|^(b)\2$", r"^(a)$|^y\1$", r"^$|(^([ab])\2$)",
+])
+def test_ecma_backreferences_to_a_finite_group_are_exact(pattern):
+    """Backreferences to a group captured once with a few texts, JSON escapes and search
+    semantics included: random strings spelled by json.dumps with and without ensure_ascii,
+    judged by an ECMA-262 engine (`regress`)."""
+    import regress
+
+    dfa, _ = dfa_of({"type": "string", "pattern": pattern})
+    ecma = regress.Regex(pattern)
+    rng = random.Random(pattern)
+    alphabet = "ab\"'xy12-/.é\n\\"
+    values = ['"ab"', "'x'", "12-12-12", "12/12-12", "axa", "bxb", "axb", "bb", "y"] + [
+        "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 9))) for _ in range(2000)]
+    accepted = 0
+    for value in values:
+        expected = ecma.find(value) is not None
+        accepted += expected
+        assert accepts(dfa, json.dumps(value)) == expected, value
+        assert accepts(dfa, json.dumps(value, ensure_ascii=False)) == expected, value
+    assert accepted
+
+
+def test_a_backreference_the_pattern_cannot_spell_out_is_refused_with_its_place():
+    with pytest.raises(UnsupportedError, match=r"#/pattern: .*captured once before it"):
+        dfa_of({"type": "string", "pattern": "^(\\w+) \\1$"})
+
+
 def test_a_negated_pattern_of_an_astral_character_forbids_it():
     """`\\ud83d\\ude00` was read as two lone surrogates, a pattern matching nothing, so its
     `not` allowed every string."""
