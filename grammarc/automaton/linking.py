@@ -48,9 +48,9 @@ def language_automaton(language: Expr | MachineSet, max_states: int, max_depth: 
         if failure is None:
             try:
                 return deterministic_pushdown(language, max_states, past_limit=past_limit)
-            except NotDeterministicError as exc:
-                failure = exc
-                failed.append((language, exc))
+            except NotDeterministicError as exc:  # kept as a copy, with no traceback
+                failure = NotDeterministicError(str(exc), exc.machines, exc.with_text)
+                failed.append((language, failure))
         linked, reason = language, str(failure)
 
         def inlined() -> Expr:
