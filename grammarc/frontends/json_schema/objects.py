@@ -153,7 +153,8 @@ class Objects(CompilerPart):
             raise UnsupportedError(f"{self.registry.pointer(ref.node)}: more than "
                                f"{_MAX_PATTERN_REGIONS} patternProperties in one object")
         key_languages = [strings.pattern_texts(
-            p, f"{self.registry.pointer(ref.node)}/patternProperties") for p in names]
+            p, f"{self.registry.pointer(ref.node)}/patternProperties", "patternProperties")
+            for p in names]
         options = []
         child = position.additional
         for size in range(len(names) + 1):
@@ -321,7 +322,8 @@ class Objects(CompilerPart):
         dfa = self._key_dfas.get(pattern)
         if dfa is None:
             where = self.registry.pointer(node) + "/patternProperties"
-            dfa = self._key_dfas[pattern] = self.ops.dfa(strings.pattern_texts(pattern, where))
+            dfa = self._key_dfas[pattern] = self.ops.dfa(strings.pattern_texts(
+                pattern, where, "patternProperties"))
         text = json.dumps(name, ensure_ascii=False)  # one spelling: the language has them all
         return dfa is not None and dfa.accepts(text.encode("utf-8", "surrogatepass"))
 

@@ -139,7 +139,7 @@ class Compiler:
         self._conjunctions: dict[tuple, dict] = {}
         self._canonical: dict[int, tuple[Expr, Expr]] = {}  # by the identity of the texts
         # a format checked on a subset below each schema subtracted somewhere, by its identity
-        self._approximations: dict[int, tuple[str, str] | None] = {}
+        self._approximations: dict[int, tuple[str, str, bool] | None] = {}
         check_supported(self.registry, self.options)
         check_spelling(self.registry, self.options)
 
@@ -341,9 +341,10 @@ class Compiler:
             self.ops.intersect(combined, self.local(ref, position, within=within))
 
     def _refuse_subtracted_approximations(self, ref: Ref) -> None:
-        """Refuse a format checked on a subset of its values (`APPROXIMATED_FORMATS`) in a
-        schema subtracted where strings may be: under `not`, in `if` (from `else`), in a
-        `oneOf` branch beside one that allows strings."""
+        """Refuse a format checked on a subset of its values (`APPROXIMATED_FORMATS`), or a
+        pattern with property escapes (`strings.UNICODE_VERSION`), in a schema subtracted
+        where strings may be: under `not`, in `if` (from `else`), in a `oneOf` branch beside
+        one that allows strings."""
         node = ref.node
         if "not" in node:
             self.refuse_approximated_format("not", Ref(node["not"], ref.base))
@@ -355,24 +356,34 @@ class Compiler:
                                    minuend: Expr | None = None) -> None:
         """Raise if the schema `ref`, which `keyword` subtracts (from `minuend`, else from
         values that may be any string), or one below it holds a format checked on a subset
-        of its values: its complement would let values of the format through. Those left
-        out have at least four dots (5 labels), so a `minuend` without such strings is safe."""
+        of its values, or a pattern with property escapes: its complement would let values
+        of the format (characters a later Unicode version gives the category) through. The
+        formats' values left out have at least four dots (5 labels), so a `minuend` without
+        such strings is safe from a format."""
         key = id(ref.node)
         if key not in self._approximations:
-            self._approximations[key] = self._approximated_format_in(
+            self._approximations[key] = self._approximation_in(
                 self.registry.at(ref.node, ref.base), set())
         found = self._approximations[key]
-        if found is not None and (minuend is None or self.ops.intersect(
-                minuend, strings.four_dots()) != NOTHING):
-            pointer, name = found
+        if found is None:
+            return
+        pointer, name, is_format = found
+        if not is_format:
+            raise UnsupportedError(
+                f"{pointer}: pattern {name!r} under {keyword}: grammarc reads \\p{{...}} by "
+                f"the categories of Unicode {strings.UNICODE_VERSION}, a subset of a later "
+                f"version's, which a {keyword} cannot subtract exactly (a character given the "
+                "category since would pass)")
+        if minuend is None or self.ops.intersect(minuend, strings.four_dots()) != NOTHING:
             raise UnsupportedError(
                 f"{pointer}: format {name!r} under {keyword}: grammarc checks "
                 f"{strings.APPROXIMATED_FORMATS[name]}, a subset of the format, which a "
                 f"{keyword} cannot subtract exactly (the rest of the format would pass)")
 
-    def _approximated_format_in(self, ref: Ref, seen: set[int]) -> tuple[str, str] | None:
-        """(JSON pointer, format) of an `APPROXIMATED_FORMATS` format in the schema `ref` or
-        below it (through `$ref`s), or None."""
+    def _approximation_in(self, ref: Ref, seen: set[int]) -> tuple[str, str, bool] | None:
+        """(JSON pointer, the format or pattern, whether a format) of an
+        `APPROXIMATED_FORMATS` format or a pattern with property escapes in the schema `ref`
+        or below it (through `$ref`s), or None."""
         node = ref.node
         if not isinstance(node, dict) or id(node) in seen:
             return None
@@ -380,11 +391,15 @@ class Compiler:
         name = node.get("format")
         if isinstance(name, str) and name in strings.APPROXIMATED_FORMATS and \
                 "string" in self.read(node).types:
-            return self.registry.pointer(node), name
+            return self.registry.pointer(node), name, True
+        pattern = node.get("pattern")
+        if isinstance(pattern, str) and strings.uses_unicode_properties(pattern) and \
+                "string" in self.read(node).types:
+            return self.registry.pointer(node) + "/pattern", pattern, False
         below = [self.registry.resolve(ref)] if isinstance(node.get("$ref"), str) else []
         below += [self.registry.at(child, ref.base) for child in subschemas(node)]
         return next((found for child in below
-                     if (found := self._approximated_format_in(child, seen)) is not None), None)
+                     if (found := self._approximation_in(child, seen)) is not None), None)
 
     def _bounds(self, node: dict) -> Bounds:
         """The range every number a schema accepts lies in by its own keywords and those of

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import re
+import unicodedata
 from collections.abc import Iterator
 from functools import lru_cache
 
@@ -172,12 +173,19 @@ _NOT_ECMA_SPACE = "".join(
 _LINE_TERMINATORS = "\\n\\r\\u2028\\u2029"
 
 
-def pattern_texts(pattern: str, where: str) -> Expr:
-    """JSON texts of the strings in which the ECMA-262 `pattern` finds a match.
+def pattern_texts(pattern: str, where: str, subtracted: str | None = None) -> Expr:
+    """JSON texts of the strings in which the ECMA-262 `pattern` finds a match; where the
+    keyword `subtracted` also reads the strings it does not match, a pattern with property
+    escapes is refused (`UNICODE_VERSION`).
 
     The pattern is converted with every character set already spelled in JSON, so that its
     lookaheads (boolean operations on automata) act on texts; that is exact because each text
     decodes to one value."""
+    if subtracted is not None and uses_unicode_properties(pattern):
+        raise UnsupportedError(f"{where}: pattern {pattern!r} in {subtracted}: grammarc reads "
+                               f"\\p{{...}} by the categories of Unicode {UNICODE_VERSION}, a "
+                               "subset of a later version's, which the strings that do not "
+                               "match cannot leave out exactly")
     python = _ecma_to_python(pattern, where)
     any_text = repeat(serialized(ANY_CHAR), 0, None)
     options = []
@@ -208,6 +216,75 @@ def _strip_position(exc: GrammarError) -> str:
     return parts[1] if len(parts) == 2 and parts[0].replace(":", "").isdigit() else text
 
 
+#: The Unicode version of the general categories `\\p{...}` reads (Python's `unicodedata`).
+#: Later versions give categories to code points unassigned here: a pattern that must match
+#: is then exact on this version's characters and refuses only those (a subset), but one
+#: subtracted would let them through, so a `\\p` where a value must not match is refused.
+UNICODE_VERSION = unicodedata.unidata_version
+# ECMA-262's names of general categories (long names and aliases) by their short names
+_CATEGORY_NAMES = {
+    "Letter": "L", "Cased_Letter": "LC", "Uppercase_Letter": "Lu", "Lowercase_Letter": "Ll",
+    "Titlecase_Letter": "Lt", "Modifier_Letter": "Lm", "Other_Letter": "Lo", "Mark": "M",
+    "Combining_Mark": "M", "Nonspacing_Mark": "Mn", "Spacing_Mark": "Mc",
+    "Enclosing_Mark": "Me", "Number": "N", "Decimal_Number": "Nd", "digit": "Nd",
+    "Letter_Number": "Nl", "Other_Number": "No", "Punctuation": "P", "punct": "P",
+    "Connector_Punctuation": "Pc", "Dash_Punctuation": "Pd", "Open_Punctuation": "Ps",
+    "Close_Punctuation": "Pe", "Initial_Punctuation": "Pi", "Final_Punctuation": "Pf",
+    "Other_Punctuation": "Po", "Symbol": "S", "Math_Symbol": "Sm", "Currency_Symbol": "Sc",
+    "Modifier_Symbol": "Sk", "Other_Symbol": "So", "Separator": "Z", "Space_Separator": "Zs",
+    "Line_Separator": "Zl", "Paragraph_Separator": "Zp", "Control": "Cc", "cntrl": "Cc",
+    "Format": "Cf", "Surrogate": "Cs", "Private_Use": "Co",
+}
+_CATEGORY_GROUPS = {"L": ("Lu", "Ll", "Lt", "Lm", "Lo"), "LC": ("Lu", "Ll", "Lt"),
+                    "M": ("Mn", "Mc", "Me"), "N": ("Nd", "Nl", "No"),
+                    "P": ("Pc", "Pd", "Ps", "Pe", "Pi", "Pf", "Po"),
+                    "S": ("Sm", "Sc", "Sk", "So"), "Z": ("Zs", "Zl", "Zp")}
+_UNICODE_PROPERTIES = ("\\p{...} is read for general categories (L, Lu, Letter, gc=Nd, "
+                       "...), Any and ASCII, where a value must match: not \\P, not in a "
+                       "negated class or a negative lookahead, not the categories of "
+                       "unassigned code points (C, Cn)")
+
+
+@lru_cache(maxsize=None)
+def _category_runs() -> dict[str, tuple[tuple[int, int], ...]]:
+    """The code points of each two-letter general category, as runs (one scan of the code
+    space, the first time a pattern asks)."""
+    runs: dict[str, list[tuple[int, int]]] = {}
+    category = unicodedata.category
+    start, current = 0, category("\0")
+    for code in range(1, MAX_CODE_POINT + 1):
+        found = category(chr(code))
+        if found != current:
+            runs.setdefault(current, []).append((start, code - 1))
+            start, current = code, found
+    runs.setdefault(current, []).append((start, MAX_CODE_POINT))
+    return {name: tuple(found) for name, found in runs.items()}
+
+
+def unicode_property(name: str) -> tuple[tuple[int, int], ...] | None:
+    """The code points of the value of an ECMA-262 property escape `\\p{name}`: a general
+    category (`L`, `Letter`, `General_Category=Lu`, `gc=Lu`) by `UNICODE_VERSION`, `Any` or
+    `ASCII`; None for one grammarc does not read (scripts, other binary properties, and the
+    categories of unassigned code points, whose members change between versions)."""
+    if name == "Any":
+        return ((0, MAX_CODE_POINT),)
+    if name == "ASCII":
+        return ((0, 0x7F),)
+    for prefix in ("General_Category=", "gc="):
+        name = name.removeprefix(prefix)
+    short = _CATEGORY_NAMES.get(name, name)
+    parts = _CATEGORY_GROUPS.get(short, (short,))
+    runs = _category_runs()
+    if any(part == "Cn" or part not in runs for part in parts):
+        return None
+    return normalize_ranges(tuple(run for part in parts for run in runs[part]))
+
+
+def uses_unicode_properties(pattern: str) -> bool:
+    """Whether an ECMA-262 pattern holds a property escape (`\\p{...}`, `\\P{...}`)."""
+    return any(token in ("\\p", "\\P") for _, token, _ in regex_tokens(pattern, ecma=True))
+
+
 _ECMA_GROUPS = ("?:", "?=", "?!", "?<")  # `(?<=`, `(?<!` and named groups start `?<`
 _PYTHON_ONLY_ESCAPES = "AZaNU"  # letters Python's `re` reads as escapes, ECMA-262 does not
 _HIGH_THEN_LOW = re.compile(r"\\u(d[89ab][0-9a-f]{2})\\u(d[c-f][0-9a-f]{2})", re.IGNORECASE)
@@ -221,9 +298,17 @@ def _ecma_to_python(pattern: str, where: str) -> str:
     out = []
     previous = ""
     pair_end = 0  # the end of the surrogate pair being written as one character
+    negated_class = False
+    groups: list[bool] = []  # the groups open here: whether each is a negative lookahead
     for i, token, in_class in regex_tokens(pattern, ecma=True):
         if i < pair_end:
             continue
+        if not in_class and token.startswith("["):
+            negated_class = token.startswith("[^")
+        elif not in_class and token == "(":
+            groups.append(pattern.startswith("?!", i + 1))
+        elif not in_class and token == ")" and groups:
+            groups.pop()
         pair = _HIGH_THEN_LOW.match(pattern, i) if token == "\\u" else None
         if pair is not None:
             high, low = int(pair[1], 16), int(pair[2], 16)
@@ -253,8 +338,16 @@ def _ecma_to_python(pattern: str, where: str) -> str:
                     raise GrammarError(f"{where}: pattern {pattern!r}: unterminated \\u{{...}}")
                 out.append(f"\\U{int(token[3:-1], 16):08x}")
             elif escaped in "pP":
-                raise UnsupportedError(f"{where}: pattern {pattern!r}: Unicode property escapes "
-                                   "(\\p{...}) are not supported")
+                close = pattern.find("}", i + 3) if pattern.startswith("{", i + 2) else -1
+                ranges = unicode_property(pattern[i + 3:close]) if close > 0 else None
+                if ranges is None or escaped == "P" or in_class and negated_class or \
+                        any(groups):
+                    raise UnsupportedError(f"{where}: pattern {pattern!r}: "
+                                           f"{_UNICODE_PROPERTIES}")
+                spelled = "".join(f"\\U{lo:08x}" if lo == hi else f"\\U{lo:08x}-\\U{hi:08x}"
+                                  for lo, hi in ranges)
+                out.append(spelled if in_class else f"[{spelled}]")
+                pair_end = close + 1
             elif escaped == "k":  # a named backreference, `\k<name>`
                 close = pattern.find(">", i + 3) if pattern.startswith("<", i + 2) else -1
                 if close < 0:
@@ -485,6 +578,7 @@ def finite_values(texts: ByteDFA, most: int, steps: int = 1 << 16) -> list[str] 
     return list(found) if walk(1, 0, bytearray()) else None
 
 
-__all__ = ["ANY_CHAR", "APPROXIMATED_FORMATS", "COUNTED_LENGTH", "FORMATS", "counted_string",
-           "finite_values", "format_texts", "four_dots", "json_string", "length_between",
-           "pattern_texts", "serialized", "string_literal", "NOTHING"]
+__all__ = ["ANY_CHAR", "APPROXIMATED_FORMATS", "COUNTED_LENGTH", "FORMATS", "UNICODE_VERSION",
+           "counted_string", "finite_values", "format_texts", "four_dots", "json_string",
+           "length_between", "pattern_texts", "serialized", "string_literal",
+           "uses_unicode_properties", "NOTHING"]

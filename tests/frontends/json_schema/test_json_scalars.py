@@ -219,6 +219,53 @@ def test_a_backreference_the_pattern_cannot_spell_out_is_refused_with_its_place(
         dfa_of({"type": "string", "pattern": "^(\\w+) \\1$"})
 
 
+@pytest.mark.parametrize("pattern", [
+    r"^\p{L}+$", r"^[\p{Lu}\d]+$", r"^\p{General_Category=Nd}+$", r"\p{Letter}\p{Zs}",
+    r"^[\p{L}\p{M} .'-]+$", r"^\p{gc=So}", r"^[\p{Any}]{2}$", r"\p{ASCII}\p{Nl}",
+])
+def test_ecma_general_categories_are_exact_where_a_value_must_match(pattern):
+    """`\\p{...}` of general categories, `Any` and `ASCII`, on characters of long-assigned
+    blocks (Latin, Greek, Cyrillic, CJK, Arabic digits, a combining accent, an emoji, a Roman
+    numeral), judged by an ECMA-262 engine reading the pattern with `u`, as JSON Schema does."""
+    import regress
+
+    dfa, _ = dfa_of({"type": "string", "pattern": pattern})
+    ecma = regress.Regex(pattern, "u")
+    rng = random.Random(pattern)
+    alphabet = "aZéñΩж中ー1٣.-' \u0301😀¥+_Ⅻ\t"
+    values = ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 6)))
+              for _ in range(2000)]
+    accepted = 0
+    for value in values:
+        expected = ecma.find(value) is not None
+        accepted += expected
+        assert accepts(dfa, json.dumps(value)) == expected, value
+        assert accepts(dfa, json.dumps(value, ensure_ascii=False)) == expected, value
+    assert accepted
+
+
+@pytest.mark.parametrize("pattern", [
+    r"\P{L}", r"[^\p{L}]", r"(?!\p{L})a", r"\p{Script=Greek}", r"\p{Cn}", r"\p{C}", r"\p{L",
+])
+def test_property_escapes_a_later_unicode_version_would_read_otherwise_are_refused(pattern):
+    """A negation would take in the code points a later version assigns to the category
+    (and `Cn`, `C` are such points), scripts are not read: refused with what is read."""
+    with pytest.raises(UnsupportedError, match=r"#/pattern: .*where a value must match"):
+        dfa_of({"type": "string", "pattern": pattern})
+
+
+@pytest.mark.parametrize("schema,where", [
+    ({"type": "string", "not": {"pattern": "\\p{L}"}}, "#/not/pattern: .* under not"),
+    ({"type": "object", "patternProperties": {"^\\p{L}+$": {"type": "integer"}}},
+     "#/patternProperties: .* in patternProperties"),
+    ({"oneOf": [{"type": "string", "pattern": "^\\p{L}$"}, {"type": "string"}]},
+     "#/oneOf/0/pattern: .* under oneOf"),
+])
+def test_a_property_escape_a_schema_subtracts_is_refused(schema, where):
+    with pytest.raises(UnsupportedError, match=where + ".*categories of Unicode"):
+        dfa_of(schema)
+
+
 def test_a_negated_pattern_of_an_astral_character_forbids_it():
     """`\\ud83d\\ude00` was read as two lone surrogates, a pattern matching nothing, so its
     `not` allowed every string."""
