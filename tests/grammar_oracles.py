@@ -275,14 +275,20 @@ def exact_validator(schema: Any, *, formats: Iterable[str] = (),
 
 
 def _ecma_pattern_keywords() -> dict[str, Callable]:
-    """`pattern` and `patternProperties` matched by ECMA-262 regular expressions."""
+    """`pattern` and `patternProperties` matched by ECMA-262 regular expressions, read with
+    the `u` flag as JSON Schema reads them (`\\p{Letter}` a property, the suite's
+    pattern.json says), or without it where `u` refuses the pattern's syntax (`\\-` outside
+    a class), as lenient validators read it."""
     import regress
 
     compiled: dict[str, Any] = {}
 
     def search(pattern: str, text: str) -> bool:
         if pattern not in compiled:
-            compiled[pattern] = regress.Regex(pattern)
+            try:
+                compiled[pattern] = regress.Regex(pattern, "u")
+            except regress.RegressError:
+                compiled[pattern] = regress.Regex(pattern)
         return compiled[pattern].find(text) is not None
 
     def pattern(validator: Any, expected: str, instance: Any, _schema: Any) -> Iterator:
