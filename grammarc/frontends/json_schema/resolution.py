@@ -219,7 +219,11 @@ def check_supported(registry: Registry, options: FrontendOptions) -> None:
     for pointer, node in all_schemas(registry):
         for key in _UNSUPPORTED:
             if key in node and node[key] is not True:
-                found.append(f"{key} at {pointer}")
+                # (`unevaluated.rewrite_unevaluated` took the ones the schema alone decides)
+                why = " (which it sees depends on the instance: an anyOf, oneOf, if or " \
+                    "dependentSchemas evaluates some, or contains)" \
+                    if key.startswith("unevaluated") and registry.draft >= 2019 else ""
+                found.append(f"{key} at {pointer}{why}")
     if found:
         message = "unsupported JSON Schema keywords: " + ", ".join(found)
         if not options.lenient:

@@ -66,6 +66,7 @@ from .resolution import (
     draft_of, escape_token, subschemas,
 )
 from .scalars import Scalars
+from .unevaluated import rewrite_unevaluated
 
 _NUMBERS_START = np.zeros(256, bool)  # the first bytes of values that may hold a number
 _NUMBERS_START[list(b"-0123456789[{")] = True
@@ -120,6 +121,8 @@ class Compiler:
         self.root = exact_numbers(self.root)
         self.draft = draft_of(self.root)
         self.registry = Registry(self.root, self.draft)
+        if rewrite_unevaluated(self.registry):  # new allOf branches: their pointers too
+            self.registry = Registry(self.root, self.draft)
         self.machines = Machines(self)
         self.ops = Ops(self.options.max_states, self.machines.flat_calls if self.calls else None,
                        self.machines.nested_at_most, self.machines if self.calls else None)
