@@ -15,15 +15,24 @@ evaluated by `prefixItems` (the first n), `items` and `contains` (the items that
 known only from the instance), `unevaluatedItems: U` is `{"prefixItems": [true] * n,
 "items": U}` (draft 2019-09: `items` as a list, `additionalItems`).
 
-Where a property or an item may be evaluated or not depending on the instance, the keyword is
-left in place, and `resolution.check_supported` refuses it as before.
+One case of properties that depend on the instance is exact too: the schema's own `oneOf` or
+`anyOf` whose branches exclude each other by a discriminator (each requires a key whose `const`
+or `enum` values no other branch allows, as OpenAPI's discriminated unions do). At most one
+branch validates, so the evaluated properties are that branch's and the schema's own: the
+`unevaluatedProperties` moves into each branch, beside the schema's own evaluated names, and is
+read there as above.
+
+Where a property or an item may be evaluated or not depending on the instance otherwise, the
+keyword is left in place, and `resolution.check_supported` refuses it as before.
 """
 
 from __future__ import annotations
 
+from itertools import combinations
 from typing import Any
 
 from ...errors import GrammarError
+from .conditions import value_key
 from .resolution import ROOT_URI, Ref, Registry, all_schemas
 
 _PROPERTY_KEYWORDS = ("properties", "patternProperties", "additionalProperties",
@@ -40,22 +49,112 @@ def rewrite_unevaluated(registry: Registry) -> bool:
         return False
     changed = False
     for _, node in list(all_schemas(registry)):
+        base = registry.base_of.get(id(node), ROOT_URI)
         for keyword in ("unevaluatedProperties", "unevaluatedItems"):
-            if keyword not in node or node[keyword] is True:
-                continue
-            ref = Ref(node, registry.base_of.get(id(node), ROOT_URI))
-            items = keyword == "unevaluatedItems"
-            seen = _evaluated(registry, ref, items)
-            if seen is None:
-                continue  # depends on the instance: refused by `check_supported`
-            unevaluated = node.pop(keyword)
-            names, patterns, prefix, everything = seen
-            if not everything:
-                node["allOf"] = [*(node["allOf"] if isinstance(node.get("allOf"), list) else []),
-                                 _branch(registry.draft, unevaluated, names, patterns, prefix,
-                                         items)]
-            changed = True
+            if keyword in node and node[keyword] is not True:
+                changed |= _rewritten(registry, Ref(node, base), keyword)
     return changed
+
+
+def _rewritten(registry: Registry, ref: Ref, keyword: str) -> bool:
+    """Rewrite one schema's `keyword` (module docstring); False where it depends on the
+    instance."""
+    node = ref.node
+    items = keyword == "unevaluatedItems"
+    seen = _evaluated(registry, ref, items)
+    if seen is None:
+        return not items and _into_branches(registry, ref)
+    unevaluated = node.pop(keyword)
+    names, patterns, prefix, everything = seen
+    if not everything:
+        node["allOf"] = [*(node["allOf"] if isinstance(node.get("allOf"), list) else []),
+                         _branch(registry.draft, unevaluated, names, patterns, prefix, items)]
+    return True
+
+
+def _into_branches(registry: Registry, ref: Ref) -> bool:
+    """Where the schema's own `oneOf` or `anyOf`, with branches a discriminator tells apart,
+    is all that makes its evaluated properties depend on the instance: its
+    `unevaluatedProperties` moved into each branch, beside the names and patterns the schema
+    evaluates itself, and read there (module docstring); False otherwise."""
+    node = ref.node
+    doubtful = [keyword for keyword in ("oneOf", "anyOf") if isinstance(node.get(keyword), list)
+                and any(_evaluates(registry, registry.at(sub, ref.base), False, set())
+                        for sub in node[keyword])]
+    if len(doubtful) != 1:
+        return False
+    keyword = doubtful[0]
+    own = _evaluated(registry, Ref({k: v for k, v in node.items() if k != keyword}, ref.base),
+                     False)
+    branches = node[keyword]
+    if own is None or not _discriminated(registry, [registry.at(sub, ref.base)
+                                                     for sub in branches]):
+        return False
+    unevaluated = node.pop("unevaluatedProperties")
+    names, patterns, _, everything = own
+    if not everything:
+        node[keyword] = [{"allOf": [branch, {"properties": {name: True for name in names},
+                                             "patternProperties": {p: True for p in patterns}}],
+                          "unevaluatedProperties": unevaluated} for branch in branches]
+        for wrapped in node[keyword]:  # each as a schema that decides alone, or refused
+            _rewritten(registry, Ref(wrapped, ref.base), "unevaluatedProperties")
+    return True
+
+
+def _discriminated(registry: Registry, branches: list[Ref]) -> bool:
+    """Whether no object satisfies two of the branches: each that may be an object requires a
+    key whose values (`const`, `enum`, through `allOf` and `$ref`) no other one allows."""
+    keyed = []
+    for branch in branches:
+        try:
+            parts = [p for p in registry.conjuncts(branch, set()) if isinstance(p.node, dict)]
+        except GrammarError:
+            return False
+        if any(_not_object(part.node.get("type")) for part in parts):
+            continue  # no object satisfies it
+        keyed.append(({key for part in parts if isinstance(part.node.get("required"), list)
+                       for key in part.node["required"] if isinstance(key, str)}, parts))
+    if len(keyed) < 2:
+        return True
+    common = set.intersection(*(required for required, _ in keyed))
+    for key in sorted(common):
+        values = [_values(registry, parts, key) for _, parts in keyed]
+        if all(found is not None for found in values) and \
+                all(not a & b for a, b in combinations(values, 2)):
+            return True
+    return False
+
+
+def _not_object(types: Any) -> bool:
+    """Whether a `type` keyword's value leaves objects out."""
+    return isinstance(types, str) and types != "object" or \
+        isinstance(types, list) and "object" not in types
+
+
+def _values(registry: Registry, parts: list[Ref], key: str) -> set | None:
+    """The values (`value_key`s) the `parts` allow for `key` where one limits them to a
+    `const` or an `enum`, else None."""
+    allowed = None
+    for part in parts:
+        properties = part.node.get("properties")
+        if not isinstance(properties, dict) or key not in properties:
+            continue
+        try:
+            limits = registry.conjuncts(registry.at(properties[key], part.base), set())
+        except GrammarError:
+            return None
+        for limit in limits:
+            schema = limit.node
+            if schema is False:
+                found = set()
+            elif isinstance(schema, dict) and "const" in schema:
+                found = {value_key(schema["const"])}
+            elif isinstance(schema, dict) and isinstance(schema.get("enum"), list):
+                found = {value_key(value) for value in schema["enum"]}
+            else:
+                continue
+            allowed = found if allowed is None else allowed & found
+    return allowed
 
 
 def _branch(draft: int, unevaluated: Any, names: list[str], patterns: list[str], prefix: int,
