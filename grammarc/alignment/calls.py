@@ -273,11 +273,13 @@ def _resolve_suffixes(pd: PushdownDFA, kernel: _Kernel, suffixes: _Suffixes,
         starts_array = returns_after(
             return_states[np.repeat(return_ptr[batch[:, 0]], sizes) + within],
             np.asarray(suffixes.classes, np.int64)[suffix_array], pd.site_ptr, pd.site_next)
-        pairs = np.unique(np.stack([starts_array, suffix_array], axis=1)[starts_array > 0],
-                          axis=0).reshape(-1, 2)
-        starts_array, suffix_array = pairs[:, 0].astype(np.int32), pairs[:, 1]
-        if not len(pairs):
+        # the distinct pairs, by (state, suffix), as one int64 key each (a 1-D unique)
+        width = len(suffixes.spans)
+        keys = np.unique((starts_array * width + suffix_array)[starts_array > 0])
+        if not len(keys):
             continue
+        starts_array, suffix_array = np.divmod(keys, width)
+        starts_array = starts_array.astype(np.int32)
         spans = np.array(suffixes.spans, np.int64).reshape(-1, 2)
         lo, hi = spans[suffix_array, 0], spans[suffix_array, 1]
         kind, nxt, pos, pushes, count = kernel.walk(starts_array, suffixes.data, lo, hi)

@@ -230,13 +230,14 @@ def _link(names: list[str], steps: list[np.ndarray], byte_classes: list[np.ndarr
         offsets.append(next_id)
         next_id += len(ids)
     # a byte's class in the table: the tuple of its classes in every machine, numbered in the
-    # order of their first byte (code bytes are dead in every machine's steps)
-    _, first_of_tuple, tuple_of_byte = np.unique(np.stack(byte_classes), axis=1,
-                                                 return_index=True, return_inverse=True)
-    by_first_byte = np.argsort(first_of_tuple)
-    rank = np.empty_like(by_first_byte)
-    rank[by_first_byte] = np.arange(len(by_first_byte))
-    joint_class, first_byte = rank[tuple_of_byte.reshape(-1)], first_of_tuple[by_first_byte]
+    # order of their first byte (code bytes are dead in every machine's steps): each byte's
+    # tuple as the bytes of its column, numbered as first met
+    columns = np.ascontiguousarray(np.stack(byte_classes).T, np.int32)
+    raw, width = columns.tobytes(), columns.shape[1] * 4
+    numbers: dict[bytes, int] = {}
+    joint_class = np.array([numbers.setdefault(raw[b * width:(b + 1) * width], len(numbers))
+                            for b in range(len(columns))], np.int64)
+    first_byte = np.unique(joint_class, return_index=True)[1]
     trans = np.zeros((total, len(first_byte)), np.int32)
     accepting = np.zeros(total, bool)
     state_machine = np.full(total, -1, np.int32)
@@ -419,21 +420,32 @@ def _check_deterministic(dfa: ByteDFA, state_machine, call_ptr, call_machine, ca
                            with_text=bool((own & first[callee]).any()))
             reads[q] |= first[callee]
     # FOLLOW sets: what may come after a machine returns in each exit class, by fixpoint
-    # over call sites
-    follow = np.zeros((num_machines, int(num_classes.max(initial=1)), 256), bool)
+    # over call sites (each set of bytes a 256-bit int while it grows)
     returns = [(int(call_machine[k]), c, ret) for k in range(len(call_machine))
                for c in range(int(num_classes[call_machine[k]]))
                if (ret := _returned(int(call_return[k]), c, site_ptr, site_next))]
+    rets = sorted({ret for _, _, ret in returns})
+    packed = np.packbits(reads[rets], axis=1).tobytes()
+    read_bits = {ret: int.from_bytes(packed[32 * i:32 * (i + 1)], "big")
+                 for i, ret in enumerate(rets)}
+    # per return: its read bytes, and the (machine, exit class) whose FOLLOW follows it
+    steps = [(callee, c, read_bits[ret],
+              (int(state_machine[ret]), int(exit_class[ret])) if accepting[ret] else None)
+             for callee, c, ret in returns]
+    follow_bits: dict[tuple[int, int], int] = {}
     changed = True
     while changed:
         changed = False
-        for callee, c, ret in returns:
-            after = reads[ret] | (follow[state_machine[ret], exit_class[ret]] if accepting[ret]
-                                  else False)
-            merged = follow[callee, c] | after
-            if not np.array_equal(merged, follow[callee, c]):
-                follow[callee, c] = merged
+        for callee, c, after, then in steps:
+            if then is not None:
+                after |= follow_bits.get(then, 0)
+            known = follow_bits.get((callee, c), 0)
+            if after | known != known:
+                follow_bits[callee, c] = after | known
                 changed = True
+    follow = np.zeros((num_machines, int(num_classes.max(initial=1)), 256), bool)
+    for (callee, c), bits in follow_bits.items():
+        follow[callee, c] = np.unpackbits(np.frombuffer(bits.to_bytes(32, "big"), np.uint8))
     final = np.flatnonzero(accepting)
     clashes = reads[final] & follow[state_machine[final], exit_class[final]]
     at_fault = clashes.any(axis=1)
