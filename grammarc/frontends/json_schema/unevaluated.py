@@ -15,15 +15,25 @@ evaluated by `prefixItems` (the first n), `items` and `contains` (the items that
 known only from the instance), `unevaluatedItems: U` is `{"prefixItems": [true] * n,
 "items": U}` (draft 2019-09: `items` as a list, `additionalItems`).
 
-One case of properties that depend on the instance is exact too: the schema's own `oneOf` or
-`anyOf` whose branches exclude each other by a discriminator (each requires a key whose `const`
-or `enum` values no other branch allows, as OpenAPI's discriminated unions do). At most one
-branch validates, so the evaluated properties are that branch's and the schema's own: the
-`unevaluatedProperties` moves into each branch, beside the schema's own evaluated names, and is
-read there as above.
+Where the schema's own `oneOf`, `anyOf` or `if` is all that makes what is evaluated depend on
+the instance (the schemas below each branch deciding alone), the schema is rewritten into the
+cases of what validates, each carrying the keyword beside what it evaluates, and read as above.
+`U_T` below stands for the keyword with the evaluated properties (items) of the branches `T`
+and of the schema's own keywords; it only gets weaker as `T` grows.
+- `oneOf`: exactly one branch validates. The `oneOf` stays, and one more `allOf` branch
+  `{"anyOf": [B_i and U_{B_i}, ...]}` says which. Where a discriminator tells the branches
+  apart (each requires a key whose `const` or `enum` values no other one allows, as OpenAPI's
+  discriminated unions do), the branches themselves become `B_i and U_{B_i}`.
+- `anyOf`: every branch that validates evaluates. `anyOf` over each nonempty set `T` of
+  branches of `all of T and U_T` is exact: the set of all branches that validate is one of
+  them, and a smaller set's `U_T` implies it. Up to `_MOST_BRANCHES` branches (a case per
+  set); discriminated branches become `B_i and U_{B_i}` as for `oneOf`.
+- `if`: `then` becomes `if and then and U_{if, then}`, `else` becomes `else and U_{else}`
+  (a failed `if` keeps no annotation).
 
-Where a property or an item may be evaluated or not depending on the instance otherwise, the
-keyword is left in place, and `resolution.check_supported` refuses it as before.
+Where a property or an item may be evaluated or not depending on the instance otherwise
+(`dependentSchemas`, `contains`, two such applicators, one below a branch), the keyword is
+left in place, and `resolution.check_supported` refuses it as before.
 """
 
 from __future__ import annotations
@@ -39,6 +49,7 @@ _PROPERTY_KEYWORDS = ("properties", "patternProperties", "additionalProperties",
                       "unevaluatedProperties")
 _ITEM_KEYWORDS = ("prefixItems", "items", "additionalItems", "contains", "unevaluatedItems")
 _CONDITIONAL = ("anyOf", "oneOf", "if", "then", "else", "dependentSchemas")
+_MOST_BRANCHES = 4  # an anyOf of more is not rewritten (a case per nonempty set of branches)
 
 
 def rewrite_unevaluated(registry: Registry) -> bool:
@@ -63,7 +74,7 @@ def _rewritten(registry: Registry, ref: Ref, keyword: str) -> bool:
     items = keyword == "unevaluatedItems"
     seen = _evaluated(registry, ref, items)
     if seen is None:
-        return not items and _into_branches(registry, ref)
+        return _into_branches(registry, ref, keyword)
     unevaluated = node.pop(keyword)
     names, patterns, prefix, everything = seen
     if not everything:
@@ -72,32 +83,66 @@ def _rewritten(registry: Registry, ref: Ref, keyword: str) -> bool:
     return True
 
 
-def _into_branches(registry: Registry, ref: Ref) -> bool:
-    """Where the schema's own `oneOf` or `anyOf`, with branches a discriminator tells apart,
-    is all that makes its evaluated properties depend on the instance: its
-    `unevaluatedProperties` moved into each branch, beside the names and patterns the schema
-    evaluates itself, and read there (module docstring); False otherwise."""
+def _into_branches(registry: Registry, ref: Ref, keyword: str) -> bool:
+    """Where one applicator of the schema's own, its `oneOf`, `anyOf` or `if`, is all that
+    makes the evaluated properties (items) depend on the instance: the schema rewritten so
+    that each case of what validates carries the keyword beside what it evaluates, read
+    there as a schema that decides alone (module docstring); False, and nothing changed,
+    otherwise."""
     node = ref.node
-    doubtful = [keyword for keyword in ("oneOf", "anyOf") if isinstance(node.get(keyword), list)
-                and any(_evaluates(registry, registry.at(sub, ref.base), False, set())
-                        for sub in node[keyword])]
-    if len(doubtful) != 1:
+    items = keyword == "unevaluatedItems"
+
+    def doubtful(sub: Any) -> bool:
+        return _evaluates(registry, registry.at(sub, ref.base), items, set())
+
+    kinds = [kind for kind in ("oneOf", "anyOf") if isinstance(node.get(kind), list)
+             and any(doubtful(sub) for sub in node[kind])]
+    if "if" in node and any(doubtful(node[key]) for key in ("if", "then", "else") if key in node):
+        kinds.append("if")
+    if len(kinds) != 1:
         return False
-    keyword = doubtful[0]
-    own = _evaluated(registry, Ref({k: v for k, v in node.items() if k != keyword}, ref.base),
-                     False)
-    branches = node[keyword]
-    if own is None or not _discriminated(registry, [registry.at(sub, ref.base)
-                                                     for sub in branches]):
+    kind = kinds[0]
+    applicator = ("if", "then", "else") if kind == "if" else (kind,)
+    own = _evaluated(registry, Ref({k: v for k, v in node.items() if k not in applicator},
+                                   ref.base), items)
+    if own is None:
         return False
-    unevaluated = node.pop("unevaluatedProperties")
-    names, patterns, _, everything = own
-    if not everything:
-        node[keyword] = [{"allOf": [branch, {"properties": {name: True for name in names},
-                                             "patternProperties": {p: True for p in patterns}}],
-                          "unevaluatedProperties": unevaluated} for branch in branches]
-        for wrapped in node[keyword]:  # each as a schema that decides alone, or refused
-            _rewritten(registry, Ref(wrapped, ref.base), "unevaluatedProperties")
+    names, patterns, prefix, everything = own
+    marker = _marker(registry.draft, names, patterns, prefix, items)
+    unevaluated = node[keyword]
+    made: list[dict] = []
+
+    def case(parts: list[Any]) -> dict:
+        """The schemas `parts` all valid, and `keyword` with what they and the schema's own
+        keywords evaluate."""
+        made.append({"allOf": [*parts, marker], keyword: unevaluated})
+        return made[-1]
+
+    if kind == "if":
+        cases = {"then": case([node["if"], node.get("then", True)]),
+                 "else": case([node.get("else", True)])}
+    else:
+        branches = node[kind]
+        if not items and _discriminated(registry, [registry.at(sub, ref.base)
+                                                    for sub in branches]):
+            cases = {kind: [case([branch]) for branch in branches]}  # at most one validates
+        elif kind == "oneOf":  # exactly one validates: the oneOf stays, and says which
+            cases = {"allOf": [*(node["allOf"] if isinstance(node.get("allOf"), list) else []),
+                               {"anyOf": [case([branch]) for branch in branches]}]}
+        elif len(branches) <= _MOST_BRANCHES:  # any that validate: every nonempty set
+            cases = {kind: [case(list(chosen)) for size in range(1, len(branches) + 1)
+                            for chosen in combinations(branches, size)]}
+        else:
+            return False
+    if not everything and any(_evaluated(registry, Ref(one, ref.base), items) is None
+                              for one in made):
+        return False  # a case that still depends on the instance: refused as it stands
+    del node[keyword]
+    if everything:  # the schema's own keywords evaluate every property (item)
+        return True
+    node.update(cases)
+    for one in made:
+        _rewritten(registry, Ref(one, ref.base), keyword)
     return True
 
 
@@ -155,6 +200,16 @@ def _values(registry: Registry, parts: list[Ref], key: str) -> set | None:
                 continue
             allowed = found if allowed is None else allowed & found
     return allowed
+
+
+def _marker(draft: int, names: list[str], patterns: list[str], prefix: int,
+            items: bool) -> dict:
+    """A schema that evaluates these properties (or the first `prefix` items) and asserts
+    nothing."""
+    if not items:
+        return {"properties": {name: True for name in names},
+                "patternProperties": {pattern: True for pattern in patterns}}
+    return {"prefixItems" if draft >= 2020 else "items": [True] * prefix} if prefix else {}
 
 
 def _branch(draft: int, unevaluated: Any, names: list[str], patterns: list[str], prefix: int,

@@ -87,8 +87,7 @@ def test_keywords(schema, valid, invalid):
 
 def test_unsupported_keywords_are_listed_with_pointers_and_lenient_ignores_them():
     # (an unevaluatedProperties that the schema alone decides compiles: test_unevaluated.py)
-    schema = {"properties": {"a": {"anyOf": [{"properties": {"b": True}},
-                                             {"properties": {"c": True}}],
+    schema = {"properties": {"a": {"dependentSchemas": {"b": {"properties": {"c": True}}},
                                    "unevaluatedProperties": False}},
               "items": {"$dynamicRef": "#x"}}
     with pytest.raises(UnsupportedError) as info:

@@ -1,6 +1,6 @@
-"""`unevaluatedProperties` and `unevaluatedItems` where the schema alone decides what is
-evaluated (`frontends/json_schema/unevaluated.py`): hand-picked shapes, random compositions of
-`allOf`, `$ref`, `properties`, `patternProperties` and `additionalProperties`, and
+"""`unevaluatedProperties` and `unevaluatedItems` (`frontends/json_schema/unevaluated.py`):
+hand-picked shapes, random compositions of `allOf`, `$ref`, `properties`, `patternProperties`
+and `additionalProperties`, under the schema's own `oneOf`, `anyOf` or `if` too, and
 discriminated unions, judged by jsonschema on random instances; those that depend on the
 instance otherwise are refused."""
 
@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import json
 import random
+from itertools import combinations, product
 
 import jsonschema
 import pytest
 from helpers import accepts, dfa_of
 
-from grammarc.errors import UnsupportedError
+from grammarc.errors import GrammarError, UnsupportedError
 from grammarc.frontends.json_schema import canonical_dumps
 
 D2020 = "https://json-schema.org/draft/2020-12/schema"
@@ -47,6 +48,22 @@ SHAPES = [
     # draft 2019-09: a list of items, additionalItems
     {"$schema": D2019, "type": "array", "items": [{"type": "integer"}],
      "allOf": [{"items": [True, True]}], "unevaluatedItems": {"type": "null"}},
+    # anyOf: the properties of every branch that validates, two together too
+    {"$schema": D2020, "anyOf": [{"properties": {"a": {"type": "integer"}}},
+                                 {"properties": {"b": {"type": "string"}}}],
+     "unevaluatedProperties": False},
+    # oneOf: those of the one branch that validates
+    {"$schema": D2020, "oneOf": [{"properties": {"a": {"type": "integer"}}, "required": ["a"]},
+                                 {"properties": {"b": {"type": "string"}}}],
+     "properties": {"c": True}, "unevaluatedProperties": {"type": "null"}},
+    # if: those of `if` and `then` where `if` validates, else those of `else`
+    {"$schema": D2020, "if": {"properties": {"a": {"type": "integer"}}, "required": ["a"]},
+     "then": {"properties": {"b": True}}, "else": {"properties": {"c": True}},
+     "unevaluatedProperties": False},
+    # items: the longest prefix among the branches that validate
+    {"$schema": D2020, "type": "array", "anyOf": [{"prefixItems": [{"type": "integer"}]},
+                                                  {"prefixItems": [True, {"type": "string"}]}],
+     "unevaluatedItems": {"type": "null"}},
 ]
 
 
@@ -71,10 +88,27 @@ def _agree(schema: dict, count: int, seed: str) -> int:
     return valid
 
 
+def _every_instance(array: bool) -> list:
+    """Every object of the keys `KEYS` with values of `VALUES` (1,296), or every array of up
+    to three of them (156)."""
+    if array:
+        return [list(items) for size in range(4) for items in product(VALUES, repeat=size)]
+    return [dict(zip(keys, values)) for size in range(len(KEYS) + 1)
+            for keys in combinations(KEYS, size) for values in product(VALUES, repeat=size)]
+
+
 @pytest.mark.parametrize("schema", SHAPES)
 def test_shapes_agree_with_jsonschema(schema):
-    valid = _agree(schema, 600, json.dumps(schema))
-    assert 0 < valid < 600
+    """Each shape judged on every small instance, as jsonschema judges it."""
+    dfa, _ = dfa_of(schema)
+    validator = jsonschema.validators.validator_for(schema)(schema)
+    instances = _every_instance(schema.get("type") == "array")
+    valid = 0
+    for value in instances:
+        expected = validator.is_valid(value)
+        valid += expected
+        assert accepts(dfa, canonical_dumps(schema, value)) == expected, (schema, value)
+    assert 0 < valid < len(instances)
 
 
 def _part(rng: random.Random, depth: int) -> dict:
@@ -143,20 +177,58 @@ def test_a_discriminated_union_agrees_with_jsonschema(schema):
     assert 0 < valid < 1500
 
 
+def _items_part(rng: random.Random) -> dict:
+    """A random array schema of the keywords that evaluate items (draft 2020-12)."""
+    part: dict = {}
+    if rng.random() < 0.8:
+        part["prefixItems"] = [{"type": rng.choice(TYPES)} if rng.random() < 0.6 else True
+                               for _ in range(rng.randint(1, 3))]
+    if rng.random() < 0.15:
+        part["items"] = {"type": rng.choice(TYPES)}
+    if rng.random() < 0.3:
+        part["minItems"] = rng.randint(1, 2)
+    return part
+
+
+@pytest.mark.parametrize("kind", ["oneOf", "anyOf", "if"])
+def test_compositions_under_an_applicator_agree_with_jsonschema(kind):
+    """The schema's own `oneOf`, `anyOf` (every nonempty set of branches that may validate
+    together) or `if`/`then`/`else` decides what is evaluated: 40 random compositions of each
+    for properties and 15 for items, 150 instances each."""
+    rng = random.Random(f"applicator {kind}")
+    for case in range(55):
+        array = case >= 40
+        part = (lambda: _items_part(rng)) if array else (lambda: _part(rng, 1))
+        schema = {"$schema": D2020, **({"type": "array"} if array else
+                                       {"$defs": {"shared": part()}, **_part(rng, 1)})}
+        if kind == "if":
+            schema["if"] = part()
+            for key in ("then", "else"):
+                if rng.random() < 0.7:
+                    schema[key] = part()
+        else:
+            schema[kind] = [part() for _ in range(rng.randint(2, 3))]
+        keyword = "unevaluatedItems" if array else "unevaluatedProperties"
+        schema[keyword] = rng.choice([False, {"type": "integer"}, {"type": ["null", "string"]}])
+        try:
+            _agree(schema, 150, f"{kind} {case}")
+        except GrammarError as exc:  # branches no instance satisfies exactly one of
+            assert kind == "oneOf" and "accepts no value" in str(exc), (schema, exc)
+
+
 @pytest.mark.parametrize("schema", [
-    # branches that one object may satisfy both: no discriminator
-    {"$schema": D2020, "$defs": PETS, "oneOf": [UNION[0], UNION[0]],
+    # a set of properties known only from the instance, through two applicators at once
+    {"$schema": D2020, "oneOf": [{"properties": {"a": True}}, {"required": ["b"]}],
+     "if": {"properties": {"b": {"const": 1}}}, "unevaluatedProperties": False},
+    # or from an applicator below a branch
+    {"$schema": D2020, "oneOf": [{"anyOf": [{"properties": {"a": True}}, {"required": ["b"]}]},
+                                 {"required": ["c"]}], "unevaluatedProperties": False},
+    # an anyOf of more than four branches that evaluate (a case per set of them)
+    {"$schema": D2020, "anyOf": [{"properties": {key: True}} for key in "abcde"],
      "unevaluatedProperties": False},
-    {"$schema": D2020, "oneOf": [{"properties": {"a": True}}, {"properties": {"b": True}}],
-     "unevaluatedProperties": False},
-    {"$schema": D2020, "anyOf": [{"properties": {"a": True}}, {"required": ["b"]}],
-     "unevaluatedProperties": False},
-    {"$schema": D2020, "if": {"properties": {"a": {"const": 1}}}, "unevaluatedProperties": False},
     {"$schema": D2020, "dependentSchemas": {"a": {"properties": {"b": True}}},
      "unevaluatedProperties": False},
     {"$schema": D2020, "contains": {"type": "integer"}, "unevaluatedItems": False},
-    {"$schema": D2020, "oneOf": [{"prefixItems": [True]}, {"items": False}],
-     "unevaluatedItems": False},
 ])
 def test_what_depends_on_the_instance_is_refused(schema):
     with pytest.raises(UnsupportedError, match="depends on the instance"):
