@@ -26,6 +26,8 @@ _SCHEMA_KEYWORDS = ("additionalProperties", "additionalItems", "contains", "prop
 _LIST_KEYWORDS = ("allOf", "anyOf", "oneOf", "prefixItems")
 MAP_KEYWORDS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
 _UNSUPPORTED = ("unevaluatedProperties", "unevaluatedItems", "$dynamicRef", "$recursiveRef")
+# an anyOf of more branches that evaluate is not rewritten for unevaluated* (`unevaluated`)
+MOST_UNEVALUATED_BRANCHES = 4
 # every key the drafts (4 to 2020-12) define, and annotations common in the wild (OpenAPI):
 # what `check_spelling` compares unknown keys with
 _KNOWN_KEYS = frozenset(KEYWORDS | ANNOTATIONS | {
@@ -220,8 +222,10 @@ def check_supported(registry: Registry, options: FrontendOptions) -> None:
         for key in _UNSUPPORTED:
             if key in node and node[key] is not True:
                 # (`unevaluated.rewrite_unevaluated` took the ones the schema alone decides)
-                why = " (which it sees depends on the instance: an anyOf, oneOf, if or " \
-                    "dependentSchemas evaluates some, or contains)" \
+                why = " (which it sees depends on the instance: a dependentSchemas or " \
+                    "contains evaluates some, or more than one of the schema's oneOf, anyOf " \
+                    "and if, or one below a branch of them, or an anyOf of more than " \
+                    f"{MOST_UNEVALUATED_BRANCHES} branches)" \
                     if key.startswith("unevaluated") and registry.draft >= 2019 else ""
                 found.append(f"{key} at {pointer}{why}")
     if found:

@@ -26,8 +26,8 @@ and of the schema's own keywords; it only gets weaker as `T` grows.
   discriminated unions do), the branches themselves become `B_i and U_{B_i}`.
 - `anyOf`: every branch that validates evaluates. `anyOf` over each nonempty set `T` of
   branches of `all of T and U_T` is exact: the set of all branches that validate is one of
-  them, and a smaller set's `U_T` implies it. Up to `_MOST_BRANCHES` branches (a case per
-  set); discriminated branches become `B_i and U_{B_i}` as for `oneOf`.
+  them, and a smaller set's `U_T` implies it. Up to `MOST_UNEVALUATED_BRANCHES` branches (a
+  case per set); discriminated branches become `B_i and U_{B_i}` as for `oneOf`.
 - `if`: `then` becomes `if and then and U_{if, then}`, `else` becomes `else and U_{else}`
   (a failed `if` keeps no annotation).
 
@@ -43,13 +43,12 @@ from typing import Any
 
 from ...errors import GrammarError
 from .conditions import value_key
-from .resolution import ROOT_URI, Ref, Registry, all_schemas
+from .resolution import MOST_UNEVALUATED_BRANCHES, ROOT_URI, Ref, Registry, all_schemas
 
 _PROPERTY_KEYWORDS = ("properties", "patternProperties", "additionalProperties",
                       "unevaluatedProperties")
 _ITEM_KEYWORDS = ("prefixItems", "items", "additionalItems", "contains", "unevaluatedItems")
 _CONDITIONAL = ("anyOf", "oneOf", "if", "then", "else", "dependentSchemas")
-_MOST_BRANCHES = 4  # an anyOf of more is not rewritten (a case per nonempty set of branches)
 
 
 def rewrite_unevaluated(registry: Registry) -> bool:
@@ -129,7 +128,7 @@ def _into_branches(registry: Registry, ref: Ref, keyword: str) -> bool:
         elif kind == "oneOf":  # exactly one validates: the oneOf stays, and says which
             cases = {"allOf": [*(node["allOf"] if isinstance(node.get("allOf"), list) else []),
                                {"anyOf": [case([branch]) for branch in branches]}]}
-        elif len(branches) <= _MOST_BRANCHES:  # any that validate: every nonempty set
+        elif len(branches) <= MOST_UNEVALUATED_BRANCHES:  # any that validate: every nonempty set
             cases = {kind: [case(list(chosen)) for size in range(1, len(branches) + 1)
                             for chosen in combinations(branches, size)]}
         else:
