@@ -72,7 +72,7 @@ class Registry:
         if "$ref" in node and self.draft <= 7:
             node_id = None  # draft 7 and earlier: $ref makes its siblings, $id too, ignored
         if isinstance(node_id, str):
-            url, fragment = urldefrag(_join(base, node_id))
+            url, fragment = urldefrag(join_uri(base, node_id))
             if url:
                 base = url
                 self.resources.setdefault(url, node)
@@ -112,7 +112,7 @@ class Registry:
         target = ref.node["$ref"]
         if not isinstance(target, str):
             raise GrammarError(f"{self.pointer(ref.node)}: $ref must be a string")
-        url, fragment = urldefrag(_join(ref.base, target))
+        url, fragment = urldefrag(join_uri(ref.base, target))
         resource = self.resources.get(url)
         if resource is None:
             raise UnsupportedError(f"{self.pointer(ref.node)}: unsupported $ref {target!r}: "
@@ -194,7 +194,7 @@ class Registry:
         return types
 
 
-def _join(base: str, reference: str) -> str:
+def join_uri(base: str, reference: str) -> str:
     """`urljoin`, also for bases like `urn:uuid:...` that urljoin does not resolve against."""
     if reference.startswith("#"):
         return urldefrag(base).url + reference
@@ -215,19 +215,27 @@ def draft_of(root: Any) -> int:
     return 2020
 
 
+def _why_unsupported(key: str, draft: int) -> str:
+    """Why `key` is left where the rewrites before compiling (`unevaluated`, `dynamic_refs`)
+    took those the schema alone decides."""
+    if key.startswith("unevaluated") and draft >= 2019:
+        return (" (which it sees depends on the instance: a dependentSchemas or contains "
+                "evaluates some, or more than one of the schema's oneOf, anyOf and if, or one "
+                f"below a branch of them, or an anyOf of more than {MOST_UNEVALUATED_BRANCHES} "
+                "branches)")
+    if key == "$dynamicRef" and draft >= 2020:
+        return (" (several resources define its $dynamicAnchor and the root does not: which "
+                "one it reaches depends on the path to it)")
+    return ""
+
+
 def check_supported(registry: Registry, options: FrontendOptions) -> None:
     """Refuse the keywords grammarc does not support (a notice with `--lenient`)."""
     found = []
     for pointer, node in all_schemas(registry):
         for key in _UNSUPPORTED:
             if key in node and node[key] is not True:
-                # (`unevaluated.rewrite_unevaluated` took the ones the schema alone decides)
-                why = " (which it sees depends on the instance: a dependentSchemas or " \
-                    "contains evaluates some, or more than one of the schema's oneOf, anyOf " \
-                    "and if, or one below a branch of them, or an anyOf of more than " \
-                    f"{MOST_UNEVALUATED_BRANCHES} branches)" \
-                    if key.startswith("unevaluated") and registry.draft >= 2019 else ""
-                found.append(f"{key} at {pointer}{why}")
+                found.append(f"{key} at {pointer}{_why_unsupported(key, registry.draft)}")
     if found:
         message = "unsupported JSON Schema keywords: " + ", ".join(found)
         if not options.lenient:

@@ -51,6 +51,7 @@ from . import numbers, strings
 from .any_value import ANY_MACHINE, AnyValues
 from .arrays import Arrays
 from .conditions import KeyCondition
+from .dynamic_refs import rewrite_dynamic_refs
 from .layout import Layout
 from .linker import CANONICAL, Machines
 from .node import (
@@ -121,8 +122,9 @@ class Compiler:
         self.root = exact_numbers(self.root)
         self.draft = draft_of(self.root)
         self.registry = Registry(self.root, self.draft)
-        if rewrite_unevaluated(self.registry):  # new allOf branches: their pointers too
-            self.registry = Registry(self.root, self.draft)
+        for rewrite in (rewrite_dynamic_refs, rewrite_unevaluated):
+            if rewrite(self.registry):  # new allOf branches: their pointers too
+                self.registry = Registry(self.root, self.draft)
         self.machines = Machines(self)
         self.ops = Ops(self.options.max_states, self.machines.flat_calls if self.calls else None,
                        self.machines.nested_at_most, self.machines if self.calls else None)

@@ -89,7 +89,7 @@ def test_unsupported_keywords_are_listed_with_pointers_and_lenient_ignores_them(
     # (an unevaluatedProperties that the schema alone decides compiles: test_unevaluated.py)
     schema = {"properties": {"a": {"dependentSchemas": {"b": {"properties": {"c": True}}},
                                    "unevaluatedProperties": False}},
-              "items": {"$dynamicRef": "#x"}}
+              "items": {"$dynamicRef": "https://example.com/other.json#x"}}
     with pytest.raises(UnsupportedError) as info:
         dfa_of(schema)
     assert "unevaluatedProperties at #/properties/a" in str(info.value)

@@ -1,0 +1,73 @@
+"""`$dynamicRef` where the schema alone decides its target (`frontends/json_schema/
+dynamic_refs.py`), judged by jsonschema on every small instance; where the path to the
+reference decides, it is refused."""
+
+from __future__ import annotations
+
+from itertools import product
+
+import jsonschema
+import pytest
+from helpers import accepts, dfa_of
+
+from grammarc.errors import GrammarError, UnsupportedError
+from grammarc.frontends.json_schema import canonical_dumps
+
+D2020 = "https://json-schema.org/draft/2020-12/schema"
+VALUES = [1, "s", None, [], [1], ["s", 2], {"a": 1}]
+
+# a list of any items by default, whose items the root narrows to integers
+GENERIC_LIST = {"$id": "list", "type": "array", "items": {"$dynamicRef": "#item"},
+                "$defs": {"default": {"$dynamicAnchor": "item"}}}
+
+
+@pytest.mark.parametrize("schema", [
+    # the root defines the name: its anchor, wherever the reference is met
+    {"$schema": D2020, "$id": "https://example.com/root", "$ref": "list",
+     "$defs": {"list": GENERIC_LIST, "item": {"$dynamicAnchor": "item", "type": "integer"}}},
+    # one resource defines it: its anchor (the list of any items)
+    {"$schema": D2020, "$id": "https://example.com/root", "$ref": "list",
+     "$defs": {"list": GENERIC_LIST}},
+    # a name of an $anchor, not a $dynamicAnchor: a $ref
+    {"$schema": D2020, "$id": "https://example.com/root", "$ref": "list",
+     "$defs": {"list": {**GENERIC_LIST, "$defs": {"default": {"$anchor": "item",
+                                                             "type": "string"}}},
+               "item": {"$dynamicAnchor": "item", "type": "integer"}}},
+    # a JSON pointer, beside a $ref of the same schema object
+    {"$schema": D2020, "type": "array", "$ref": "#/$defs/short",
+     "items": {"$dynamicRef": "#/$defs/small"},
+     "$defs": {"short": {"maxItems": 1}, "small": {"type": "integer", "maximum": 1}}},
+    # recursion: a tree whose nodes the root defines
+    {"$schema": D2020, "$dynamicAnchor": "node", "type": ["array", "integer"],
+     "items": {"$dynamicRef": "#node"}},
+])
+def test_a_decided_target_agrees_with_jsonschema(schema):
+    dfa, _ = dfa_of(schema)
+    validator = jsonschema.Draft202012Validator(schema)
+    instances = [list(items) for size in range(3) for items in product(VALUES, repeat=size)]
+    instances += VALUES + [[[1, [2]]], [[["s"]]]]
+    valid = 0
+    for value in instances:
+        expected = validator.is_valid(value)
+        valid += expected
+        assert accepts(dfa, canonical_dumps(schema, value)) == expected, (schema, value)
+    assert 0 < valid < len(instances)
+
+
+def test_a_target_the_path_decides_is_refused():
+    """Two resources define the name and the root does not: the list reached through `ints`
+    takes integers, through `strs` strings."""
+    schema = {"$schema": D2020, "$id": "https://example.com/root",
+              "properties": {"a": {"$ref": "ints"}, "b": {"$ref": "strs"}},
+              "$defs": {"list": GENERIC_LIST,
+                        "ints": {"$id": "ints", "$ref": "list",
+                                 "$defs": {"i": {"$dynamicAnchor": "item", "type": "integer"}}},
+                        "strs": {"$id": "strs", "$ref": "list",
+                                 "$defs": {"s": {"$dynamicAnchor": "item", "type": "string"}}}}}
+    with pytest.raises(UnsupportedError, match=r"\$dynamicRef at #/\$defs/list/items"):
+        dfa_of(schema)
+
+
+def test_a_name_no_anchor_defines_is_an_error_at_its_pointer():
+    with pytest.raises(GrammarError, match=r"#/items: \$dynamicRef '#x': no \$dynamicAnchor"):
+        dfa_of({"$schema": D2020, "items": {"$dynamicRef": "#x"}})
