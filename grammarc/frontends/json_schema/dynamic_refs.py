@@ -1,4 +1,5 @@
-"""`$dynamicRef` (draft 2020-12) where the schema alone decides its target.
+"""`$dynamicRef` (draft 2020-12) and `$recursiveRef` (2019-09) where the schema alone decides
+their target.
 
 A `$dynamicRef` resolves like `$ref` first. Where the schema it reaches has a `$dynamicAnchor`
 of the fragment's name, the target is instead that anchor in the outermost schema resource of
@@ -11,10 +12,13 @@ defines one of that name. The root resource is always the outermost, so:
 - a name only one resource of the document defines: that resource's anchor (the one the
   reference reaches first).
 
+`$recursiveRef: "#"` alike, with the root of a resource whose `$recursiveAnchor` is true for
+the name's `$dynamicAnchor`.
+
 Each of these becomes one more `allOf` branch `{"$ref": target}` (a schema may hold `$ref`
 beside `$dynamicRef`). Where several resources define the name and the root does not, which
 one applies depends on the path to the reference; the keyword stays, and
-`resolution.check_supported` refuses it.
+`resolution.check_supported` refuses it. So does one into another document.
 """
 
 from __future__ import annotations
@@ -26,39 +30,63 @@ from .resolution import ROOT_URI, Registry, all_schemas, join_uri
 
 
 def rewrite_dynamic_refs(registry: Registry) -> bool:
-    """Replace each `$dynamicRef` whose target the schema decides by the `allOf` branch that
-    refers to it (module docstring); True where one was. The schemas are the compiler's own
-    copy."""
-    if registry.draft < 2020:
+    """Replace each `$dynamicRef` (`$recursiveRef`) whose target the schema decides by the
+    `allOf` branch that refers to it (module docstring); True where one was. The schemas are
+    the compiler's own copy."""
+    key = {2019: "$recursiveRef", 2020: "$dynamicRef"}.get(registry.draft)
+    if key is None:
         return False
-    root = registry.base_of.get(id(registry.root))
     changed = False
     for _, node in list(all_schemas(registry)):
-        reference = node.get("$dynamicRef")
-        if not isinstance(reference, str):
-            continue
-        target = join_uri(registry.base_of.get(id(node), ROOT_URI), reference)
-        url, name = urldefrag(target)
-        if url not in registry.resources:
-            continue  # another document's: refused
-        reached = registry.anchors.get((url, name))
-        if reached is None and name and not name.startswith("/"):
-            raise GrammarError(f"{registry.pointer(node)}: $dynamicRef {reference!r}: no "
-                               f"$dynamicAnchor or $anchor {name!r} in that schema resource")
-        if reached is not None and _defines(reached.node, name):
-            definers = {base for (base, fragment), ref in registry.anchors.items()
-                        if fragment == name and _defines(ref.node, name)}
-            if root in definers:
-                target = f"{root}#{name}"
-            elif len(definers) > 1:
-                continue  # the path to the reference decides: refused
-        del node["$dynamicRef"]
-        node["allOf"] = [*(node["allOf"] if isinstance(node.get("allOf"), list) else []),
-                         {"$ref": target}]
-        changed = True
+        if isinstance(node.get(key), str):
+            target = _target(registry, node, key)
+            if target is not None:
+                del node[key]
+                node["allOf"] = [*(node["allOf"] if isinstance(node.get("allOf"), list)
+                                   else []), {"$ref": target}]
+                changed = True
     return changed
 
 
-def _defines(node: object, name: str) -> bool:
-    """Whether the schema `node` has a `$dynamicAnchor` named `name`."""
-    return isinstance(node, dict) and node.get("$dynamicAnchor") == name
+def _target(registry: Registry, node: dict, key: str) -> str | None:
+    """The absolute URI the `key` of `node` refers to, where the schema decides it; None
+    where the path to it decides, or where it is another document's (both refused)."""
+    reference = node[key]
+    target = join_uri(registry.base_of.get(id(node), ROOT_URI), reference)
+    url, name = urldefrag(target)
+    if url not in registry.resources:
+        return None
+    if key == "$recursiveRef":  # "#": the resource's root, dynamic where it has the anchor
+        if reference != "#":
+            raise GrammarError(f"{registry.pointer(node)}: $recursiveRef must be '#', not "
+                               f"{reference!r}")
+        reached, name = registry.resources[url], ""
+    else:
+        found = registry.anchors.get((url, name))
+        if found is None and name and not name.startswith("/"):
+            raise GrammarError(f"{registry.pointer(node)}: $dynamicRef {reference!r}: no "
+                               f"$dynamicAnchor or $anchor {name!r} in that schema resource")
+        reached = None if found is None else found.node
+    if not _defines(reached, key, name):
+        return target  # a $ref
+    root = registry.base_of.get(id(registry.root))
+    if _defines(registry.root if key == "$recursiveRef" else
+                getattr(registry.anchors.get((root, name)), "node", None), key, name):
+        return f"{root}#{name}"
+    if key == "$recursiveRef":
+        definers = {id(resource) for resource in registry.resources.values()
+                    if _defines(resource, key, name)}
+    else:
+        definers = {base for (base, fragment), ref in registry.anchors.items()
+                    if fragment == name and _defines(ref.node, key, name)}
+    return target if len(definers) == 1 else None
+
+
+def _defines(node: object, key: str, name: str) -> bool:
+    """Whether the schema `node` is a dynamic anchor for `key`: a `$dynamicAnchor` named
+    `name`, or (`$recursiveRef`) a `$recursiveAnchor` of true."""
+    if not isinstance(node, dict):
+        return False
+    if key == "$recursiveRef":
+        return node.get("$recursiveAnchor") is True
+    return node.get("$dynamicAnchor") == name

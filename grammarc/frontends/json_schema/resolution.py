@@ -223,9 +223,10 @@ def _why_unsupported(key: str, draft: int) -> str:
                 "evaluates some, or more than one of the schema's oneOf, anyOf and if, or one "
                 f"below a branch of them, or an anyOf of more than {MOST_UNEVALUATED_BRANCHES} "
                 "branches)")
-    if key == "$dynamicRef" and draft >= 2020:
-        return (" (several resources define its $dynamicAnchor and the root does not: which "
-                "one it reaches depends on the path to it)")
+    if key == "$dynamicRef" and draft >= 2020 or key == "$recursiveRef" and draft == 2019:
+        anchor = "$dynamicAnchor" if key == "$dynamicRef" else "$recursiveAnchor"
+        return (f" (several resources define its {anchor} and the root does not: which one it "
+                "reaches depends on the path to it; or it refers to another document)")
     return ""
 
 

@@ -14,6 +14,7 @@ from grammarc.errors import GrammarError, UnsupportedError
 from grammarc.frontends.json_schema import canonical_dumps
 
 D2020 = "https://json-schema.org/draft/2020-12/schema"
+D2019 = "https://json-schema.org/draft/2019-09/schema"
 VALUES = [1, "s", None, [], [1], ["s", 2], {"a": 1}]
 
 # a list of any items by default, whose items the root narrows to integers
@@ -40,10 +41,15 @@ GENERIC_LIST = {"$id": "list", "type": "array", "items": {"$dynamicRef": "#item"
     # recursion: a tree whose nodes the root defines
     {"$schema": D2020, "$dynamicAnchor": "node", "type": ["array", "integer"],
      "items": {"$dynamicRef": "#node"}},
+    # draft 2019-09: $recursiveRef to the root of a resource with a $recursiveAnchor
+    {"$schema": D2019, "$recursiveAnchor": True, "type": ["array", "integer"],
+     "items": {"$recursiveRef": "#"}},
+    {"$schema": D2019, "$id": "https://example.com/root", "$ref": "list",
+     "$defs": {"list": {"$id": "list", "type": "array", "items": {"$recursiveRef": "#"}}}},
 ])
 def test_a_decided_target_agrees_with_jsonschema(schema):
     dfa, _ = dfa_of(schema)
-    validator = jsonschema.Draft202012Validator(schema)
+    validator = jsonschema.validators.validator_for(schema)(schema)
     instances = [list(items) for size in range(3) for items in product(VALUES, repeat=size)]
     instances += VALUES + [[[1, [2]]], [[["s"]]]]
     valid = 0
@@ -71,3 +77,38 @@ def test_a_target_the_path_decides_is_refused():
 def test_a_name_no_anchor_defines_is_an_error_at_its_pointer():
     with pytest.raises(GrammarError, match=r"#/items: \$dynamicRef '#x': no \$dynamicAnchor"):
         dfa_of({"$schema": D2020, "items": {"$dynamicRef": "#x"}})
+
+
+def _trees(depth: int) -> list:
+    """Objects of the keys data, children and daat (a misspelling), children lists of up to
+    two such trees, `depth` levels deep."""
+    below = _trees(depth - 1) if depth else []
+    out = []
+    for keys in ([], ["data"], ["daat"], ["data", "children"], ["children"]):
+        for kids in ([[]] + [[tree] for tree in below[:6]] + [below[:2]] if "children" in keys
+                     else [None]):
+            out.append({key: kids if key == "children" else 1 for key in keys})
+    return out
+
+
+@pytest.mark.parametrize("draft", [D2019, D2020])
+def test_a_strict_tree_agrees_with_jsonschema(draft):
+    """The extension pattern: a tree whose children are, through the root's anchor, trees of
+    the strict root (no property but the tree's), at every depth."""
+    anchor, reference = ({"$recursiveAnchor": True}, {"$recursiveRef": "#"}) if draft == D2019 \
+        else ({"$dynamicAnchor": "node"}, {"$dynamicRef": "#node"})
+    schema = {"$schema": draft, "$id": "https://example.com/strict", **anchor, "$ref": "tree",
+              "unevaluatedProperties": False,
+              "$defs": {"tree": {"$id": "tree", **anchor, "type": "object",
+                                 "properties": {"data": True, "children": {
+                                     "type": "array", "items": reference}}}}}
+    dfa, _ = dfa_of(schema)
+    validator = jsonschema.validators.validator_for(schema)(schema)
+    instances = _trees(2) + [{"children": [{"children": [{"daat": 1}]}]},
+                             {"children": [{"children": [{"data": 1}]}]}]
+    valid = 0
+    for value in instances:
+        expected = validator.is_valid(value)
+        valid += expected
+        assert accepts(dfa, canonical_dumps(schema, value)) == expected, value
+    assert 0 < valid < len(instances)
