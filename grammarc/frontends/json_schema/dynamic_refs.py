@@ -13,7 +13,8 @@ defines one of that name. The root resource is always the outermost, so:
   reference reaches first).
 
 `$recursiveRef: "#"` alike, with the root of a resource whose `$recursiveAnchor` is true for
-the name's `$dynamicAnchor`.
+the name's `$dynamicAnchor`, except that the dynamic scope is searched outwards only as long as
+each resource has one: the root's applies where every resource of the document has one.
 
 Each of these becomes one more `allOf` branch `{"$ref": target}` (a schema may hold `$ref`
 beside `$dynamicRef`). Where several resources define the name and the root does not, which
@@ -70,13 +71,15 @@ def _target(registry: Registry, node: dict, key: str) -> str | None:
     if not _defines(reached, key, name):
         return target  # a $ref
     root = registry.base_of.get(id(registry.root))
-    if _defines(registry.root if key == "$recursiveRef" else
-                getattr(registry.anchors.get((root, name)), "node", None), key, name):
-        return f"{root}#{name}"
     if key == "$recursiveRef":
-        definers = {id(resource) for resource in registry.resources.values()
-                    if _defines(resource, key, name)}
+        resources = {id(resource): resource for resource in registry.resources.values()}
+        definers = {at for at, resource in resources.items() if _defines(resource, key, name)}
+        # the scope is searched outwards only while each resource has the anchor
+        if len(definers) == len(resources):
+            return f"{root}#"
     else:
+        if _defines(getattr(registry.anchors.get((root, name)), "node", None), key, name):
+            return f"{root}#{name}"
         definers = {base for (base, fragment), ref in registry.anchors.items()
                     if fragment == name and _defines(ref.node, key, name)}
     return target if len(definers) == 1 else None

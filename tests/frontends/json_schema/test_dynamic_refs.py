@@ -72,6 +72,15 @@ def test_a_target_the_path_decides_is_refused():
                                  "$defs": {"s": {"$dynamicAnchor": "item", "type": "string"}}}}}
     with pytest.raises(UnsupportedError, match=r"\$dynamicRef at #/\$defs/list/items"):
         dfa_of(schema)
+    # draft 2019-09 searches outwards only while each resource has a $recursiveAnchor: the
+    # root's applies through `middle` but not through `plain`
+    schema = {"$schema": D2019, "$id": "https://example.com/root", "$recursiveAnchor": True,
+              "type": ["array", "integer"], "items": {"$ref": "middle"},
+              "$defs": {"middle": {"$id": "middle", "$ref": "plain"},
+                        "plain": {"$id": "plain", "$recursiveAnchor": True,
+                                  "items": {"$recursiveRef": "#"}}}}
+    with pytest.raises(UnsupportedError, match=r"\$recursiveRef at #/\$defs/plain/items"):
+        dfa_of(schema)
 
 
 def test_a_name_no_anchor_defines_is_an_error_at_its_pointer():
