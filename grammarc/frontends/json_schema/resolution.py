@@ -26,7 +26,8 @@ _SCHEMA_KEYWORDS = ("additionalProperties", "additionalItems", "contains", "prop
 _LIST_KEYWORDS = ("allOf", "anyOf", "oneOf", "prefixItems")
 MAP_KEYWORDS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
 _UNSUPPORTED = ("unevaluatedProperties", "unevaluatedItems", "$dynamicRef", "$recursiveRef")
-# an anyOf of more branches that evaluate is not rewritten for unevaluated* (`unevaluated`)
+# an anyOf (dependentSchemas) of more branches (keys) that evaluate is not rewritten for
+# unevaluated* (`unevaluated`)
 MOST_UNEVALUATED_BRANCHES = 4
 # every key the drafts (4 to 2020-12) define, and annotations common in the wild (OpenAPI):
 # what `check_spelling` compares unknown keys with
@@ -219,10 +220,10 @@ def _why_unsupported(key: str, draft: int) -> str:
     """Why `key` is left where the rewrites before compiling (`unevaluated`, `dynamic_refs`)
     took those the schema alone decides."""
     if key.startswith("unevaluated") and draft >= 2019:
-        return (" (which it sees depends on the instance: a dependentSchemas or contains "
-                "evaluates some, or more than one of the schema's oneOf, anyOf and if, or one "
-                f"below a branch of them, or an anyOf of more than {MOST_UNEVALUATED_BRANCHES} "
-                "branches)")
+        return (" (which it sees depends on the instance: a contains evaluates some, or more "
+                "than one of the schema's oneOf, anyOf, if and dependentSchemas, or one below a "
+                "branch of them, or an anyOf or dependentSchemas of more than "
+                f"{MOST_UNEVALUATED_BRANCHES} that evaluate)")
     if key == "$dynamicRef" and draft >= 2020 or key == "$recursiveRef" and draft == 2019:
         anchor = "$dynamicAnchor" if key == "$dynamicRef" else "$recursiveAnchor"
         return (f" (several resources define its {anchor} and the root does not: which one it "

@@ -15,9 +15,10 @@ evaluated by `prefixItems` (the first n), `items` and `contains` (the items that
 known only from the instance), `unevaluatedItems: U` is `{"prefixItems": [true] * n,
 "items": U}` (draft 2019-09: `items` as a list, `additionalItems`).
 
-Where the schema's own `oneOf`, `anyOf` or `if` is all that makes what is evaluated depend on
-the instance (the schemas below each branch deciding alone), the schema is rewritten into the
-cases of what validates, each carrying the keyword beside what it evaluates, and read as above.
+Where the schema's own `oneOf`, `anyOf`, `if` or `dependentSchemas` is all that makes what is
+evaluated depend on the instance (the schemas below each branch deciding alone), the schema is
+rewritten into the cases of what validates, each carrying the keyword beside what it
+evaluates, and read as above.
 `U_T` below stands for the keyword with the evaluated properties (items) of the branches `T`
 and of the schema's own keywords; it only gets weaker as `T` grows.
 - `oneOf`: exactly one branch validates. The `oneOf` stays, and one more `allOf` branch
@@ -30,10 +31,13 @@ and of the schema's own keywords; it only gets weaker as `T` grows.
   case per set); discriminated branches become `B_i and U_{B_i}` as for `oneOf`.
 - `if`: `then` becomes `if and then and U_{if, then}`, `else` becomes `else and U_{else}`
   (a failed `if` keeps no annotation).
+- `dependentSchemas`: the schemas of the keys present evaluate. The `dependentSchemas` stays,
+  and one more `allOf` branch is `anyOf` over each set `P` of its keys (up to
+  `MOST_UNEVALUATED_BRANCHES` whose schemas evaluate) of `P required and U_P`, exact as
+  for `anyOf`.
 
 Where a property or an item may be evaluated or not depending on the instance otherwise
-(`dependentSchemas`, `contains`, two such applicators, one below a branch), the keyword is
-left in place, and `resolution.check_supported` refuses it as before.
+(`contains`, two such applicators, one below a branch), the keyword is left in place, and `resolution.check_supported` refuses it as before.
 """
 
 from __future__ import annotations
@@ -83,8 +87,9 @@ def _rewritten(registry: Registry, ref: Ref, keyword: str) -> bool:
 
 
 def _into_branches(registry: Registry, ref: Ref, keyword: str) -> bool:
-    """Where one applicator of the schema's own, its `oneOf`, `anyOf` or `if`, is all that
-    makes the evaluated properties (items) depend on the instance: the schema rewritten so
+    """Where one applicator of the schema's own, its `oneOf`, `anyOf`, `if` or (properties)
+    `dependentSchemas`, is all that makes the evaluated properties (items) depend on the
+    instance: the schema rewritten so
     that each case of what validates carries the keyword beside what it evaluates, read
     there as a schema that decides alone (module docstring); False, and nothing changed,
     otherwise."""
@@ -98,10 +103,15 @@ def _into_branches(registry: Registry, ref: Ref, keyword: str) -> bool:
              and any(doubtful(sub) for sub in node[kind])]
     if "if" in node and any(doubtful(node[key]) for key in ("if", "then", "else") if key in node):
         kinds.append("if")
+    dependents = node.get("dependentSchemas") if not items else None
+    evaluating = [name for name, sub in dependents.items() if doubtful(sub)] \
+        if isinstance(dependents, dict) else []
+    if evaluating:
+        kinds.append("dependentSchemas")
     if len(kinds) != 1:
         return False
     kind = kinds[0]
-    applicator = ("if", "then", "else") if kind == "if" else (kind,)
+    applicator = {"if": ("if", "then", "else")}.get(kind, (kind,))
     own = _evaluated(registry, Ref({k: v for k, v in node.items() if k not in applicator},
                                    ref.base), items)
     if own is None:
@@ -120,6 +130,14 @@ def _into_branches(registry: Registry, ref: Ref, keyword: str) -> bool:
     if kind == "if":
         cases = {"then": case([node["if"], node.get("then", True)]),
                  "else": case([node.get("else", True)])}
+    elif kind == "dependentSchemas":  # those of the keys present: the dependentSchemas stays
+        if len(evaluating) > MOST_UNEVALUATED_BRANCHES:
+            return False
+        cases = {"allOf": [*(node["allOf"] if isinstance(node.get("allOf"), list) else []),
+                           {"anyOf": [case([{"required": list(present)},
+                                            *(dependents[name] for name in present)])
+                                      for size in range(len(evaluating) + 1)
+                                      for present in combinations(evaluating, size)]}]}
     else:
         branches = node[kind]
         if not items and _discriminated(registry, [registry.at(sub, ref.base)

@@ -60,6 +60,11 @@ SHAPES = [
     {"$schema": D2020, "if": {"properties": {"a": {"type": "integer"}}, "required": ["a"]},
      "then": {"properties": {"b": True}}, "else": {"properties": {"c": True}},
      "unevaluatedProperties": False},
+    # dependentSchemas: those of the schemas of the keys present
+    {"$schema": D2020, "properties": {"a": True},
+     "dependentSchemas": {"a": {"properties": {"b": {"type": "integer"}}},
+                          "x1": {"properties": {"c": True}}},
+     "unevaluatedProperties": {"type": "null"}},
     # items: the longest prefix among the branches that validate
     {"$schema": D2020, "type": "array", "anyOf": [{"prefixItems": [{"type": "integer"}]},
                                                   {"prefixItems": [True, {"type": "string"}]}],
@@ -190,11 +195,11 @@ def _items_part(rng: random.Random) -> dict:
     return part
 
 
-@pytest.mark.parametrize("kind", ["oneOf", "anyOf", "if"])
+@pytest.mark.parametrize("kind", ["oneOf", "anyOf", "if", "dependentSchemas"])
 def test_compositions_under_an_applicator_agree_with_jsonschema(kind):
     """The schema's own `oneOf`, `anyOf` (every nonempty set of branches that may validate
-    together) or `if`/`then`/`else` decides what is evaluated: 40 random compositions of each
-    for properties and 15 for items, 150 instances each."""
+    together), `if`/`then`/`else` or `dependentSchemas` decides what is evaluated: 40 random
+    compositions of each for properties and 15 for items, 150 instances each."""
     rng = random.Random(f"applicator {kind}")
     for case in range(55):
         array = case >= 40
@@ -206,6 +211,10 @@ def test_compositions_under_an_applicator_agree_with_jsonschema(kind):
             for key in ("then", "else"):
                 if rng.random() < 0.7:
                     schema[key] = part()
+        elif kind == "dependentSchemas":
+            if array:
+                continue  # (it applies to objects only)
+            schema[kind] = {key: part() for key in rng.sample(KEYS, rng.randint(1, 3))}
         else:
             schema[kind] = [part() for _ in range(rng.randint(2, 3))]
         keyword = "unevaluatedItems" if array else "unevaluatedProperties"
@@ -226,7 +235,9 @@ def test_compositions_under_an_applicator_agree_with_jsonschema(kind):
     # an anyOf of more than four branches that evaluate (a case per set of them)
     {"$schema": D2020, "anyOf": [{"properties": {key: True}} for key in "abcde"],
      "unevaluatedProperties": False},
-    {"$schema": D2020, "dependentSchemas": {"a": {"properties": {"b": True}}},
+    # a dependentSchemas of more than four keys whose schemas evaluate
+    {"$schema": D2020, "dependentSchemas": {key: {"properties": {key * 2: True}}
+                                            for key in "abcde"},
      "unevaluatedProperties": False},
     {"$schema": D2020, "contains": {"type": "integer"}, "unevaluatedItems": False},
 ])
