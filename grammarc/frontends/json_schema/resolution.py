@@ -221,9 +221,9 @@ def _why_unsupported(key: str, draft: int) -> str:
     took those the schema alone decides."""
     if key.startswith("unevaluated") and draft >= 2019:
         return (" (which it sees depends on the instance: a contains evaluates some, or more "
-                "than one of the schema's oneOf, anyOf, if and dependentSchemas, or one below a "
-                "branch of them, or an anyOf or dependentSchemas of more than "
-                f"{MOST_UNEVALUATED_BRANCHES} that evaluate)")
+                "than one oneOf, anyOf, if or dependentSchemas of the schema and those it "
+                "applies in place, or one below a branch of another, or an anyOf or "
+                f"dependentSchemas of more than {MOST_UNEVALUATED_BRANCHES} that evaluate)")
     if key == "$dynamicRef" and draft >= 2020 or key == "$recursiveRef" and draft == 2019:
         anchor = "$dynamicAnchor" if key == "$dynamicRef" else "$recursiveAnchor"
         return (f" (several resources define its {anchor} and the root does not: which one it "

@@ -15,10 +15,13 @@ evaluated by `prefixItems` (the first n), `items` and `contains` (the items that
 known only from the instance), `unevaluatedItems: U` is `{"prefixItems": [true] * n,
 "items": U}` (draft 2019-09: `items` as a list, `additionalItems`).
 
-Where the schema's own `oneOf`, `anyOf`, `if` or `dependentSchemas` is all that makes what is
-evaluated depend on the instance (the schemas below each branch deciding alone), the schema is
-rewritten into the cases of what validates, each carrying the keyword beside what it
-evaluates, and read as above.
+Where one `oneOf`, `anyOf`, `if` or `dependentSchemas`, the schema's own or one of a schema
+it applies in place (through `allOf` and `$ref`, in the same resource), is all that makes what
+is evaluated depend on the instance (the schemas below each branch deciding alone), the
+schema is rewritten into the cases of what validates, each carrying the keyword beside what
+it evaluates, and read as above. Below, the applicator stays where it is, and the cases are
+one more `allOf` branch of the schema; where it is the schema's own, some are rewritten in
+place instead, as said.
 `U_T` below stands for the keyword with the evaluated properties (items) of the branches `T`
 and of the schema's own keywords; it only gets weaker as `T` grows.
 - `oneOf`: exactly one branch validates. The `oneOf` stays, and one more `allOf` branch
@@ -52,7 +55,6 @@ from .resolution import MOST_UNEVALUATED_BRANCHES, ROOT_URI, Ref, Registry, all_
 _PROPERTY_KEYWORDS = ("properties", "patternProperties", "additionalProperties",
                       "unevaluatedProperties")
 _ITEM_KEYWORDS = ("prefixItems", "items", "additionalItems", "contains", "unevaluatedItems")
-_CONDITIONAL = ("anyOf", "oneOf", "if", "then", "else", "dependentSchemas")
 
 
 def rewrite_unevaluated(registry: Registry) -> bool:
@@ -87,33 +89,25 @@ def _rewritten(registry: Registry, ref: Ref, keyword: str) -> bool:
 
 
 def _into_branches(registry: Registry, ref: Ref, keyword: str) -> bool:
-    """Where one applicator of the schema's own, its `oneOf`, `anyOf`, `if` or (properties)
-    `dependentSchemas`, is all that makes the evaluated properties (items) depend on the
-    instance: the schema rewritten so
-    that each case of what validates carries the keyword beside what it evaluates, read
-    there as a schema that decides alone (module docstring); False, and nothing changed,
-    otherwise."""
+    """Where one applicator, a `oneOf`, `anyOf`, `if` or (properties) `dependentSchemas` of
+    the schema or of one it applies in place, is all that makes the evaluated properties
+    (items) depend on the instance: the schema rewritten so that each case of what validates
+    carries the keyword beside what it evaluates, read there as a schema that decides alone
+    (module docstring); False, and nothing changed, otherwise."""
     node = ref.node
     items = keyword == "unevaluatedItems"
-
-    def doubtful(sub: Any) -> bool:
-        return _evaluates(registry, registry.at(sub, ref.base), items, set())
-
-    kinds = [kind for kind in ("oneOf", "anyOf") if isinstance(node.get(kind), list)
-             and any(doubtful(sub) for sub in node[kind])]
-    if "if" in node and any(doubtful(node[key]) for key in ("if", "then", "else") if key in node):
-        kinds.append("if")
-    dependents = node.get("dependentSchemas") if not items else None
-    evaluating = [name for name, sub in dependents.items() if doubtful(sub)] \
-        if isinstance(dependents, dict) else []
-    if evaluating:
-        kinds.append("dependentSchemas")
-    if len(kinds) != 1:
+    closure = _in_place(registry, ref)
+    found = [(holder, kind) for holder, _ in closure or ()
+             for kind in _applicators(registry, holder, items)]
+    if len(found) != 1:
         return False
-    kind = kinds[0]
-    applicator = {"if": ("if", "then", "else")}.get(kind, (kind,))
-    own = _evaluated(registry, Ref({k: v for k, v in node.items() if k not in applicator},
-                                   ref.base), items)
+    holder, kind = found[0]
+    held = holder.node
+    if kind not in ("oneOf", "anyOf", "if", "dependentSchemas") or \
+            kind == "dependentSchemas" and items or \
+            held is not node and holder.base != ref.base:  # (its branches read beside node)
+        return False
+    own = _evaluated(registry, ref, items, skip=(id(held), kind))
     if own is None:
         return False
     names, patterns, prefix, everything = own
@@ -127,37 +121,46 @@ def _into_branches(registry: Registry, ref: Ref, keyword: str) -> bool:
         made.append({"allOf": [*parts, marker], keyword: unevaluated})
         return made[-1]
 
+    # `beside`: one more allOf branch of the schema, the applicator staying where it is;
+    # `inside`: the applicator's keywords replaced, where it is the schema's own
+    inside = None
     if kind == "if":
-        cases = {"then": case([node["if"], node.get("then", True)]),
-                 "else": case([node.get("else", True)])}
-    elif kind == "dependentSchemas":  # those of the keys present: the dependentSchemas stays
+        inside = {"then": case([held["if"], held.get("then", True)]),
+                  "else": case([held.get("else", True)])}
+        beside = {"if": held["if"], **inside}
+    elif kind == "dependentSchemas":  # those of the keys present
+        evaluating = [name for name, sub in held[kind].items()
+                      if _evaluates(registry, registry.at(sub, holder.base), items, set())]
         if len(evaluating) > MOST_UNEVALUATED_BRANCHES:
             return False
-        cases = {"allOf": [*(node["allOf"] if isinstance(node.get("allOf"), list) else []),
-                           {"anyOf": [case([{"required": list(present)},
-                                            *(dependents[name] for name in present)])
-                                      for size in range(len(evaluating) + 1)
-                                      for present in combinations(evaluating, size)]}]}
+        beside = {"anyOf": [case([{"required": list(present)},
+                                  *(held[kind][name] for name in present)])
+                            for size in range(len(evaluating) + 1)
+                            for present in combinations(evaluating, size)]}
     else:
-        branches = node[kind]
-        if not items and _discriminated(registry, [registry.at(sub, ref.base)
-                                                    for sub in branches]):
-            cases = {kind: [case([branch]) for branch in branches]}  # at most one validates
-        elif kind == "oneOf":  # exactly one validates: the oneOf stays, and says which
-            cases = {"allOf": [*(node["allOf"] if isinstance(node.get("allOf"), list) else []),
-                               {"anyOf": [case([branch]) for branch in branches]}]}
-        elif len(branches) <= MOST_UNEVALUATED_BRANCHES:  # any that validate: every nonempty set
-            cases = {kind: [case(list(chosen)) for size in range(1, len(branches) + 1)
-                            for chosen in combinations(branches, size)]}
-        else:
-            return False
+        branches = held[kind]
+        if kind == "anyOf":  # any that validate: every nonempty set
+            if len(branches) > MOST_UNEVALUATED_BRANCHES:
+                return False
+            inside = {kind: [case(list(chosen)) for size in range(1, len(branches) + 1)
+                             for chosen in combinations(branches, size)]}
+            beside = {"anyOf": inside[kind]}
+        else:  # exactly one validates: the oneOf says which
+            beside = {"anyOf": [case([branch]) for branch in branches]}
+            if not items and _discriminated(registry, [registry.at(sub, holder.base)
+                                                        for sub in branches]):
+                inside = {kind: beside["anyOf"]}  # (no two branches validate together)
     if not everything and any(_evaluated(registry, Ref(one, ref.base), items) is None
                               for one in made):
         return False  # a case that still depends on the instance: refused as it stands
     del node[keyword]
     if everything:  # the schema's own keywords evaluate every property (item)
         return True
-    node.update(cases)
+    if held is node and inside is not None:
+        node.update(inside)
+    else:
+        node["allOf"] = [*(node["allOf"] if isinstance(node.get("allOf"), list) else []),
+                         beside]
     for one in made:
         _rewritten(registry, Ref(one, ref.base), keyword)
     return True
@@ -243,25 +246,24 @@ def _branch(draft: int, unevaluated: Any, names: list[str], patterns: list[str],
     return {"items": [True] * prefix, "additionalItems": unevaluated}
 
 
-def _evaluated(registry: Registry, ref: Ref, items: bool
+def _evaluated(registry: Registry, ref: Ref, items: bool, skip: tuple[int, str] | None = None
                ) -> tuple[list[str], list[str], int, bool] | None:
     """What the schema `ref` and those applied in place evaluate, if the schema alone
     decides it: (property names in order, patterns, items of the longest prefix, whether
     everything is); None where an applicator that may fail for some instances holds an
-    evaluating keyword, or (items) where `contains` does."""
+    evaluating keyword, or (items) where `contains` does. `skip`: (the id of a schema, an
+    applicator of it, as `_applicators` names it) left out."""
     names: list[str] = []
     patterns: list[str] = []
     prefix, everything = 0, False
-    stack, seen = [(ref, True)], set()
-    while stack:
-        ref, own = stack.pop()
+    closure = _in_place(registry, ref)
+    if closure is None:
+        return None  # left to the compile, which reports the reference
+    for ref, own in closure:
         node = ref.node
-        if not isinstance(node, dict) or id(node) in seen:
-            continue
-        seen.add(id(node))
+        if any((id(node), kind) != skip for kind in _applicators(registry, ref, items)):
+            return None
         if items:
-            if "contains" in node:
-                return None
             listed = node.get("prefixItems") if registry.draft >= 2020 else node.get("items")
             if isinstance(listed, list):
                 prefix = max(prefix, len(listed))
@@ -277,21 +279,51 @@ def _evaluated(registry: Registry, ref: Ref, items: bool
                     found.extend(name for name in node[key] if name not in found)
             everything |= "additionalProperties" in node or \
                 not own and "unevaluatedProperties" in node
-        for keyword in _CONDITIONAL:
-            value = node.get(keyword)
-            subs = value if isinstance(value, list) else \
-                list(value.values()) if isinstance(value, dict) and keyword == "dependentSchemas" \
-                else [value] if keyword in node else []
-            if any(_evaluates(registry, registry.at(sub, ref.base), items, set()) for sub in subs):
-                return None
+    return names, patterns, prefix, everything
+
+
+def _in_place(registry: Registry, ref: Ref) -> list[tuple[Ref, bool]] | None:
+    """The schema `ref` and those it applies in place through `allOf` and `$ref`, each once,
+    with whether it is `ref` itself; None where a `$ref` does not resolve."""
+    out: list[tuple[Ref, bool]] = []
+    stack, seen = [(ref, True)], set()
+    while stack:
+        ref, own = stack.pop()
+        node = ref.node
+        if not isinstance(node, dict) or id(node) in seen:
+            continue
+        seen.add(id(node))
+        out.append((ref, own))
         if isinstance(node.get("allOf"), list):
             stack.extend((registry.at(sub, ref.base), False) for sub in node["allOf"])
         if isinstance(node.get("$ref"), str):
             try:
                 stack.append((registry.resolve(ref), False))
             except GrammarError:
-                return None  # left to the compile, which reports the reference
-    return names, patterns, prefix, everything
+                return None
+    return out
+
+
+def _applicators(registry: Registry, ref: Ref, items: bool) -> list[str]:
+    """The applicators of the schema `ref` whose subschemas evaluate properties (items), so
+    that what is evaluated depends on the instance: `oneOf`, `anyOf`, `if` (with its `then`
+    and `else`), `dependentSchemas`; `then` for a `then` or `else` without `if`; `contains`
+    for items."""
+    node = ref.node
+
+    def evaluates(sub: Any) -> bool:
+        return _evaluates(registry, registry.at(sub, ref.base), items, set())
+
+    kinds = [kind for kind in ("oneOf", "anyOf") if isinstance(node.get(kind), list)
+             and any(evaluates(sub) for sub in node[kind])]
+    if any(evaluates(node[key]) for key in ("if", "then", "else") if key in node):
+        kinds.append("if" if "if" in node else "then")
+    if isinstance(node.get("dependentSchemas"), dict) and \
+            any(evaluates(sub) for sub in node["dependentSchemas"].values()):
+        kinds.append("dependentSchemas")
+    if items and "contains" in node:
+        kinds.append("contains")
+    return kinds
 
 
 def _evaluates(registry: Registry, ref: Ref, items: bool, seen: set[int]) -> bool:

@@ -65,6 +65,17 @@ SHAPES = [
      "dependentSchemas": {"a": {"properties": {"b": {"type": "integer"}}},
                           "x1": {"properties": {"c": True}}},
      "unevaluatedProperties": {"type": "null"}},
+    # an applicator in a schema applied in place, beside a $ref: the oneOf of an allOf branch
+    {"$schema": D2020, "$defs": {"base": {"properties": {"c": True}}},
+     "allOf": [{"$ref": "#/$defs/base"},
+               {"oneOf": [{"properties": {"a": {"type": "integer"}}, "required": ["a"]},
+                          {"properties": {"b": {"type": "string"}}, "required": ["b"]}]}],
+     "unevaluatedProperties": False},
+    # the if of a $ref's target
+    {"$schema": D2020, "$defs": {"cond": {"if": {"required": ["a"]},
+                                          "then": {"properties": {"b": True}},
+                                          "else": {"properties": {"c": True}}}},
+     "$ref": "#/$defs/cond", "properties": {"a": True}, "unevaluatedProperties": False},
     # items: the longest prefix among the branches that validate
     {"$schema": D2020, "type": "array", "anyOf": [{"prefixItems": [{"type": "integer"}]},
                                                   {"prefixItems": [True, {"type": "string"}]}],
@@ -197,9 +208,10 @@ def _items_part(rng: random.Random) -> dict:
 
 @pytest.mark.parametrize("kind", ["oneOf", "anyOf", "if", "dependentSchemas"])
 def test_compositions_under_an_applicator_agree_with_jsonschema(kind):
-    """The schema's own `oneOf`, `anyOf` (every nonempty set of branches that may validate
-    together), `if`/`then`/`else` or `dependentSchemas` decides what is evaluated: 40 random
-    compositions of each for properties and 15 for items, 150 instances each."""
+    """The `oneOf`, `anyOf` (every nonempty set of branches that may validate together),
+    `if`/`then`/`else` or `dependentSchemas` of the schema, or (every other case) of an `allOf`
+    branch, decides what is evaluated: 40 random compositions of each for properties and 15
+    for items, 150 instances each."""
     rng = random.Random(f"applicator {kind}")
     for case in range(55):
         array = case >= 40
@@ -217,6 +229,10 @@ def test_compositions_under_an_applicator_agree_with_jsonschema(kind):
             schema[kind] = {key: part() for key in rng.sample(KEYS, rng.randint(1, 3))}
         else:
             schema[kind] = [part() for _ in range(rng.randint(2, 3))]
+        if case % 2:  # the applicator in an allOf branch instead, with the schema's own
+            moved = {key: schema.pop(key) for key in ("if", "then", "else", kind)
+                     if key in schema}
+            schema["allOf"] = [*schema.get("allOf", []), moved]
         keyword = "unevaluatedItems" if array else "unevaluatedProperties"
         schema[keyword] = rng.choice([False, {"type": "integer"}, {"type": ["null", "string"]}])
         try:
