@@ -11,9 +11,11 @@ names of those `properties` and the matches of those patterns (all of them where
 them), and `unevaluatedProperties: U` is the same as one more `allOf` branch
 `{"properties": {name: true, ...}, "patternProperties": {pattern: true, ...},
 "additionalProperties": U}`, which the rest of the front end compiles exactly. Items alike:
-evaluated by `prefixItems` (the first n), `items` and `contains` (the items that match:
-known only from the instance), `unevaluatedItems: U` is `{"prefixItems": [true] * n,
-"items": U}` (draft 2019-09: `items` as a list, `additionalItems`).
+evaluated by `prefixItems` (the first n) and `items`, `unevaluatedItems: U` is
+`{"prefixItems": [true] * n, "items": U}` (draft 2019-09: `items` as a list,
+`additionalItems`). From 2020-12 on, `contains` evaluates the items it matches: an item past
+the prefix is evaluated exactly when one of the `contains` schemas `C...` holds for it, so
+`"items"` is `{"anyOf": [C..., U]}` (before, `contains` is refused).
 
 Where one `oneOf`, `anyOf`, `if` or `dependentSchemas`, the schema's own or one of a schema
 it applies in place (through `allOf` and `$ref`, in the same resource), is all that makes what
@@ -45,6 +47,7 @@ Where a property or an item may be evaluated or not depending on the instance ot
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from itertools import combinations
 from typing import Any
 
@@ -81,10 +84,9 @@ def _rewritten(registry: Registry, ref: Ref, keyword: str) -> bool:
     if seen is None:
         return _into_branches(registry, ref, keyword)
     unevaluated = node.pop(keyword)
-    names, patterns, prefix, everything = seen
-    if not everything:
+    if not seen.everything:
         node["allOf"] = [*(node["allOf"] if isinstance(node.get("allOf"), list) else []),
-                         _branch(registry.draft, unevaluated, names, patterns, prefix, items)]
+                         _branch(registry.draft, unevaluated, seen, items)]
     return True
 
 
@@ -110,8 +112,8 @@ def _into_branches(registry: Registry, ref: Ref, keyword: str) -> bool:
     own = _evaluated(registry, ref, items, skip=(id(held), kind))
     if own is None:
         return False
-    names, patterns, prefix, everything = own
-    marker = _marker(registry.draft, names, patterns, prefix, items)
+    everything = own.everything
+    marker = _marker(registry.draft, own, items)
     unevaluated = node[keyword]
     made: list[dict] = []
 
@@ -222,47 +224,67 @@ def _values(registry: Registry, parts: list[Ref], key: str) -> set | None:
     return allowed
 
 
-def _marker(draft: int, names: list[str], patterns: list[str], prefix: int,
-            items: bool) -> dict:
-    """A schema that evaluates these properties (or the first `prefix` items) and asserts
-    nothing."""
-    if not items:
-        return {"properties": {name: True for name in names},
-                "patternProperties": {pattern: True for pattern in patterns}}
-    return {"prefixItems" if draft >= 2020 else "items": [True] * prefix} if prefix else {}
+@dataclass(frozen=True)
+class _Evaluated:
+    """What a schema and those it applies in place evaluate, where the schema decides it."""
+
+    names: list[str]      # the properties named, in order
+    patterns: list[str]   # the patterns of patternProperties
+    prefix: int           # the items of the longest prefix
+    everything: bool      # every property (item)
+    contains: list[Any]   # (items, 2020-12) the schemas of `contains`: the items they match
 
 
-def _branch(draft: int, unevaluated: Any, names: list[str], patterns: list[str], prefix: int,
-            items: bool) -> dict:
-    """The `allOf` branch `unevaluated...: unevaluated` stands for, given what is evaluated."""
+def _marker(draft: int, seen: _Evaluated, items: bool) -> dict:
+    """A schema that evaluates what `seen` says and asserts nothing."""
     if not items:
-        return {"properties": {name: True for name in names},
-                "patternProperties": {pattern: True for pattern in patterns},
+        return {"properties": {name: True for name in seen.names},
+                "patternProperties": {pattern: True for pattern in seen.patterns}}
+    marker: dict = {"allOf": [{"contains": schema, "minContains": 0}
+                              for schema in seen.contains]} if seen.contains else {}
+    if seen.prefix:
+        marker["prefixItems" if draft >= 2020 else "items"] = [True] * seen.prefix
+    return marker
+
+
+def _branch(draft: int, unevaluated: Any, seen: _Evaluated, items: bool) -> dict:
+    """The `allOf` branch `unevaluated...: unevaluated` stands for, given what is evaluated
+    (an item past the prefix that a `contains` matches is evaluated)."""
+    if not items:
+        return {"properties": {name: True for name in seen.names},
+                "patternProperties": {pattern: True for pattern in seen.patterns},
                 "additionalProperties": unevaluated}
-    if not prefix:
+    if seen.contains:
+        unevaluated = {"anyOf": [*seen.contains, unevaluated]}
+    if not seen.prefix:
         return {"items": unevaluated}
     if draft >= 2020:
-        return {"prefixItems": [True] * prefix, "items": unevaluated}
-    return {"items": [True] * prefix, "additionalItems": unevaluated}
+        return {"prefixItems": [True] * seen.prefix, "items": unevaluated}
+    return {"items": [True] * seen.prefix, "additionalItems": unevaluated}
 
 
 def _evaluated(registry: Registry, ref: Ref, items: bool, skip: tuple[int, str] | None = None
-               ) -> tuple[list[str], list[str], int, bool] | None:
+               ) -> _Evaluated | None:
     """What the schema `ref` and those applied in place evaluate, if the schema alone
-    decides it: (property names in order, patterns, items of the longest prefix, whether
-    everything is); None where an applicator that may fail for some instances holds an
-    evaluating keyword, or (items) where `contains` does. `skip`: (the id of a schema, an
-    applicator of it, as `_applicators` names it) left out."""
+    decides it; None where an applicator that may fail for some instances holds an
+    evaluating keyword, or (items, before 2020-12) where `contains` does. `skip`: (the id of
+    a schema, an applicator of it, as `_applicators` names it) left out."""
     names: list[str] = []
     patterns: list[str] = []
+    contains: list[Any] = []
     prefix, everything = 0, False
     closure = _in_place(registry, ref)
     if closure is None:
         return None  # left to the compile, which reports the reference
+    base = ref.base
     for ref, own in closure:
         node = ref.node
         if any((id(node), kind) != skip for kind in _applicators(registry, ref, items)):
             return None
+        if items and "contains" in node:  # (2020-12: `_applicators` refuses it before)
+            if ref.base != base:
+                return None  # its schema would be read beside the first one's
+            contains.append(node["contains"])
         if items:
             listed = node.get("prefixItems") if registry.draft >= 2020 else node.get("items")
             if isinstance(listed, list):
@@ -279,7 +301,7 @@ def _evaluated(registry: Registry, ref: Ref, items: bool, skip: tuple[int, str] 
                     found.extend(name for name in node[key] if name not in found)
             everything |= "additionalProperties" in node or \
                 not own and "unevaluatedProperties" in node
-    return names, patterns, prefix, everything
+    return _Evaluated(names, patterns, prefix, everything, contains)
 
 
 def _in_place(registry: Registry, ref: Ref) -> list[tuple[Ref, bool]] | None:
@@ -308,7 +330,7 @@ def _applicators(registry: Registry, ref: Ref, items: bool) -> list[str]:
     """The applicators of the schema `ref` whose subschemas evaluate properties (items), so
     that what is evaluated depends on the instance: `oneOf`, `anyOf`, `if` (with its `then`
     and `else`), `dependentSchemas`; `then` for a `then` or `else` without `if`; `contains`
-    for items."""
+    for items before draft 2020-12."""
     node = ref.node
 
     def evaluates(sub: Any) -> bool:
@@ -321,8 +343,8 @@ def _applicators(registry: Registry, ref: Ref, items: bool) -> list[str]:
     if isinstance(node.get("dependentSchemas"), dict) and \
             any(evaluates(sub) for sub in node["dependentSchemas"].values()):
         kinds.append("dependentSchemas")
-    if items and "contains" in node:
-        kinds.append("contains")
+    if items and "contains" in node and registry.draft < 2020:
+        kinds.append("contains")  # (from 2020-12 on, the items it matches: `_Evaluated`)
     return kinds
 
 

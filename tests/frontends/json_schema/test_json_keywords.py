@@ -86,13 +86,15 @@ def test_keywords(schema, valid, invalid):
 
 
 def test_unsupported_keywords_are_listed_with_pointers_and_lenient_ignores_them():
-    # (an unevaluatedItems that the schema alone decides compiles: test_unevaluated.py)
-    schema = {"properties": {"a": {"contains": {"type": "string"},
-                                   "unevaluatedItems": False}},
+    # (an unevaluatedProperties that the schema decides compiles: test_unevaluated.py)
+    schema = {"properties": {"a": {"oneOf": [{"anyOf": [{"properties": {"b": True}},
+                                                        {"required": ["c"]}]},
+                                             {"required": ["d"]}],
+                                   "unevaluatedProperties": False}},
               "items": {"$dynamicRef": "https://example.com/other.json#x"}}
     with pytest.raises(UnsupportedError) as info:
         dfa_of(schema)
-    assert "unevaluatedItems at #/properties/a" in str(info.value)
+    assert "unevaluatedProperties at #/properties/a" in str(info.value)
     assert "$dynamicRef at #/items" in str(info.value)
     _, notices = dfa_of(schema, lenient=True)
     assert any("ignored (--lenient)" in n for n in notices)
