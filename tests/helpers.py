@@ -14,6 +14,7 @@ import pytest
 import grammarc
 from grammarc.automaton.linking import language_automaton
 from grammarc.frontends import FrontendOptions
+from grammarc.frontends.json_schema import canonical_dumps
 from grammarc.frontends.json_schema.schema import compile_schema
 from grammarc.format.table import TokenTable
 
@@ -33,6 +34,21 @@ def dfa_of(schema, **options):
 
 def accepts(dfa, text: str) -> bool:
     return dfa.accepts(text.encode("utf-8"))
+
+
+def judged_like_jsonschema(schema, instances) -> int:
+    """Assert that the schema's automaton accepts each instance (serialised as its table
+    expects) exactly where jsonschema (of the schema's draft) finds it valid; how many are."""
+    import jsonschema  # (only the tests that judge by it need it)
+
+    dfa, _ = dfa_of(schema)
+    validator = jsonschema.validators.validator_for(schema)(schema)
+    valid = 0
+    for value in instances:
+        expected = validator.is_valid(value)
+        valid += expected
+        assert accepts(dfa, canonical_dumps(schema, value)) == expected, (schema, value)
+    return valid
 
 
 def sample_dfa_strings(dfa, rng: random.Random, count: int, max_len: int = 40) -> list[bytes]:

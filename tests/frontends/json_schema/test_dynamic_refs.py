@@ -6,12 +6,10 @@ from __future__ import annotations
 
 from itertools import product
 
-import jsonschema
 import pytest
-from helpers import accepts, dfa_of
+from helpers import dfa_of, judged_like_jsonschema
 
 from grammarc.errors import GrammarError, UnsupportedError
-from grammarc.frontends.json_schema import canonical_dumps
 
 D2020 = "https://json-schema.org/draft/2020-12/schema"
 D2019 = "https://json-schema.org/draft/2019-09/schema"
@@ -48,16 +46,9 @@ GENERIC_LIST = {"$id": "list", "type": "array", "items": {"$dynamicRef": "#item"
      "$defs": {"list": {"$id": "list", "type": "array", "items": {"$recursiveRef": "#"}}}},
 ])
 def test_a_decided_target_agrees_with_jsonschema(schema):
-    dfa, _ = dfa_of(schema)
-    validator = jsonschema.validators.validator_for(schema)(schema)
     instances = [list(items) for size in range(3) for items in product(VALUES, repeat=size)]
     instances += VALUES + [[[1, [2]]], [[["s"]]]]
-    valid = 0
-    for value in instances:
-        expected = validator.is_valid(value)
-        valid += expected
-        assert accepts(dfa, canonical_dumps(schema, value)) == expected, (schema, value)
-    assert 0 < valid < len(instances)
+    assert 0 < judged_like_jsonschema(schema, instances) < len(instances)
 
 
 def test_a_target_the_path_decides_is_refused():
@@ -111,13 +102,6 @@ def test_a_strict_tree_agrees_with_jsonschema(draft):
               "$defs": {"tree": {"$id": "tree", **anchor, "type": "object",
                                  "properties": {"data": True, "children": {
                                      "type": "array", "items": reference}}}}}
-    dfa, _ = dfa_of(schema)
-    validator = jsonschema.validators.validator_for(schema)(schema)
     instances = _trees(2) + [{"children": [{"children": [{"daat": 1}]}]},
                              {"children": [{"children": [{"data": 1}]}]}]
-    valid = 0
-    for value in instances:
-        expected = validator.is_valid(value)
-        valid += expected
-        assert accepts(dfa, canonical_dumps(schema, value)) == expected, value
-    assert 0 < valid < len(instances)
+    assert 0 < judged_like_jsonschema(schema, instances) < len(instances)
