@@ -223,7 +223,8 @@ def _why_unsupported(key: str, draft: int) -> str:
         return (" (which it sees depends on the instance: a contains evaluates some, or more "
                 "than one oneOf, anyOf, if or dependentSchemas of the schema and those it "
                 "applies in place, or one below a branch of another, or an anyOf or "
-                f"dependentSchemas of more than {MOST_UNEVALUATED_BRANCHES} that evaluate)")
+                f"dependentSchemas of more than {MOST_UNEVALUATED_BRANCHES} that evaluate; or a "
+                "$ref it applies is outside the document)")
     if key == "$dynamicRef" and draft >= 2020 or key == "$recursiveRef" and draft == 2019:
         anchor = "$dynamicAnchor" if key == "$dynamicRef" else "$recursiveAnchor"
         return (f" (several resources define its {anchor} and the root does not: which one it "
