@@ -42,7 +42,8 @@ and of the schema's own keywords; it only gets weaker as `T` grows.
   for `anyOf`.
 
 Where a property or an item may be evaluated or not depending on the instance otherwise
-(`contains`, two such applicators, one below a branch), the keyword is left in place, and `resolution.check_supported` refuses it as before.
+(two such applicators, one below a branch of another, a `contains` before 2020-12), the
+keyword is left in place, and `resolution.check_supported` refuses it as before.
 """
 
 from __future__ import annotations
@@ -82,7 +83,9 @@ def _rewritten(registry: Registry, ref: Ref, keyword: str) -> bool:
     items = keyword == "unevaluatedItems"
     seen = _evaluated(registry, ref, items)
     if seen is None:
-        return _into_branches(registry, ref, keyword)
+        return False
+    if seen.applicators:
+        return _into_branches(registry, ref, keyword, seen)
     unevaluated = node.pop(keyword)
     if not seen.everything:
         node["allOf"] = [*(node["allOf"] if isinstance(node.get("allOf"), list) else []),
@@ -90,27 +93,22 @@ def _rewritten(registry: Registry, ref: Ref, keyword: str) -> bool:
     return True
 
 
-def _into_branches(registry: Registry, ref: Ref, keyword: str) -> bool:
+def _into_branches(registry: Registry, ref: Ref, keyword: str, own: _Evaluated) -> bool:
     """Where one applicator, a `oneOf`, `anyOf`, `if` or (properties) `dependentSchemas` of
     the schema or of one it applies in place, is all that makes the evaluated properties
-    (items) depend on the instance: the schema rewritten so that each case of what validates
-    carries the keyword beside what it evaluates, read there as a schema that decides alone
-    (module docstring); False, and nothing changed, otherwise."""
+    (items) depend on the instance (`own.applicators`; the rest of `own` is what the other
+    keywords evaluate): the schema rewritten so that each case of what validates carries the
+    keyword beside what it evaluates, read there as a schema that decides alone (module
+    docstring); False, and nothing changed, otherwise."""
     node = ref.node
     items = keyword == "unevaluatedItems"
-    closure = _in_place(registry, ref)
-    found = [(holder, kind) for holder, _ in closure or ()
-             for kind in _applicators(registry, holder, items)]
-    if len(found) != 1:
+    if len(own.applicators) != 1:
         return False
-    holder, kind = found[0]
+    holder, kind = own.applicators[0]
     held = holder.node
     if kind not in ("oneOf", "anyOf", "if", "dependentSchemas") or \
             kind == "dependentSchemas" and items or \
             held is not node and holder.base != ref.base:  # (its branches read beside node)
-        return False
-    own = _evaluated(registry, ref, items, skip=(id(held), kind))
-    if own is None:
         return False
     everything = own.everything
     marker = _marker(registry.draft, own, items)
@@ -152,8 +150,8 @@ def _into_branches(registry: Registry, ref: Ref, keyword: str) -> bool:
             if not items and _discriminated(registry, [registry.at(sub, holder.base)
                                                         for sub in branches]):
                 inside = {kind: beside["anyOf"]}  # (no two branches validate together)
-    if not everything and any(_evaluated(registry, Ref(one, ref.base), items) is None
-                              for one in made):
+    if not everything and any(seen is None or seen.applicators for seen in
+                              (_evaluated(registry, Ref(one, ref.base), items) for one in made)):
         return False  # a case that still depends on the instance: refused as it stands
     del node[keyword]
     if everything:  # the schema's own keywords evaluate every property (item)
@@ -233,6 +231,7 @@ class _Evaluated:
     prefix: int           # the items of the longest prefix
     everything: bool      # every property (item)
     contains: list[Any]   # (items, 2020-12) the schemas of `contains`: the items they match
+    applicators: list[tuple[Ref, str]]  # what makes it depend on the instance (`_applicators`)
 
 
 def _marker(draft: int, seen: _Evaluated, items: bool) -> dict:
@@ -263,15 +262,15 @@ def _branch(draft: int, unevaluated: Any, seen: _Evaluated, items: bool) -> dict
     return {"items": [True] * seen.prefix, "additionalItems": unevaluated}
 
 
-def _evaluated(registry: Registry, ref: Ref, items: bool, skip: tuple[int, str] | None = None
-               ) -> _Evaluated | None:
-    """What the schema `ref` and those applied in place evaluate, if the schema alone
-    decides it; None where an applicator that may fail for some instances holds an
-    evaluating keyword, or (items, before 2020-12) where `contains` does. `skip`: (the id of
-    a schema, an applicator of it, as `_applicators` names it) left out."""
+def _evaluated(registry: Registry, ref: Ref, items: bool) -> _Evaluated | None:
+    """What the schema `ref` and those applied in place evaluate, with the applicators
+    (theirs, as `_applicators` names them) that make more of it depend on the instance; it
+    is decided by the schema alone where there are none. None where a `$ref` does not
+    resolve, or (items) a `contains` is another resource's."""
     names: list[str] = []
     patterns: list[str] = []
     contains: list[Any] = []
+    applicators: list[tuple[Ref, str]] = []
     prefix, everything = 0, False
     closure = _in_place(registry, ref)
     if closure is None:
@@ -279,8 +278,7 @@ def _evaluated(registry: Registry, ref: Ref, items: bool, skip: tuple[int, str] 
     base = ref.base
     for ref, own in closure:
         node = ref.node
-        if any((id(node), kind) != skip for kind in _applicators(registry, ref, items)):
-            return None
+        applicators += [(ref, kind) for kind in _applicators(registry, ref, items)]
         if items and "contains" in node:  # (2020-12: `_applicators` refuses it before)
             if ref.base != base:
                 return None  # its schema would be read beside the first one's
@@ -301,7 +299,7 @@ def _evaluated(registry: Registry, ref: Ref, items: bool, skip: tuple[int, str] 
                     found.extend(name for name in node[key] if name not in found)
             everything |= "additionalProperties" in node or \
                 not own and "unevaluatedProperties" in node
-    return _Evaluated(names, patterns, prefix, everything, contains)
+    return _Evaluated(names, patterns, prefix, everything, contains, applicators)
 
 
 def _in_place(registry: Registry, ref: Ref) -> list[tuple[Ref, bool]] | None:
