@@ -271,6 +271,176 @@ py::tuple walk_bases(In<int32_t> first_label, In<int64_t> first_weight, py::arra
     return py::make_tuple(to_numpy(base), visits);
 }
 
+namespace {
+
+// The strongly connected component of each state (Tarjan's, without recursion): ids from 0.
+template <class Offset>
+std::vector<int32_t> components(const Offset* trans_off, int64_t n_states, int64_t n_classes) {
+    std::vector<int32_t> index(n_states, -1), low(n_states, 0), comp(n_states, -1), held;
+    std::vector<std::pair<int32_t, int64_t>> calls;  // (state, next class to follow)
+    int32_t counter = 0, n_comp = 0;
+    for (int64_t root = 0; root < n_states; ++root) {
+        if (index[root] >= 0) continue;
+        index[root] = low[root] = counter++;
+        held.push_back(static_cast<int32_t>(root));
+        calls.emplace_back(static_cast<int32_t>(root), 0);
+        while (!calls.empty()) {
+            const int32_t v = calls.back().first;
+            if (calls.back().second < n_classes) {
+                const Offset t = trans_off[v * n_classes + calls.back().second++];
+                if (t < 0) continue;
+                const int32_t w = static_cast<int32_t>(t / n_classes);
+                if (index[w] < 0) {
+                    index[w] = low[w] = counter++;
+                    held.push_back(w);
+                    calls.emplace_back(w, 0);
+                } else if (comp[w] < 0) {
+                    low[v] = std::min(low[v], index[w]);
+                }
+                continue;
+            }
+            calls.pop_back();
+            if (!calls.empty()) low[calls.back().first] = std::min(low[calls.back().first], low[v]);
+            if (low[v] != index[v]) continue;
+            int32_t w;
+            do {
+                w = held.back();
+                held.pop_back();
+                comp[w] = n_comp;
+            } while (w != v);
+            ++n_comp;
+        }
+    }
+    return comp;
+}
+
+template <class Offset>
+void find_twins(const Offset* trans_off, int64_t n_states, int64_t n_classes,
+                const bool* accepting, const bool* candidate, const std::vector<int64_t>& weight,
+                int64_t min_live, int64_t most_states, std::vector<int32_t>& group,
+                std::vector<int64_t>& order_ptr, std::vector<int32_t>& order_states,
+                int64_t& shared) {
+    const std::vector<int32_t> comp = components(trans_off, n_states, n_classes);
+    std::vector<int64_t> comp_size(n_states, 0);
+    std::vector<uint8_t> comp_inner(n_states, 0);  // some edge stays inside the component
+    for (int64_t s = 0; s < n_states; ++s) ++comp_size[comp[s]];
+    for (int64_t s = 0; s < n_states; ++s)
+        for (int64_t j = 0; j < n_classes && !comp_inner[comp[s]]; ++j) {
+            const Offset t = trans_off[s * n_classes + j];
+            comp_inner[comp[s]] = t >= 0 && comp[t / n_classes] == comp[s];
+        }
+    // each candidate's reading of its component, from it: its acceptance, then per state in
+    // breadth-first order and per class the state's place in that order, -1 (dead) or -2 (out)
+    std::unordered_map<std::string, int32_t> group_of_reading;
+    std::vector<int32_t> first_member, members, pos(n_states, -1), order;
+    std::vector<int64_t> member_ptr{0}, member_live;
+    std::vector<int32_t> member_order;
+    std::vector<int32_t> reading;
+    for (int64_t s = 0; s < n_states; ++s) {
+        if (!candidate[s] || comp_size[comp[s]] > most_states || !comp_inner[comp[s]]) continue;
+        int64_t live = 0;
+        for (int64_t j = 0; j < n_classes; ++j)
+            if (trans_off[s * n_classes + j] >= 0) live += weight[j];
+        if (live < min_live) continue;
+        reading.assign(1, accepting[s] ? 1 : 0);
+        order.assign(1, static_cast<int32_t>(s));
+        pos[s] = 0;
+        for (size_t k = 0; k < order.size(); ++k) {
+            const int64_t q = order[k];
+            for (int64_t j = 0; j < n_classes; ++j) {
+                const Offset t = trans_off[q * n_classes + j];
+                if (t < 0) {
+                    reading.push_back(-1);
+                    continue;
+                }
+                const int64_t w = t / n_classes;
+                if (comp[w] != comp[s]) {
+                    reading.push_back(-2);
+                    continue;
+                }
+                if (pos[w] < 0) {
+                    pos[w] = static_cast<int32_t>(order.size());
+                    order.push_back(static_cast<int32_t>(w));
+                }
+                reading.push_back(pos[w]);
+            }
+        }
+        for (const int32_t q : order) pos[q] = -1;
+        const std::string key(reinterpret_cast<const char*>(reading.data()),
+                              reading.size() * sizeof(int32_t));
+        const auto [found, fresh] = group_of_reading.emplace(key, first_member.size());
+        if (fresh) first_member.push_back(static_cast<int32_t>(s));
+        members.push_back(found->second);
+        member_live.push_back(live);
+        member_order.insert(member_order.end(), order.begin(), order.end());
+        member_ptr.push_back(member_order.size());
+        group[s] = found->second;  // a provisional id: the reading's, alone or not
+    }
+    // groups of one state are none; the others numbered by their first state
+    std::vector<int32_t> size(first_member.size(), 0), final_id(first_member.size(), -1);
+    for (size_t m = 0; m < members.size(); ++m)  // every member's walk but the first's
+        if (size[members[m]]++ > 0) shared += member_live[m];
+    int32_t n_groups = 0;
+    for (size_t g = 0; g < size.size(); ++g)
+        if (size[g] > 1) final_id[g] = n_groups++;
+    order_ptr.assign(n_states + 1, 0);
+    int64_t m = 0;
+    for (int64_t s = 0; s < n_states; ++s) {
+        if (group[s] >= 0) {
+            const int32_t g = final_id[members[m]];
+            group[s] = g;
+            if (g >= 0)
+                order_states.insert(order_states.end(), member_order.begin() + member_ptr[m],
+                                    member_order.begin() + member_ptr[m + 1]);
+            ++m;
+        }
+        order_ptr[s + 1] = order_states.size();
+    }
+}
+
+}  // namespace
+
+py::tuple component_twins(In<int32_t> first_label, In<int64_t> first_weight, py::array trans_off,
+                          int64_t n_classes, In<bool> accepting, In<bool> candidate,
+                          int64_t min_live, int64_t most_states) {
+    const int64_t n_first = length(first_label, "first_label");
+    length(first_weight, "first_weight", n_first);
+    require(n_classes >= 1, "n_classes must be positive");
+    require_in_range(first_label.data(), n_first, 0, n_classes, "first_label");
+    require_in_range(first_weight.data(), n_first, 0, INT64_MAX, "first_weight");
+    const bool wide = py::isinstance<py::array_t<int64_t>>(trans_off);
+    require((wide || py::isinstance<py::array_t<int32_t>>(trans_off)) && trans_off.ndim() == 1 &&
+                (trans_off.flags() & py::array::c_style) && trans_off.shape(0) % n_classes == 0,
+            "trans_off must be a flat int32 or int64 array of whole rows");
+    const int64_t n_states = trans_off.shape(0) / n_classes;
+    length(accepting, "accepting", n_states);
+    length(candidate, "candidate", n_states);
+    const int64_t n_off = n_states * n_classes;
+    for (int64_t i = 0; i < n_off; ++i) {  // the components follow every edge: check them all
+        const int64_t t = wide ? static_cast<const int64_t*>(trans_off.data())[i]
+                               : static_cast<const int32_t*>(trans_off.data())[i];
+        require(t == -1 || (t >= 0 && t < n_off && t % n_classes == 0),
+                "trans_off holds a value that is not -1 or the offset of a state's row");
+    }
+    std::vector<int64_t> weight(n_classes, 0);
+    for (int64_t f = 0; f < n_first; ++f) weight[first_label.data()[f]] += first_weight.data()[f];
+    std::vector<int32_t> group(n_states, -1), order_states;
+    std::vector<int64_t> order_ptr;
+    int64_t shared = 0;
+    {
+        py::gil_scoped_release released;
+        if (wide)
+            find_twins(static_cast<const int64_t*>(trans_off.data()), n_states, n_classes,
+                       accepting.data(), candidate.data(), weight, min_live, most_states, group,
+                       order_ptr, order_states, shared);
+        else
+            find_twins(static_cast<const int32_t*>(trans_off.data()), n_states, n_classes,
+                       accepting.data(), candidate.data(), weight, min_live, most_states, group,
+                       order_ptr, order_states, shared);
+    }
+    return py::make_tuple(to_numpy(group), to_numpy(order_ptr), to_numpy(order_states), shared);
+}
+
 SplitForest::SplitForest(int64_t num_items, int64_t num_states)
     : num_items_(num_items), num_states_(num_states), cls_(checked_size(num_items)),
       out_item_(num_items + 1), out_next_(num_items + 1), base_item_(num_items + 1),
@@ -284,6 +454,10 @@ SplitForest::SplitForest(int64_t num_items, int64_t num_states)
     has_child_.assign(1, 0);
     rec_start_.assign(num_states, 0);
     rec_end_.assign(num_states, 0);  // records of state s: rec_start[s]..rec_end[s]
+    exit_start_.assign(num_states, 0);
+    exit_end_.assign(num_states, 0);
+    exits_kept_.assign(num_states, 0);
+    pos_.assign(num_states, -1);
     first_stamp_.assign(4096, 0);
     first_next_.assign(4096, 0);
     first_new_.assign(4096, 0);
@@ -293,7 +467,8 @@ SplitForest::SplitForest(int64_t num_items, int64_t num_states)
     ht_new_.assign(1024, 0);
 }
 
-void SplitForest::refine(const TrieWalk& walk, In<int32_t> states, In<int32_t> bases) {
+void SplitForest::refine(const TrieWalk& walk, In<int32_t> states, In<int32_t> bases,
+                         In<int32_t> twins, In<int64_t> order_ptr, In<int32_t> order_states) {
     require(walk.n_states == num_states_, "the walk's DFA is not this forest's");
     require(walk.n_nodes <= num_items_ && walk.eos_item < num_items_,
             "the walk has more items than this forest");
@@ -301,6 +476,15 @@ void SplitForest::refine(const TrieWalk& walk, In<int32_t> states, In<int32_t> b
     length(bases, "bases", num_states_);
     const int32_t* st = states.data();
     const int32_t* base = bases.data();
+    const int64_t n_twins = length(twins, "twins");
+    require(n_twins == 0 || n_twins == num_states_, "twins has one entry per state, or none");
+    Twins twin{nullptr, nullptr, nullptr};
+    if (n_twins) {
+        const int64_t n_order = length(order_states, "order_states");
+        require_csr(order_ptr, num_states_, n_order, "order_ptr");
+        require_in_range(order_states.data(), n_order, 0, num_states_, "order_states");
+        twin = Twins{twins.data(), order_ptr.data(), order_states.data()};
+    }
     std::unordered_map<int32_t, int64_t> at;  // each state's place in this call
     at.reserve(n);
     for (int64_t i = 0; i < n; ++i) {
@@ -316,10 +500,23 @@ void SplitForest::refine(const TrieWalk& walk, In<int32_t> states, In<int32_t> b
                     (walked_[b] || (found != at.end() && found->second < i)),
                 "a state's base is a state walked in full before it, in this forest");
     }
+    for (int64_t i = 0; twin.twin && i < n; ++i) {
+        const int64_t s = st[i], t = twin.twin[s];
+        if (t < 0) continue;
+        const auto found = t < num_states_ ? at.find(static_cast<int32_t>(t)) : at.end();
+        require(t < num_states_ && base[s] < 0 && base[t] < 0 && twin.twin[t] < 0 &&
+                    (exits_kept_[t] || (found != at.end() && found->second < i)),
+                "a state's twin is a state without base or twin, walked in full before it, in "
+                "this forest");
+        const int64_t* ptr = twin.order_ptr;
+        require(ptr[t + 1] > ptr[t] && ptr[s + 1] - ptr[s] == ptr[t + 1] - ptr[t] &&
+                    twin.order[ptr[s]] == s && twin.order[ptr[t]] == t,
+                "a state and its twin list components of one size, each from itself");
+    }
     if (py::isinstance<py::array_t<int64_t>>(walk.trans_off))
-        refine_with(walk, static_cast<const int64_t*>(walk.trans_off.data()), st, n, base);
+        refine_with(walk, static_cast<const int64_t*>(walk.trans_off.data()), st, n, base, twin);
     else
-        refine_with(walk, static_cast<const int32_t*>(walk.trans_off.data()), st, n, base);
+        refine_with(walk, static_cast<const int32_t*>(walk.trans_off.data()), st, n, base, twin);
 }
 
 template <class Offset>
@@ -348,6 +545,83 @@ int64_t SplitForest::walk_subtrees(const TrieWalk& walk, const Offset* trans_off
         }
     }
     return k;
+}
+
+template <class Offset>
+int64_t SplitForest::walk_recording_exits(const TrieWalk& walk, const Offset* trans_off,
+                                          int64_t state, int32_t* items, int64_t* nexts,
+                                          std::vector<Offset>& stack) {
+    const int32_t* code = walk.code.data();
+    const int32_t* end = walk.end.data();
+    const int64_t n_classes = walk.n_classes;
+    int64_t k = 0;
+    stack[0] = static_cast<Offset>(state * n_classes);
+    for (const int32_t f : walk.first_nodes) {
+        for (int64_t i = f, stop = end[f]; i < stop;) {
+            const int32_t cd = code[i];
+            const int32_t d = cd >> 16;
+            const Offset from = stack[d - 1];
+            const Offset t = trans_off[from + ((cd >> 1) & 0x7FFF)];
+            if (t < 0) {
+                i = end[i];
+                continue;
+            }
+            if (pos_[from / n_classes] >= 0 && pos_[t / n_classes] < 0) {
+                exit_node_.push_back(static_cast<int32_t>(i));
+                exit_from_.push_back(static_cast<int32_t>(from / n_classes));
+            }
+            stack[d] = t;
+            items[k] = static_cast<int32_t>(i);
+            nexts[k] = t;
+            k += cd & 1;
+            ++i;
+        }
+    }
+    return k;
+}
+
+template <class Offset>
+int64_t SplitForest::walk_below(const TrieWalk& walk, const Offset* trans_off, int32_t node,
+                                Offset from, int32_t* items, int64_t* nexts,
+                                std::vector<Offset>& stack) const {
+    const int32_t* code = walk.code.data();
+    const int32_t* end = walk.end.data();
+    int64_t k = 0;
+    stack[(code[node] >> 16) - 1] = from;
+    for (int64_t i = node, stop = end[node]; i < stop;) {
+        const int32_t cd = code[i];
+        const int32_t d = cd >> 16;
+        const Offset t = trans_off[stack[d - 1] + ((cd >> 1) & 0x7FFF)];
+        if (t < 0) {
+            i = end[i];
+            continue;
+        }
+        stack[d] = t;
+        items[k] = static_cast<int32_t>(i);
+        nexts[k] = t;
+        k += cd & 1;
+        ++i;
+    }
+    return k;
+}
+
+void SplitForest::split_by_next(int64_t s, const int32_t* items, const int64_t* nexts,
+                                int64_t k) {
+    const int64_t mark = s + 1;  // stamps are 0 until first written
+    const int64_t n_ids = parent_.size();
+    start_state(n_ids);
+    for (int64_t j = 0; j < k; ++j) {
+        int32_t id = group_of(items[j], nexts[j], mark);
+        if (id < 0) {
+            id = new_group(items[j], n_ids);
+            rec_id_.push_back(id);
+            rec_next_.push_back(nexts[j]);
+        }
+        cls_[items[j]] = id;
+        ++group_size_[id - n_ids];
+    }
+    rec_end_[s] = rec_id_.size();
+    keep_splits(n_ids, k, n_ids > kCompactIds * num_items_);
 }
 
 void SplitForest::start_state(int64_t n_ids) {
@@ -423,7 +697,8 @@ int32_t SplitForest::new_group(int32_t item, int64_t n_ids) {
 
 template <class Offset>
 void SplitForest::refine_with(const TrieWalk& walk, const Offset* trans_off,
-                              const int32_t* states, int64_t n, const int32_t* bases) {
+                              const int32_t* states, int64_t n, const int32_t* bases,
+                              Twins twins) {
     py::gil_scoped_release released;
     const int32_t* code = walk.code.data();
     const bool* accepting = walk.accepting.data();
@@ -439,27 +714,56 @@ void SplitForest::refine_with(const TrieWalk& walk, const Offset* trans_off,
         const int64_t n_ids = parent_.size();
         rec_start_[s] = rec_id_.size();
         walked_[s] = 1;
+        const int64_t twin = twins.twin ? twins.twin[s] : -1;
+        if (twin >= 0) {
+            // A twin's walk is its twin's up to the edges out of the component, with each
+            // state of that component read as its own (at the same place in breadth-first
+            // order): every class is pure for the twin, so the twin's records inside the
+            // component carry over, moved; only the items below the edges out can differ
+            // (a walk never comes back into a component it left), walked from here.
+            const int32_t* mine = twins.order + twins.order_ptr[s];
+            const int32_t* theirs = twins.order + twins.order_ptr[twin];
+            const int64_t size = twins.order_ptr[twin + 1] - twins.order_ptr[twin];
+            for (int64_t p = 0; p < size; ++p) pos_[theirs[p]] = static_cast<int32_t>(p);
+            for (int64_t r = rec_start_[twin]; r < rec_end_[twin]; ++r) {
+                const int32_t p = pos_[rec_next_[r] / n_classes];
+                if (p < 0) continue;
+                rec_id_.push_back(rec_id_[r]);
+                rec_next_.push_back(mine[p] * n_classes);
+            }
+            int64_t k = 0;
+            for (int64_t e = exit_start_[twin]; e < exit_end_[twin]; ++e)
+                k += walk_below(walk, trans_off, exit_node_[e],
+                                static_cast<Offset>(mine[pos_[exit_from_[e]]] * n_classes),
+                                items + k, nexts + k, stack);
+            for (int64_t p = 0; p < size; ++p) pos_[theirs[p]] = -1;
+            split_by_next(s, items, nexts, k);
+            continue;
+        }
         if (base < 0) {
-            // the split: one new class per (current class, next state) among allowed items
-            int64_t k = walk_subtrees(walk, trans_off, s, first.data(), first.size(), items,
-                                      nexts, stack);
+            // the split: one new class per (current class, next state) among allowed items;
+            // a state whose component has twins keeps the edges out of it for them
+            const bool keeps_exits = twins.twin &&
+                                     twins.order_ptr[s + 1] > twins.order_ptr[s];
+            int64_t k;
+            if (keeps_exits) {
+                const int32_t* own = twins.order + twins.order_ptr[s];
+                const int64_t size = twins.order_ptr[s + 1] - twins.order_ptr[s];
+                for (int64_t p = 0; p < size; ++p) pos_[own[p]] = static_cast<int32_t>(p);
+                exit_start_[s] = exit_node_.size();
+                k = walk_recording_exits(walk, trans_off, s, items, nexts, stack);
+                exit_end_[s] = exit_node_.size();
+                exits_kept_[s] = 1;
+                for (int64_t p = 0; p < size; ++p) pos_[own[p]] = -1;
+            } else {
+                k = walk_subtrees(walk, trans_off, s, first.data(), first.size(), items, nexts,
+                                  stack);
+            }
             if (accepting[s] && eos >= 0) {
                 items[k] = static_cast<int32_t>(eos);
                 nexts[k++] = s * n_classes;
             }
-            start_state(n_ids);
-            for (int64_t j = 0; j < k; ++j) {
-                int32_t id = group_of(items[j], nexts[j], mark);
-                if (id < 0) {
-                    id = new_group(items[j], n_ids);
-                    rec_id_.push_back(id);
-                    rec_next_.push_back(nexts[j]);
-                }
-                cls_[items[j]] = id;
-                ++group_size_[id - n_ids];
-            }
-            rec_end_[s] = rec_id_.size();
-            keep_splits(n_ids, k, n_ids > kCompactIds * num_items_);
+            split_by_next(s, items, nexts, k);
             continue;
         }
         // Walked from its base: only the first-level subtrees whose first byte leads elsewhere

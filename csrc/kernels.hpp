@@ -58,24 +58,55 @@ struct TrieWalk {
 py::tuple walk_bases(In<int32_t> first_label, In<int64_t> first_weight, py::array trans_off,
                      int64_t n_classes, int64_t walked);
 
+// The groups of states that walk alike up to the edges out of their strongly connected
+// components (alignment/flat.py): among the `candidate` states whose live first-level subtrees
+// hold at least `min_live` nodes, in a component of at most `most_states` states with an edge
+// inside, those whose components read the same from them, class by class (the same state in
+// breadth-first order from them, the dead state, or some state outside), with the same
+// acceptance. (group per state, -1 for none or alone; for each grouped state its component
+// in breadth-first order from it, CSR: order_ptr, order_states; and the live first-level
+// nodes of every grouped state but each group's first, which twins do not walk.)
+py::tuple component_twins(In<int32_t> first_label, In<int64_t> first_weight, py::array trans_off,
+                          int64_t n_classes, In<bool> accepting, In<bool> candidate,
+                          int64_t min_live, int64_t most_states);
+
 // Partition refinement of trie items, state by state, remembering every split (alignment/flat.py).
 class SplitForest {
    public:
     SplitForest(int64_t num_items, int64_t num_states);
-    void refine(const TrieWalk& walk, In<int32_t> states, In<int32_t> bases);
+    void refine(const TrieWalk& walk, In<int32_t> states, In<int32_t> bases, In<int32_t> twins,
+                In<int64_t> order_ptr, In<int32_t> order_states);
     py::array_t<int32_t> classes() const;
     py::array_t<int64_t> row_counts(In<int32_t> canon_of_item);
     void expand(int64_t n_classes, In<int64_t> state_ptr, py::array entry_class,
                 py::array entry_next);
 
    private:
+    // where a state's walk may be its twin's (`refine`): none when `twin` is null
+    struct Twins {
+        const int32_t* twin;
+        const int64_t* order_ptr;
+        const int32_t* order;
+    };
     template <class Offset>
     void refine_with(const TrieWalk& walk, const Offset* trans_off, const int32_t* states,
-                     int64_t n, const int32_t* bases);
+                     int64_t n, const int32_t* bases, Twins twins);
     template <class Offset>
     int64_t walk_subtrees(const TrieWalk& walk, const Offset* trans_off, int64_t state,
                           const int32_t* first, int64_t n_first, int32_t* items,
                           int64_t* nexts, std::vector<Offset>& stack) const;
+    // walk_subtrees over every first-level node, recording the edges out of the component
+    // `pos_` marks
+    template <class Offset>
+    int64_t walk_recording_exits(const TrieWalk& walk, const Offset* trans_off, int64_t state,
+                                 int32_t* items, int64_t* nexts, std::vector<Offset>& stack);
+    // the items of `node` and below it, reached from the state at offset `from` before it
+    template <class Offset>
+    int64_t walk_below(const TrieWalk& walk, const Offset* trans_off, int32_t node, Offset from,
+                       int32_t* items, int64_t* nexts, std::vector<Offset>& stack) const;
+    // the refinement of one walk's items (items[0:k] to nexts[0:k]): new classes by (class,
+    // next state), each recorded for `s`
+    void split_by_next(int64_t s, const int32_t* items, const int64_t* nexts, int64_t k);
     // The class of (item's class, next state) made in the current state, -1 when new.
     int32_t group_of(int32_t item, int64_t next, int64_t mark);
     int32_t new_group(int32_t item, int64_t n_ids);  // a new class, child of the item's
@@ -102,6 +133,12 @@ class SplitForest {
     std::vector<uint8_t> walked_;
     ZeroedArray<int32_t> base_item_;   // the items of a base's walk over the differing subtrees
     ZeroedArray<int64_t> base_next_;
+    // a state walked in full whose component has twins keeps the edges out of it (the node
+    // below the edge, the state before it): exit_*[exit_start_[s]:exit_end_[s]]
+    std::vector<int64_t> exit_start_, exit_end_;
+    std::vector<int32_t> exit_node_, exit_from_;
+    std::vector<uint8_t> exits_kept_;
+    std::vector<int32_t> pos_;  // per state: its place in the component being read, -1 if none
     // after row_counts: the final classes in pre-order of the ids, each id's range of them,
     // and the entries of each state
     std::vector<int32_t> order_;

@@ -82,6 +82,17 @@ PYBIND11_MODULE(_core, m) {
           "leads to itself and the two differ on first bytes below which lie at most half "
           "the nodes the state walks (its walk then covers those subtrees, from both); "
           "visits bounds the nodes all these walks visit.");
+    m.def("component_twins", &component_twins, py::arg("first_label"), py::arg("first_weight"),
+          py::arg("trans_off"), py::arg("n_classes"), py::arg("accepting"), py::arg("candidate"),
+          py::arg("min_live"), py::arg("most_states"),
+          "(group, order_ptr, order_states, shared): groups of candidate states whose walks agree "
+          "up to the edges out of their strongly connected components (the components read "
+          "alike from them, class by class: the same place in breadth-first order, the dead "
+          "state, or out; with the same acceptance), among those whose live first-level "
+          "subtrees hold at least min_live nodes, in components of at most most_states "
+          "states with an edge inside; -1 for none or alone. Each grouped state's component "
+          "in breadth-first order from it, CSR; shared: the live first-level subtree nodes "
+          "of the grouped states but each group's first (walks that twins save).");
     m.def("refine_entries", &refine_entries, py::arg("state_ptr"), py::arg("entry_class"),
           py::arg("entry_next"), py::arg("coarse_of_fine"), py::arg("next_map"),
           "Each state's entries over finer classes: an entry (c, next) stands for every fine "
@@ -140,10 +151,16 @@ PYBIND11_MODULE(_core, m) {
                             "every split; each thread refines its own forest.")
         .def(py::init<int64_t, int64_t>(), py::arg("num_items"), py::arg("num_states"))
         .def("refine", &SplitForest::refine, py::arg("walk"), py::arg("states"),
-             py::arg("bases"),
+             py::arg("bases"), py::arg("twins") = py::array_t<int32_t>(0),
+             py::arg("order_ptr") = py::array_t<int64_t>(0),
+             py::arg("order_states") = py::array_t<int32_t>(0),
              "Walk the trie from each of `states` in turn and split item classes by next "
              "state (releases the GIL). A state s with bases[s] >= 0 is walked only where it "
-             "differs from that base, which this forest must have walked in full before.")
+             "differs from that base, which this forest must have walked in full before. "
+             "With twins (one per state, -1 for none; each grouped state's component in "
+             "order_ptr/order_states, as component_twins gives them), a state s with "
+             "twins[s] >= 0 is walked only below the edges out of its component that its "
+             "twin met, which this forest must have walked in full before.")
         .def_property_readonly("classes", &SplitForest::classes,
                                "The current class of every item.")
         .def("row_counts", &SplitForest::row_counts, py::arg("canon_of_item"),

@@ -7,7 +7,9 @@ whole subtree as soon as the DFA dies (kernels of the compiled core, csrc/align.
 once per tokenizer; for a grammar whose walks are many it is folded into a trie over the DFA's
 *byte classes* (bytes every state treats alike), whose nodes group the tokens that no state can
 tell apart. For a regex like `[^eE]{1,200}` that turns 49k tokens into about a thousand groups.
-A state that mostly behaves like a *base* state is walked only where the two differ.
+A state that mostly behaves like a *base* state is walked only where the two differ, and one
+whose strongly connected component reads like another's from it (the strings of a JSON
+object's values) only below the edges out of the component, its *twin* walked in full.
 
 The table is never materialised. It comes out factored:
 
@@ -53,6 +55,10 @@ _FOLD_COST, _FOLD_COST_KEPT = 10, 40
 # busy (measured on the corpus schemas: 50-60 walks gain up to 15% alone and lose a few %
 # beside a busy core, 300-800 walks gain 8-12% either way)
 _PARALLEL_AFTER, _PARALLEL_AFTER_BUSY = 50, 150
+# A state walks as its *twin* does (`_core.component_twins`) where its walk covers at least
+# 1/_TWIN_LIVE_SHARE of the trie (inside a string: nearly all of it) and its strongly connected
+# component has at most _TWIN_MOST_STATES states (a string's, escapes included: about a dozen)
+_TWIN_LIVE_SHARE, _TWIN_MOST_STATES = 16, 256
 
 
 @dataclass(frozen=True)
@@ -209,6 +215,7 @@ def walk_entries(dfa: ByteDFA, trie: VocabTrie, vocab_size: int,
                          ).astype(offset_type).reshape(-1)
     accepting = np.ascontiguousarray(dfa.accepting, dtype=np.bool_)
     eos = sorted(set(eos_token_ids))
+    states = np.flatnonzero(~skipped[1:walked]).astype(np.int32) + 1
 
     def bases_of(first_label, end, first):
         bases, visits = _core.walk_bases(first_label, (end[first] - first).astype(np.int64),
@@ -217,17 +224,32 @@ def walk_entries(dfa: ByteDFA, trie: VocabTrie, vocab_size: int,
         bases[(bases >= 0) & skipped[np.maximum(bases, 0)]] = -1
         return bases, visits
 
+    def twins_of(first_label, end, first, bases):
+        # the states whose walks a twin's gives (`_refine_all`), and the visits that saves
+        candidate = np.zeros(num_states, bool)
+        candidate[states] = bases[states] < 0
+        weight = (end[first] - first).astype(np.int64)
+        *twins, shared = _core.component_twins(
+            first_label, weight, trans_off, num_classes, accepting, candidate,
+            int(weight.sum()) // _TWIN_LIVE_SHARE, _TWIN_MOST_STATES)
+        return tuple(twins), shared
+
     # one int32 per node: depth, byte class and "ends a token", read by the walk in one load
     # (items: the nodes that end a token, plus one item for all EOS tokens)
     end, first = trie.node_end, trie.first_level
-    bases, visits = bases_of(byte_class[trie.node_byte[first]], end, first)
+    first_label = byte_class[trie.node_byte[first]]
+    bases, visits = bases_of(first_label, end, first)
+    twins, shared = twins_of(first_label, end, first, bases)
+    visits -= shared
     if visits > _FOLD_COST * trie.num_nodes and _worth_folding(trie, byte_class, visits):
         # many walks: the trie folded over the DFA's byte classes, whose nodes group the
         # tokens no state can tell apart, is worth building
         label, depth, end, node_of_byte_node = _core.class_trie(
             trie.node_byte, trie.node_depth, byte_class, num_classes)
         first = np.flatnonzero(depth == 1)
-        bases = bases_of(label[first], end, first)[0]
+        first_label = label[first]
+        bases = bases_of(first_label, end, first)[0]
+        twins = twins_of(first_label, end, first, bases)[0]
         item_of_node = node_of_byte_node[trie.tok_node]
         code = (depth.astype(np.int32) << 16) | (label << 1)
         code[item_of_node] |= 1
@@ -245,8 +267,7 @@ def walk_entries(dfa: ByteDFA, trie: VocabTrie, vocab_size: int,
     walk = _core.TrieWalk(code, end, trans_off, num_classes, accepting, eos_item if eos else -1)
     threads = 2 if visits > _PARALLEL_AFTER_BUSY * trie.num_nodes or (
         visits > _PARALLEL_AFTER * trie.num_nodes and _a_core_is_idle()) else 1
-    forests = _refine_all(walk, bases, eos_item + 1, num_states,
-                          np.flatnonzero(~skipped[1:walked]).astype(np.int32) + 1, threads,
+    forests = _refine_all(walk, bases, twins, eos_item + 1, num_states, states, threads,
                           progress)
     token_class, canon_of_item = _core.canonical_classes(
         forests[0].classes[None] if len(forests) == 1 else
@@ -312,8 +333,9 @@ def _a_core_is_idle() -> bool:
         return True
 
 
-def _refine_all(walk: _core.TrieWalk, bases: np.ndarray, num_items: int, num_states: int,
-                states: np.ndarray, threads: int,
+def _refine_all(walk: _core.TrieWalk, bases: np.ndarray,
+                twins: tuple[np.ndarray, np.ndarray, np.ndarray], num_items: int,
+                num_states: int, states: np.ndarray, threads: int,
                 progress: Callable[[int, int], None] | None) -> list[_core.SplitForest]:
     """Refine over `states` (ascending), on up to `threads` threads, each with its own split
     forest (the kernel releases the GIL).
@@ -329,9 +351,17 @@ def _refine_all(walk: _core.TrieWalk, bases: np.ndarray, num_items: int, num_sta
     of a JSON object, most bytes lead where they lead from any name's) is walked only below
     the first bytes where the two differ, and keeps the base's records less what moved: so a
     base and the states walked from it go to one forest, the base first.
+
+    A state of a group of *twins* (`twins`: group, components; inside the strings of a JSON
+    object's values, the states of each string read their string alike) is walked, after
+    the group's first state in the same forest (walked in full), only below the edges out of
+    its component: so the states of a group are ordered together.
     """
+    group, order_ptr, order_states = twins
     family = np.where(bases[states] >= 0, bases[states], states)
-    order = np.lexsort((bases[states] >= 0, family))
+    num_groups = int(group.max(initial=-1)) + 1
+    together = np.where(group[family] >= 0, group[family], num_groups + family)
+    order = np.lexsort((bases[states] >= 0, family, together))
     states, family = states[order], family[order]
     # chunks of about _CHUNK states that end where a family ends
     family_ends = np.append(np.flatnonzero(family[1:] != family[:-1]) + 1, len(states))
@@ -343,10 +373,12 @@ def _refine_all(walk: _core.TrieWalk, bases: np.ndarray, num_items: int, num_sta
         lo = hi
     workers = min(len(chunks), os.cpu_count() or 1, threads)
     forests = [_core.SplitForest(num_items, num_states) for _ in range(workers)]
+    twin = _twin_of(chunks if workers > 1 else [states], group, num_groups, num_states)
+    twin_args = () if twin is None else (twin, order_ptr, order_states)
     if workers <= 1:
         done = 0
         for chunk in chunks:
-            forests[0].refine(walk, chunk, bases)
+            forests[0].refine(walk, chunk, bases, *twin_args)
             done += len(chunk)
             if progress:
                 progress(done, len(states))
@@ -361,7 +393,7 @@ def _refine_all(walk: _core.TrieWalk, bases: np.ndarray, num_items: int, num_sta
                 chunk = next(queue, None)
             if chunk is None:
                 return
-            forest.refine(walk, chunk, bases)
+            forest.refine(walk, chunk, bases, *twin_args)
             with lock:
                 done[0] += len(chunk)
 
@@ -373,6 +405,24 @@ def _refine_all(walk: _core.TrieWalk, bases: np.ndarray, num_items: int, num_sta
     for future in futures:
         future.result()
     return forests
+
+
+def _twin_of(runs: list[np.ndarray], group: np.ndarray, num_groups: int,
+             num_states: int) -> np.ndarray | None:
+    """Each grouped state's twin: the first state of its group in its run of states (the
+    states one forest refines in turn), -1 for that one; None where no state has a group."""
+    if not num_groups:
+        return None
+    ordered = np.concatenate(runs)
+    run_of = np.repeat(np.arange(len(runs)), [len(run) for run in runs])
+    grouped = group[ordered] >= 0
+    members = ordered[grouped]
+    _, first, inverse = np.unique(run_of[grouped].astype(np.int64) * num_groups +
+                                  group[members], return_index=True, return_inverse=True)
+    source = members[first][inverse.reshape(-1)]
+    twin = np.full(num_states, -1, np.int32)
+    twin[members] = np.where(source == members, -1, source)
+    return twin
 
 
 _pool: ThreadPoolExecutor | None = None

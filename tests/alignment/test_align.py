@@ -14,6 +14,7 @@ from grammarc.alignment.flat import build_trie
 from grammarc.automaton import build_dfa
 from grammarc.frontends.regex import parse_regex
 from grammarc.tokenizers import Tokenizer
+from helpers import dfa_of
 
 REGEXES = [
     r"\d{4}-\d{2}-\d{2}",                                   # ISO date
@@ -223,3 +224,56 @@ def test_walking_on_two_threads_changes_no_entry(pattern, smollm2, monkeypatch):
     two, one = results
     for name in ("token_class", "state_ptr", "entry_class", "entry_next"):
         assert np.array_equal(getattr(two, name), getattr(one, name)), name
+
+
+# objects whose values are strings alike: the states of each string read it alike (twins)
+TWIN_PATTERNS = [
+    r'\{"a": "(?:[^"\\]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})*", "b": "(?:[^"\\]|\\["\\/bfnrt]|'
+    r'\\u[0-9a-fA-F]{4})*", "c": "(?:[^"\\]|\\.)*"\}',
+    r'(?:"[^"]{0,40}"|x"[^"]*"|y"[^"]*"),(?:"[^"]*"|z)',
+]
+
+
+@pytest.mark.parametrize("pattern", TWIN_PATTERNS)
+@pytest.mark.parametrize("threads", [1, 2])
+def test_twin_walks_change_no_entry(pattern, threads, smollm2, monkeypatch):
+    """States walked as their twins' (`_core.component_twins`) get the entries a walk of
+    their own gives, on one thread or two."""
+    dfa = build_dfa(parse_regex(pattern))
+    trie = align.tokenizer_trie(smollm2)
+    first = trie.first_level
+    weight = (trie.node_end[first] - first).astype(np.int64)
+    trans_off = np.where(dfa.trans == 0, -1, dfa.trans.astype(np.int64) * dfa.num_classes
+                         ).astype(np.int32).reshape(-1)
+    group = grammarc._core.component_twins(
+        dfa.byte_class.astype(np.int32)[trie.node_byte[first]], weight, trans_off,
+        dfa.num_classes, dfa.accepting, np.ones(dfa.num_states, bool), 0, 256)[0]
+    assert np.bincount(group[group >= 0]).max() >= 2, "no twins to test"
+    monkeypatch.setattr(align, "_a_core_is_idle", lambda: False)
+    monkeypatch.setattr(align, "_PARALLEL_AFTER_BUSY", 0 if threads == 2 else 10**9)
+    results = []
+    for most_states in (256, 0):  # twins; none
+        monkeypatch.setattr(align, "_TWIN_MOST_STATES", most_states)
+        monkeypatch.setattr(align, "_TWIN_LIVE_SHARE", 10**9)  # every state a candidate
+        results.append(align.walk_entries(dfa, trie, smollm2.vocab_size, smollm2.eos_token_ids))
+    twins, alone = results
+    for name in ("token_class", "state_ptr", "entry_class", "entry_next"):
+        assert np.array_equal(getattr(twins, name), getattr(alone, name)), name
+
+
+def test_twins_of_a_json_object_equal_brute_force(smollm2):
+    """Twin walks inside the string values of a JSON object, against byte walks."""
+    schema = {"type": "object", "additionalProperties": False,
+              "properties": {key: {"type": "string"} for key in ("ab", "cd", "ef", "gh")},
+              "required": ["ab", "cd", "ef", "gh"]}
+    grammar = grammarc.compile_json_schema(schema, smollm2)
+    dfa = dfa_of(schema)[0]
+    tokens = list(smollm2.token_bytes)
+    inside = [q for q in range(1, dfa.num_states)
+              if (dfa.trans[q, dfa.byte_class[ord("x")]] == q)]  # a string's own state
+    assert len(inside) == 4
+    ids = np.arange(len(tokens))
+    for state in inside:
+        expected = _column_brute_force(dfa, tokens, state, smollm2.eos_token_ids)
+        actual = grammar.advance(np.full(len(tokens), state), ids)
+        assert np.array_equal(actual, expected), f"state {state}"
