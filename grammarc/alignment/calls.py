@@ -31,7 +31,7 @@ import numpy as np
 
 from .. import _core
 from .flat import FactoredRows, TokenEntries, VocabTrie, factor, token_table, walk_entries
-from .machines import kept_machines, merge_entries
+from .machines import kept_machines
 from ..automaton.pushdown import PushdownDFA, byte_dfa
 from ..errors import GrammarError
 from ..format.table import (CallTables, CountRegisters, ExitTables, TokenTable,
@@ -62,15 +62,10 @@ def align_calls(pd: PushdownDFA, trie: VocabTrie, vocab_size: int,
     augmented[:num_states][stuck] = sink
     augmented[sink] = sink
     accepting = np.append(pd.dfa.accepting, True)
-    kept = kept_machines(pd, augmented, accepting, sink, trie, vocab_size, eos_token_ids)
-    skipped = np.zeros(num_states + 1, bool)
-    for machine in kept:
-        skipped[machine.first:machine.first + machine.size] = True
-    entries = merge_entries(
-        walk_entries(byte_dfa(augmented, accepting), trie, vocab_size, eos_token_ids, progress,
-                     walked=sink, skipped=skipped,
-                     refine_by=[machine.entries.token_class for machine in kept]),
-        kept, sink)
+    entries = walk_entries(
+        byte_dfa(augmented, accepting), trie, vocab_size, eos_token_ids, progress, walked=sink,
+        elsewhere=kept_machines(pd, augmented, accepting, sink, trie, vocab_size,
+                                eos_token_ids))
     walked = time.perf_counter()
 
     kernel = _Kernel(pd, table)

@@ -34,7 +34,7 @@ import time
 import weakref
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
-from typing import Callable, Collection, Sequence
+from typing import Callable, Collection, Protocol, Sequence
 
 import numpy as np
 
@@ -194,20 +194,46 @@ class TokenEntries:
     entry_next: np.ndarray   # int32 [N]
 
 
+@dataclass(frozen=True)
+class StateRows:
+    """The entries of the states `first`, `first + 1`, ...: CSR over them (`ptr` from 0)."""
+
+    first: int
+    ptr: np.ndarray          # int64
+    entry_class: np.ndarray  # int32
+    entry_next: np.ndarray   # int32
+
+
+class WalkedElsewhere(Protocol):
+    """States `first .. first + size - 1` whose entries a walk of their own gave (a kept
+    machine's, `machines.KeptMachine`): the classes of that walk, and its entries over a
+    refinement of them."""
+
+    first: int
+    size: int
+
+    @property
+    def token_class(self) -> np.ndarray: ...
+
+    def rows(self, token_class: np.ndarray) -> StateRows: ...
+
+
 def walk_entries(dfa: ByteDFA, trie: VocabTrie, vocab_size: int,
                  eos_token_ids: tuple[int, ...],
                  progress: Callable[[int, int], None] | None = None,
-                 walked: int | None = None, skipped: np.ndarray | None = None,
-                 refine_by: Sequence[np.ndarray] = ()) -> TokenEntries:
+                 walked: int | None = None,
+                 elsewhere: Sequence[WalkedElsewhere] = ()) -> TokenEntries:
     """Walk the vocabulary from every state: token classes and each state's entries. With
     `walked`, only the states below it are walked (the others get no entries): a state that
-    allows every token and goes to itself splits no class. The states `skipped` (a mask) are
-    not walked either: their entries come from elsewhere, walks whose token classes
-    `refine_by` lists, and the classes returned are the common refinement of this walk's and
-    those (as if every state had been walked here)."""
+    allows every token and goes to itself splits no class. The states walked `elsewhere` are
+    not walked here: the classes returned are the common refinement of this walk's and
+    theirs (as if every state had been walked here), and their entries are written beside
+    this walk's, over those classes."""
     num_states, num_classes = dfa.trans.shape
     walked = walked or num_states
-    skipped = np.zeros(num_states, bool) if skipped is None else skipped
+    skipped = np.zeros(num_states, bool)
+    for part in elsewhere:
+        skipped[part.first:part.first + part.size] = True
     byte_class = dfa.byte_class.astype(np.int32)
     # transitions as offsets of the next state's row, -1 for the dead state
     offset_type = np.int32 if num_states * num_classes < 2**31 else np.int64
@@ -272,15 +298,17 @@ def walk_entries(dfa: ByteDFA, trie: VocabTrie, vocab_size: int,
     token_class, canon_of_item = _core.canonical_classes(
         forests[0].classes[None] if len(forests) == 1 else
         np.stack([f.classes for f in forests]), item_of_token)
-    if refine_by:  # the common refinement with the other walks', token by token
-        token_class = _core.canonical_classes(np.stack([token_class, *refine_by]),
-                                              np.arange(vocab_size, dtype=np.int64))[0]
+    if elsewhere:  # the common refinement with the other walks', token by token
+        token_class = _core.canonical_classes(
+            np.stack([token_class, *(part.token_class for part in elsewhere)]),
+            np.arange(vocab_size, dtype=np.int64))[0]
         # a trie item's tokens are those no state tells apart; no token ends at the others
         has_item = item_of_token >= 0
         canon_of_item = np.zeros_like(canon_of_item)
         canon_of_item[item_of_token[has_item]] = token_class[has_item]
-    state_ptr, entry_class, entry_next = _expand_all(forests, canon_of_item, num_states,
-                                                     num_classes)
+    state_ptr, entry_class, entry_next = _expand_all(
+        forests, canon_of_item, num_states, num_classes,
+        [part.rows(token_class) for part in elsewhere])
     return TokenEntries(token_class, state_ptr, entry_class, entry_next)
 
 
@@ -449,13 +477,24 @@ os.register_at_fork(after_in_child=_forget_pool_after_fork)
 
 
 def _expand_all(forests: list[_core.SplitForest], canon_of_item: np.ndarray, num_states: int,
-                num_classes: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Every state's row, from the forest that walked it: (state_ptr, class, next state)."""
+                num_classes: int, others: list[StateRows]
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Every state's row, from the forest that walked it or from `others`, written in place
+    (a large grammar's entries run to 10^8): (state_ptr, class, next state)."""
     counts = sum(forest.row_counts(canon_of_item) for forest in forests)
+    for rows in others:
+        states = slice(rows.first, rows.first + len(rows.ptr) - 1)
+        if counts[states].any():
+            raise RuntimeError("internal error: states walked elsewhere were walked too")
+        counts[states] = np.diff(rows.ptr)
     state_ptr = np.zeros(num_states + 1, np.int64)
     np.cumsum(counts, out=state_ptr[1:])
     entry_class = np.empty(state_ptr[-1], np.int32)
     entry_next = np.empty(state_ptr[-1], np.int32)
     for forest in forests:
         forest.expand(num_classes, state_ptr, entry_class, entry_next)
+    for rows in others:
+        at = slice(state_ptr[rows.first], state_ptr[rows.first + len(rows.ptr) - 1])
+        entry_class[at] = rows.entry_class
+        entry_next[at] = rows.entry_next
     return state_ptr, entry_class, entry_next

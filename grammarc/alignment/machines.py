@@ -29,7 +29,7 @@ import numpy as np
 
 from .. import _core
 from ..automaton.pushdown import PushdownDFA, byte_dfa
-from .flat import TokenEntries, VocabTrie, walk_entries
+from .flat import StateRows, TokenEntries, VocabTrie, walk_entries
 
 BUDGET_BYTES = 64 << 20  # kept entries per vocabulary
 _KEYS_NOTED = 4096        # keys met once, remembered per vocabulary
@@ -39,11 +39,35 @@ _MOST_STATES = 1024       # a larger machine is one grammar's own: not even keye
 @dataclass(frozen=True)
 class KeptMachine:
     """A machine's states `first..first + size - 1` in a grammar's table, and their entries
-    from a walk of the machine alone (states 1..size; `size + 1` is the stack state)."""
+    from a walk of the machine alone (states 1..size; `size + 1` is the stack state, the
+    grammar's `stack`): states walked elsewhere (`flat.walk_entries`)."""
 
     first: int
     size: int
     entries: TokenEntries
+    stack: int
+
+    @property
+    def token_class(self) -> np.ndarray:
+        return self.entries.token_class
+
+    def rows(self, token_class: np.ndarray) -> StateRows:
+        """The machine's entries in the grammar's numbering, over `token_class` (the
+        grammar's classes, which refine the machine's): each kept entry stands for the
+        finer classes below its class."""
+        num_classes = int(token_class.max(initial=0)) + 1
+        token_of_class = np.full(num_classes, -1, np.int64)
+        token_of_class[token_class] = np.arange(len(token_class))  # any token of each class
+        own = self.entries
+        coarse = np.where(token_of_class >= 0, own.token_class[np.maximum(token_of_class, 0)],
+                          0)
+        next_map = np.arange(self.first - 1, self.first + self.size + 1, dtype=np.int32)
+        next_map[0], next_map[-1] = 0, self.stack
+        ptr, entry_class, entry_next = _core.refine_entries(
+            own.state_ptr, own.entry_class, own.entry_next, coarse.astype(np.int32), next_map)
+        inside = slice(ptr[1], ptr[self.size + 1])
+        return StateRows(self.first, ptr[1:self.size + 2] - ptr[1], entry_class[inside],
+                         entry_next[inside])
 
 
 class MachineCache:
@@ -135,7 +159,7 @@ def kept_machines(pd: PushdownDFA, augmented: np.ndarray, accepting: np.ndarray,
             entries = walk_entries(byte_dfa(own, final), trie, vocab_size, eos_token_ids,
                                    walked=end - first + 1)
             cache.keep(key, entries)
-        kept.append(KeptMachine(first, end - first, entries))
+        kept.append(KeptMachine(first, end - first, entries, stack))
     return kept
 
 
@@ -150,47 +174,3 @@ def _own_table(rows: np.ndarray, first: int, end: int, stack: int) -> np.ndarray
     own[1:size + 1] = np.where(inside, rows - first + 1, np.where(rows == stack, size + 1, 0))
     own[size + 1] = size + 1
     return own
-
-
-def merge_entries(walked: TokenEntries, kept: list[KeptMachine], stack: int) -> TokenEntries:
-    """The entries of every state: those of `walked` (whose classes already refine the kept
-    machines', `walk_entries(refine_by=...)`) and the kept machines', over the same classes."""
-    if not kept:
-        return walked
-    token_class = walked.token_class
-    num_classes = int(token_class.max(initial=0)) + 1
-    token_of_class = np.full(num_classes, -1, np.int64)
-    token_of_class[token_class] = np.arange(len(token_class))  # any token of each class
-    has_token = token_of_class >= 0
-    counts = np.diff(walked.state_ptr)
-    pieces = []
-    for machine in kept:
-        own = machine.entries
-        coarse = np.where(has_token, own.token_class[np.maximum(token_of_class, 0)], 0)
-        next_map = np.arange(machine.first - 1, machine.first + machine.size + 1, dtype=np.int32)
-        next_map[0], next_map[-1] = 0, stack
-        ptr, entry_class, entry_next = _core.refine_entries(
-            own.state_ptr, own.entry_class, own.entry_next, coarse.astype(np.int32), next_map)
-        rows = slice(machine.first, machine.first + machine.size)
-        counts[rows] = np.diff(ptr)[1:machine.size + 1]
-        pieces.append((rows, entry_class[ptr[1]:ptr[machine.size + 1]],
-                       entry_next[ptr[1]:ptr[machine.size + 1]]))
-    state_ptr = np.zeros(len(walked.state_ptr), np.int64)
-    np.cumsum(counts, out=state_ptr[1:])
-    entry_class = np.empty(state_ptr[-1], np.int32)
-    entry_next = np.empty(state_ptr[-1], np.int32)
-    # the walked states between kept machines (which the walk skipped) keep their entries
-    # in order: a slice each (not an index per entry: 10^8 entries of a large grammar)
-    lo = 0
-    for first, end in [*sorted((m.first, m.first + m.size) for m in kept),
-                       (len(counts), len(counts))]:
-        out, src = state_ptr[[lo, first]], walked.state_ptr[[lo, first]]
-        if out[1] - out[0] != src[1] - src[0]:
-            raise RuntimeError("internal error: a kept machine's states were walked too")
-        entry_class[out[0]:out[1]] = walked.entry_class[src[0]:src[1]]
-        entry_next[out[0]:out[1]] = walked.entry_next[src[0]:src[1]]
-        lo = end
-    for rows, classes, nexts in pieces:
-        entry_class[state_ptr[rows.start]:state_ptr[rows.stop]] = classes
-        entry_next[state_ptr[rows.start]:state_ptr[rows.stop]] = nexts
-    return TokenEntries(token_class, state_ptr, entry_class, entry_next)
