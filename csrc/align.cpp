@@ -480,10 +480,19 @@ void SplitForest::refine(const TrieWalk& walk, In<int32_t> states, In<int32_t> b
     require(n_twins == 0 || n_twins == num_states_, "twins has one entry per state, or none");
     Twins twin{nullptr, nullptr, nullptr};
     if (n_twins) {
+        // checked for the states of this call alone (a forest refines a grammar in chunks)
         const int64_t n_order = length(order_states, "order_states");
-        require_csr(order_ptr, num_states_, n_order, "order_ptr");
-        require_in_range(order_states.data(), n_order, 0, num_states_, "order_states");
+        length(order_ptr, "order_ptr", num_states_ + 1);
         twin = Twins{twins.data(), order_ptr.data(), order_states.data()};
+        const int64_t* ptr = twin.order_ptr;
+        for (int64_t i = 0; i < n; ++i) {
+            const int64_t s = st[i];
+            require(0 <= s && s < num_states_, "states holds a state outside this forest's DFA");
+            require(0 <= ptr[s] && ptr[s] <= ptr[s + 1] && ptr[s + 1] <= n_order,
+                    "order_ptr does not span order_states");
+            require_in_range(twin.order + ptr[s], ptr[s + 1] - ptr[s], 0, num_states_,
+                             "order_states");
+        }
     }
     std::unordered_map<int32_t, int64_t> at;  // each state's place in this call
     at.reserve(n);
@@ -509,9 +518,12 @@ void SplitForest::refine(const TrieWalk& walk, In<int32_t> states, In<int32_t> b
                 "a state's twin is a state without base or twin, walked in full before it, in "
                 "this forest");
         const int64_t* ptr = twin.order_ptr;
-        require(ptr[t + 1] > ptr[t] && ptr[s + 1] - ptr[s] == ptr[t + 1] - ptr[t] &&
-                    twin.order[ptr[s]] == s && twin.order[ptr[t]] == t,
+        require(0 <= ptr[t] && ptr[t] < ptr[t + 1] && ptr[t + 1] <= length(order_states, "") &&
+                    ptr[s + 1] - ptr[s] == ptr[t + 1] - ptr[t] && twin.order[ptr[s]] == s &&
+                    twin.order[ptr[t]] == t,
                 "a state and its twin list components of one size, each from itself");
+        require_in_range(twin.order + ptr[t], ptr[t + 1] - ptr[t], 0, num_states_,
+                         "order_states");
     }
     if (py::isinstance<py::array_t<int64_t>>(walk.trans_off))
         refine_with(walk, static_cast<const int64_t*>(walk.trans_off.data()), st, n, base, twin);
