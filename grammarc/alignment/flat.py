@@ -59,6 +59,7 @@ _PARALLEL_AFTER, _PARALLEL_AFTER_BUSY = 50, 150
 # 1/_TWIN_LIVE_SHARE of the trie (inside a string: nearly all of it) and its strongly connected
 # component has at most _TWIN_MOST_STATES states (a string's, escapes included: about a dozen)
 _TWIN_LIVE_SHARE, _TWIN_MOST_STATES = 16, 256
+_TWINS_AFTER = 4  # walks of the whole trie below which twins are not looked for
 
 
 @dataclass(frozen=True)
@@ -250,8 +251,12 @@ def walk_entries(dfa: ByteDFA, trie: VocabTrie, vocab_size: int,
         bases[(bases >= 0) & skipped[np.maximum(bases, 0)]] = -1
         return bases, visits
 
-    def twins_of(first_label, end, first, bases):
-        # the states whose walks a twin's gives (`_refine_all`), and the visits that saves
+    def twins_of(first_label, end, first, bases, visits):
+        # the states whose walks a twin's gives (`_refine_all`), and the visits that saves;
+        # none where the walks are few (finding them would cost more than it saves)
+        if visits < _TWINS_AFTER * len(end):
+            return (np.full(num_states, -1, np.int32), np.zeros(num_states + 1, np.int64),
+                    np.zeros(0, np.int32)), 0
         candidate = np.zeros(num_states, bool)
         candidate[states] = bases[states] < 0
         weight = (end[first] - first).astype(np.int64)
@@ -265,7 +270,7 @@ def walk_entries(dfa: ByteDFA, trie: VocabTrie, vocab_size: int,
     end, first = trie.node_end, trie.first_level
     first_label = byte_class[trie.node_byte[first]]
     bases, visits = bases_of(first_label, end, first)
-    twins, shared = twins_of(first_label, end, first, bases)
+    twins, shared = twins_of(first_label, end, first, bases, visits)
     visits -= shared
     if visits > _FOLD_COST * trie.num_nodes and _worth_folding(trie, byte_class, visits):
         # many walks: the trie folded over the DFA's byte classes, whose nodes group the
@@ -274,8 +279,8 @@ def walk_entries(dfa: ByteDFA, trie: VocabTrie, vocab_size: int,
             trie.node_byte, trie.node_depth, byte_class, num_classes)
         first = np.flatnonzero(depth == 1)
         first_label = label[first]
-        bases = bases_of(first_label, end, first)[0]
-        twins = twins_of(first_label, end, first, bases)[0]
+        bases, folded_visits = bases_of(first_label, end, first)
+        twins = twins_of(first_label, end, first, bases, folded_visits)[0]
         item_of_node = node_of_byte_node[trie.tok_node]
         code = (depth.astype(np.int32) << 16) | (label << 1)
         code[item_of_node] |= 1

@@ -255,6 +255,7 @@ def test_twin_walks_change_no_entry(pattern, threads, smollm2, monkeypatch):
     for most_states in (256, 0):  # twins; none
         monkeypatch.setattr(align, "_TWIN_MOST_STATES", most_states)
         monkeypatch.setattr(align, "_TWIN_LIVE_SHARE", 10**9)  # every state a candidate
+        monkeypatch.setattr(align, "_TWINS_AFTER", 0)  # however few the walks
         results.append(align.walk_entries(dfa, trie, smollm2.vocab_size, smollm2.eos_token_ids))
     twins, alone = results
     for name in ("token_class", "state_ptr", "entry_class", "entry_next"):
