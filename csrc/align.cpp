@@ -147,6 +147,22 @@ int64_t checked_size(int64_t num_items) {
 
 }  // namespace
 
+namespace {
+
+// Every value of `trans_off` (n_off entries, int64 if `wide`, else int32) is -1 or the offset
+// of a state's row.
+void require_row_offsets(const py::array& trans_off, bool wide, int64_t n_off,
+                         int64_t n_classes) {
+    for (int64_t i = 0; i < n_off; ++i) {
+        const int64_t t = wide ? static_cast<const int64_t*>(trans_off.data())[i]
+                               : static_cast<const int32_t*>(trans_off.data())[i];
+        require(t == -1 || (t >= 0 && t < n_off && t % n_classes == 0),
+                "trans_off holds a value that is not -1 or the offset of a state's row");
+    }
+}
+
+}  // namespace
+
 TrieWalk::TrieWalk(In<int32_t> code_, In<int32_t> end_, py::array trans_off_,
                    int64_t n_classes_, In<bool> accepting_, int64_t eos_item_)
     : code(std::move(code_)), end(std::move(end_)), trans_off(std::move(trans_off_)),
@@ -161,13 +177,7 @@ TrieWalk::TrieWalk(In<int32_t> code_, In<int32_t> end_, py::array trans_off_,
     require(wide || py::isinstance<py::array_t<int32_t>>(trans_off),
             "trans_off must be an int32 or int64 array");
     require(trans_off.flags() & py::array::c_style, "trans_off must be C-contiguous");
-    const int64_t n_off = n_states * n_classes;
-    for (int64_t i = 0; i < n_off; ++i) {
-        const int64_t t = wide ? static_cast<const int64_t*>(trans_off.data())[i]
-                               : static_cast<const int32_t*>(trans_off.data())[i];
-        require(t == -1 || (t >= 0 && t < n_off && t % n_classes == 0),
-                "trans_off holds a value that is not -1 or the offset of a state's row");
-    }
+    require_row_offsets(trans_off, wide, n_states * n_classes, n_classes);
     const int32_t* c = code.data();
     const int32_t* e = end.data();
     // one branch-free pass over every node (this runs per grammar, over the whole trie);
@@ -242,23 +252,37 @@ int64_t choose_bases(const std::vector<int64_t>& weight, const Offset* trans_off
 
 }  // namespace
 
-py::tuple walk_bases(In<int32_t> first_label, In<int64_t> first_weight, py::array trans_off,
-                     int64_t n_classes, int64_t walked) {
+namespace {
+
+// The checked arguments of `walk_bases` and `component_twins`: the trie nodes below the first
+// bytes of each class, and whether `trans_off` is int64 (else int32), of whole rows.
+std::vector<int64_t> class_weights(const In<int32_t>& first_label, const In<int64_t>& first_weight,
+                                   const py::array& trans_off, int64_t n_classes, bool& wide) {
     const int64_t n_first = length(first_label, "first_label");
     length(first_weight, "first_weight", n_first);
     require(n_classes >= 1, "n_classes must be positive");
     require_in_range(first_label.data(), n_first, 0, n_classes, "first_label");
     require_in_range(first_weight.data(), n_first, 0, INT64_MAX, "first_weight");
-    const bool wide = py::isinstance<py::array_t<int64_t>>(trans_off);
+    wide = py::isinstance<py::array_t<int64_t>>(trans_off);
     require((wide || py::isinstance<py::array_t<int32_t>>(trans_off)) && trans_off.ndim() == 1 &&
                 (trans_off.flags() & py::array::c_style) && trans_off.shape(0) % n_classes == 0,
             "trans_off must be a flat int32 or int64 array of whole rows");
+    std::vector<int64_t> weight(n_classes, 0);
+    for (int64_t f = 0; f < n_first; ++f) weight[first_label.data()[f]] += first_weight.data()[f];
+    return weight;
+}
+
+}  // namespace
+
+py::tuple walk_bases(In<int32_t> first_label, In<int64_t> first_weight, py::array trans_off,
+                     int64_t n_classes, int64_t walked) {
+    bool wide = false;
+    const std::vector<int64_t> weight =
+        class_weights(first_label, first_weight, trans_off, n_classes, wide);
     const int64_t n_states = trans_off.shape(0) / n_classes;
     require(0 <= walked && walked <= n_states, "walked must be at most the number of states");
     // trans_off's values are not checked here (TrieWalk checks them, SplitForest.refine the
     // bases): any value reads within bounds below, and bases are only hints of where to walk
-    std::vector<int64_t> weight(n_classes, 0);  // trie nodes below the first bytes of each class
-    for (int64_t f = 0; f < n_first; ++f) weight[first_label.data()[f]] += first_weight.data()[f];
     std::vector<int32_t> base(n_states, -1);
     int64_t visits = 0;
     {
@@ -403,27 +427,14 @@ void find_twins(const Offset* trans_off, int64_t n_states, int64_t n_classes,
 py::tuple component_twins(In<int32_t> first_label, In<int64_t> first_weight, py::array trans_off,
                           int64_t n_classes, In<bool> accepting, In<bool> candidate,
                           int64_t min_live, int64_t most_states) {
-    const int64_t n_first = length(first_label, "first_label");
-    length(first_weight, "first_weight", n_first);
-    require(n_classes >= 1, "n_classes must be positive");
-    require_in_range(first_label.data(), n_first, 0, n_classes, "first_label");
-    require_in_range(first_weight.data(), n_first, 0, INT64_MAX, "first_weight");
-    const bool wide = py::isinstance<py::array_t<int64_t>>(trans_off);
-    require((wide || py::isinstance<py::array_t<int32_t>>(trans_off)) && trans_off.ndim() == 1 &&
-                (trans_off.flags() & py::array::c_style) && trans_off.shape(0) % n_classes == 0,
-            "trans_off must be a flat int32 or int64 array of whole rows");
+    bool wide = false;
+    const std::vector<int64_t> weight =
+        class_weights(first_label, first_weight, trans_off, n_classes, wide);
     const int64_t n_states = trans_off.shape(0) / n_classes;
     length(accepting, "accepting", n_states);
     length(candidate, "candidate", n_states);
-    const int64_t n_off = n_states * n_classes;
-    for (int64_t i = 0; i < n_off; ++i) {  // the components follow every edge: check them all
-        const int64_t t = wide ? static_cast<const int64_t*>(trans_off.data())[i]
-                               : static_cast<const int32_t*>(trans_off.data())[i];
-        require(t == -1 || (t >= 0 && t < n_off && t % n_classes == 0),
-                "trans_off holds a value that is not -1 or the offset of a state's row");
-    }
-    std::vector<int64_t> weight(n_classes, 0);
-    for (int64_t f = 0; f < n_first; ++f) weight[first_label.data()[f]] += first_weight.data()[f];
+    // the components follow every edge: each is checked
+    require_row_offsets(trans_off, wide, n_states * n_classes, n_classes);
     std::vector<int32_t> group(n_states, -1), order_states;
     std::vector<int64_t> order_ptr;
     int64_t shared = 0;
@@ -531,76 +542,18 @@ void SplitForest::refine(const TrieWalk& walk, In<int32_t> states, In<int32_t> b
         refine_with(walk, static_cast<const int32_t*>(walk.trans_off.data()), st, n, base, twin);
 }
 
-template <class Offset>
-int64_t SplitForest::walk_subtrees(const TrieWalk& walk, const Offset* trans_off, int64_t state,
-                                   const int32_t* first, int64_t n_first, int32_t* items,
-                                   int64_t* nexts, std::vector<Offset>& stack) const {
-    // descend while the DFA lives, skip a subtree as soon as it dies
-    const int32_t* code = walk.code.data();
-    const int32_t* end = walk.end.data();
-    int64_t k = 0;
-    stack[0] = static_cast<Offset>(state * walk.n_classes);
-    for (int64_t f = 0; f < n_first; ++f) {
-        for (int64_t i = first[f], stop = end[first[f]]; i < stop;) {
-            const int32_t cd = code[i];
-            const int32_t d = cd >> 16;
-            const Offset t = trans_off[stack[d - 1] + ((cd >> 1) & 0x7FFF)];
-            if (t < 0) {
-                i = end[i];
-                continue;
-            }
-            stack[d] = t;
-            items[k] = static_cast<int32_t>(i);
-            nexts[k] = t;
-            k += cd & 1;
-            ++i;
-        }
-    }
-    return k;
-}
+namespace {
 
-template <class Offset>
-int64_t SplitForest::walk_recording_exits(const TrieWalk& walk, const Offset* trans_off,
-                                          int64_t state, int32_t* items, int64_t* nexts,
-                                          std::vector<Offset>& stack) {
-    const int32_t* code = walk.code.data();
-    const int32_t* end = walk.end.data();
-    const int64_t n_classes = walk.n_classes;
-    int64_t k = 0;
-    stack[0] = static_cast<Offset>(state * n_classes);
-    for (const int32_t f : walk.first_nodes) {
-        for (int64_t i = f, stop = end[f]; i < stop;) {
-            const int32_t cd = code[i];
-            const int32_t d = cd >> 16;
-            const Offset from = stack[d - 1];
-            const Offset t = trans_off[from + ((cd >> 1) & 0x7FFF)];
-            if (t < 0) {
-                i = end[i];
-                continue;
-            }
-            if (pos_[from / n_classes] >= 0 && pos_[t / n_classes] < 0) {
-                exit_node_.push_back(static_cast<int32_t>(i));
-                exit_from_.push_back(static_cast<int32_t>(from / n_classes));
-            }
-            stack[d] = t;
-            items[k] = static_cast<int32_t>(i);
-            nexts[k] = t;
-            k += cd & 1;
-            ++i;
-        }
-    }
-    return k;
-}
-
-template <class Offset>
-int64_t SplitForest::walk_below(const TrieWalk& walk, const Offset* trans_off, int32_t node,
-                                Offset from, int32_t* items, int64_t* nexts,
-                                std::vector<Offset>& stack) const {
+// The items of the trie nodes i..stop - 1 (whole subtrees) reached from the states on `stack`
+// (a node of depth d reads from stack[d - 1]): descend while the DFA lives, skip a subtree as
+// soon as it dies; `edge(node, from, to)` sees every live edge (offsets of states' rows).
+template <class Offset, class Edge>
+int64_t walk_nodes(const TrieWalk& walk, const Offset* trans_off, int64_t i, int64_t stop,
+                   int32_t* items, int64_t* nexts, std::vector<Offset>& stack, Edge&& edge) {
     const int32_t* code = walk.code.data();
     const int32_t* end = walk.end.data();
     int64_t k = 0;
-    stack[(code[node] >> 16) - 1] = from;
-    for (int64_t i = node, stop = end[node]; i < stop;) {
+    while (i < stop) {
         const int32_t cd = code[i];
         const int32_t d = cd >> 16;
         const Offset t = trans_off[stack[d - 1] + ((cd >> 1) & 0x7FFF)];
@@ -608,6 +561,7 @@ int64_t SplitForest::walk_below(const TrieWalk& walk, const Offset* trans_off, i
             i = end[i];
             continue;
         }
+        edge(i, stack[d - 1], t);
         stack[d] = t;
         items[k] = static_cast<int32_t>(i);
         nexts[k] = t;
@@ -615,6 +569,53 @@ int64_t SplitForest::walk_below(const TrieWalk& walk, const Offset* trans_off, i
         ++i;
     }
     return k;
+}
+
+struct NoEdge {
+    template <class Offset>
+    void operator()(int64_t, Offset, Offset) const {}
+};
+
+}  // namespace
+
+template <class Offset>
+int64_t SplitForest::walk_subtrees(const TrieWalk& walk, const Offset* trans_off, int64_t state,
+                                   const int32_t* first, int64_t n_first, int32_t* items,
+                                   int64_t* nexts, std::vector<Offset>& stack) const {
+    int64_t k = 0;
+    stack[0] = static_cast<Offset>(state * walk.n_classes);
+    for (int64_t f = 0; f < n_first; ++f)
+        k += walk_nodes(walk, trans_off, first[f], walk.end.data()[first[f]], items + k,
+                        nexts + k, stack, NoEdge{});
+    return k;
+}
+
+template <class Offset>
+int64_t SplitForest::walk_recording_exits(const TrieWalk& walk, const Offset* trans_off,
+                                          int64_t state, int32_t* items, int64_t* nexts,
+                                          std::vector<Offset>& stack) {
+    const int64_t n_classes = walk.n_classes;
+    int64_t k = 0;
+    stack[0] = static_cast<Offset>(state * n_classes);
+    auto record = [&](int64_t node, Offset from, Offset to) {
+        if (pos_[from / n_classes] >= 0 && pos_[to / n_classes] < 0) {
+            exit_node_.push_back(static_cast<int32_t>(node));
+            exit_from_.push_back(static_cast<int32_t>(from / n_classes));
+        }
+    };
+    for (const int32_t f : walk.first_nodes)
+        k += walk_nodes(walk, trans_off, f, walk.end.data()[f], items + k, nexts + k, stack,
+                        record);
+    return k;
+}
+
+template <class Offset>
+int64_t SplitForest::walk_below(const TrieWalk& walk, const Offset* trans_off, int32_t node,
+                                Offset from, int32_t* items, int64_t* nexts,
+                                std::vector<Offset>& stack) const {
+    stack[(walk.code.data()[node] >> 16) - 1] = from;
+    return walk_nodes(walk, trans_off, node, walk.end.data()[node], items, nexts, stack,
+                      NoEdge{});
 }
 
 void SplitForest::split_by_next(int64_t s, const int32_t* items, const int64_t* nexts,
