@@ -151,14 +151,48 @@ namespace {
 
 // Every value of `trans_off` (n_off entries, int64 if `wide`, else int32) is -1 or the offset
 // of a state's row.
+// Division by `d` of its multiples, and the test that a value is one, without a division
+// per value: d = odd * 2^shift, and a multiple of d shifted right is the quotient times odd,
+// whose inverse modulo 2^64 gives the quotient back (and a product past UINT64_MAX / odd for
+// any other value).
+class ExactDivisor {
+   public:
+    explicit ExactDivisor(int64_t d) {
+        uint64_t odd = static_cast<uint64_t>(d);
+        while (!(odd & 1)) {
+            odd >>= 1;
+            ++shift_;
+        }
+        inverse_ = odd;  // Newton's iteration doubles the correct low bits: 3, 6, ..., 96
+        for (int i = 0; i < 5; ++i) inverse_ *= 2 - odd * inverse_;
+        most_ = UINT64_MAX / odd;
+    }
+    bool divides(uint64_t t) const {
+        return (t & ((uint64_t{1} << shift_) - 1)) == 0 && (t >> shift_) * inverse_ <= most_;
+    }
+    int64_t quotient(uint64_t multiple) const {
+        return static_cast<int64_t>((multiple >> shift_) * inverse_);
+    }
+
+   private:
+    int shift_ = 0;
+    uint64_t inverse_ = 0, most_ = 0;
+};
+
+template <class Offset>
+bool row_offsets(const Offset* t, int64_t n_off, int64_t n_classes) {
+    const ExactDivisor row(n_classes);
+    bool bad = false;  // one branch-free pass (this runs per walk, over the whole table)
+    for (int64_t i = 0; i < n_off; ++i)
+        bad |= t[i] != -1 && (t[i] < 0 || t[i] >= n_off || !row.divides(t[i]));
+    return !bad;
+}
+
 void require_row_offsets(const py::array& trans_off, bool wide, int64_t n_off,
                          int64_t n_classes) {
-    for (int64_t i = 0; i < n_off; ++i) {
-        const int64_t t = wide ? static_cast<const int64_t*>(trans_off.data())[i]
-                               : static_cast<const int32_t*>(trans_off.data())[i];
-        require(t == -1 || (t >= 0 && t < n_off && t % n_classes == 0),
-                "trans_off holds a value that is not -1 or the offset of a state's row");
-    }
+    require(wide ? row_offsets(static_cast<const int64_t*>(trans_off.data()), n_off, n_classes)
+                 : row_offsets(static_cast<const int32_t*>(trans_off.data()), n_off, n_classes),
+            "trans_off holds a value that is not -1 or the offset of a state's row");
 }
 
 }  // namespace
@@ -297,27 +331,47 @@ py::tuple walk_bases(In<int32_t> first_label, In<int64_t> first_weight, py::arra
 
 namespace {
 
-// The strongly connected component of each state (Tarjan's, without recursion): ids from 0.
+// Each state's distinct successors, CSR (one pass over the table: a row's repeats dropped).
 template <class Offset>
-std::vector<int32_t> components(const Offset* trans_off, int64_t n_states, int64_t n_classes) {
+void successors(const Offset* trans_off, int64_t n_states, int64_t n_classes,
+                std::vector<int64_t>& ptr, std::vector<int32_t>& next) {
+    const ExactDivisor row(n_classes);
+    std::vector<int64_t> seen(n_states, -1);  // the last state that listed each
+    ptr.assign(n_states + 1, 0);
+    for (int64_t s = 0; s < n_states; ++s) {
+        Offset last = -1;
+        for (int64_t j = 0; j < n_classes; ++j) {
+            const Offset t = trans_off[s * n_classes + j];
+            if (t < 0 || t == last) continue;
+            last = t;
+            const int64_t w = row.quotient(t);
+            if (seen[w] == s) continue;
+            seen[w] = s;
+            next.push_back(static_cast<int32_t>(w));
+        }
+        ptr[s + 1] = next.size();
+    }
+}
+
+// The strongly connected component of each state (Tarjan's, without recursion): ids from 0.
+std::vector<int32_t> components(const std::vector<int64_t>& ptr, const std::vector<int32_t>& next) {
+    const int64_t n_states = static_cast<int64_t>(ptr.size()) - 1;
     std::vector<int32_t> index(n_states, -1), low(n_states, 0), comp(n_states, -1), held;
-    std::vector<std::pair<int32_t, int64_t>> calls;  // (state, next class to follow)
+    std::vector<std::pair<int32_t, int64_t>> calls;  // (state, next edge to follow)
     int32_t counter = 0, n_comp = 0;
     for (int64_t root = 0; root < n_states; ++root) {
         if (index[root] >= 0) continue;
         index[root] = low[root] = counter++;
         held.push_back(static_cast<int32_t>(root));
-        calls.emplace_back(static_cast<int32_t>(root), 0);
+        calls.emplace_back(static_cast<int32_t>(root), ptr[root]);
         while (!calls.empty()) {
             const int32_t v = calls.back().first;
-            if (calls.back().second < n_classes) {
-                const Offset t = trans_off[v * n_classes + calls.back().second++];
-                if (t < 0) continue;
-                const int32_t w = static_cast<int32_t>(t / n_classes);
+            if (calls.back().second < ptr[v + 1]) {
+                const int32_t w = next[calls.back().second++];
                 if (index[w] < 0) {
                     index[w] = low[w] = counter++;
                     held.push_back(w);
-                    calls.emplace_back(w, 0);
+                    calls.emplace_back(w, ptr[w]);
                 } else if (comp[w] < 0) {
                     low[v] = std::min(low[v], index[w]);
                 }
@@ -344,15 +398,27 @@ void find_twins(const Offset* trans_off, int64_t n_states, int64_t n_classes,
                 int64_t min_live, int64_t most_states, std::vector<int32_t>& group,
                 std::vector<int64_t>& order_ptr, std::vector<int32_t>& order_states,
                 int64_t& shared) {
-    const std::vector<int32_t> comp = components(trans_off, n_states, n_classes);
+    order_ptr.assign(n_states + 1, 0);
+    const ExactDivisor row(n_classes);  // trans_off holds row offsets (checked)
+    std::vector<int64_t> live(n_states, 0);  // of the candidates: their walks' first subtrees
+    int64_t heavy = 0;
+    for (int64_t s = 0; s < n_states; ++s) {
+        if (!candidate[s]) continue;
+        for (int64_t j = 0; j < n_classes; ++j)
+            if (trans_off[s * n_classes + j] >= 0) live[s] += weight[j];
+        heavy += live[s] >= min_live;
+    }
+    if (heavy < 2) return;  // no group of two
+    std::vector<int64_t> ptr;
+    std::vector<int32_t> next;
+    successors(trans_off, n_states, n_classes, ptr, next);
+    const std::vector<int32_t> comp = components(ptr, next);
     std::vector<int64_t> comp_size(n_states, 0);
     std::vector<uint8_t> comp_inner(n_states, 0);  // some edge stays inside the component
-    for (int64_t s = 0; s < n_states; ++s) ++comp_size[comp[s]];
-    for (int64_t s = 0; s < n_states; ++s)
-        for (int64_t j = 0; j < n_classes && !comp_inner[comp[s]]; ++j) {
-            const Offset t = trans_off[s * n_classes + j];
-            comp_inner[comp[s]] = t >= 0 && comp[t / n_classes] == comp[s];
-        }
+    for (int64_t s = 0; s < n_states; ++s) {
+        ++comp_size[comp[s]];
+        for (int64_t e = ptr[s]; e < ptr[s + 1]; ++e) comp_inner[comp[s]] |= comp[next[e]] == comp[s];
+    }
     // each candidate's reading of its component, from it: its acceptance, then per state in
     // breadth-first order and per class the state's place in that order, -1 (dead) or -2 (out)
     std::unordered_map<std::string, int32_t> group_of_reading;
@@ -361,11 +427,9 @@ void find_twins(const Offset* trans_off, int64_t n_states, int64_t n_classes,
     std::vector<int32_t> member_order;
     std::vector<int32_t> reading;
     for (int64_t s = 0; s < n_states; ++s) {
-        if (!candidate[s] || comp_size[comp[s]] > most_states || !comp_inner[comp[s]]) continue;
-        int64_t live = 0;
-        for (int64_t j = 0; j < n_classes; ++j)
-            if (trans_off[s * n_classes + j] >= 0) live += weight[j];
-        if (live < min_live) continue;
+        if (!candidate[s] || live[s] < min_live || comp_size[comp[s]] > most_states ||
+            !comp_inner[comp[s]])
+            continue;
         reading.assign(1, accepting[s] ? 1 : 0);
         order.assign(1, static_cast<int32_t>(s));
         pos[s] = 0;
@@ -377,7 +441,7 @@ void find_twins(const Offset* trans_off, int64_t n_states, int64_t n_classes,
                     reading.push_back(-1);
                     continue;
                 }
-                const int64_t w = t / n_classes;
+                const int64_t w = row.quotient(t);
                 if (comp[w] != comp[s]) {
                     reading.push_back(-2);
                     continue;
@@ -395,7 +459,7 @@ void find_twins(const Offset* trans_off, int64_t n_states, int64_t n_classes,
         const auto [found, fresh] = group_of_reading.emplace(key, first_member.size());
         if (fresh) first_member.push_back(static_cast<int32_t>(s));
         members.push_back(found->second);
-        member_live.push_back(live);
+        member_live.push_back(live[s]);
         member_order.insert(member_order.end(), order.begin(), order.end());
         member_ptr.push_back(member_order.size());
         group[s] = found->second;  // a provisional id: the reading's, alone or not
@@ -407,7 +471,6 @@ void find_twins(const Offset* trans_off, int64_t n_states, int64_t n_classes,
     int32_t n_groups = 0;
     for (size_t g = 0; g < size.size(); ++g)
         if (size[g] > 1) final_id[g] = n_groups++;
-    order_ptr.assign(n_states + 1, 0);
     int64_t m = 0;
     for (int64_t s = 0; s < n_states; ++s) {
         if (group[s] >= 0) {
@@ -594,13 +657,14 @@ template <class Offset>
 int64_t SplitForest::walk_recording_exits(const TrieWalk& walk, const Offset* trans_off,
                                           int64_t state, int32_t* items, int64_t* nexts,
                                           std::vector<Offset>& stack) {
-    const int64_t n_classes = walk.n_classes;
+    const ExactDivisor row(walk.n_classes);  // TrieWalk checked the row offsets
     int64_t k = 0;
-    stack[0] = static_cast<Offset>(state * n_classes);
+    stack[0] = static_cast<Offset>(state * walk.n_classes);
     auto record = [&](int64_t node, Offset from, Offset to) {
-        if (pos_[from / n_classes] >= 0 && pos_[to / n_classes] < 0) {
+        const int64_t before = row.quotient(from);
+        if (pos_[before] >= 0 && pos_[row.quotient(to)] < 0) {
             exit_node_.push_back(static_cast<int32_t>(node));
-            exit_from_.push_back(static_cast<int32_t>(from / n_classes));
+            exit_from_.push_back(static_cast<int32_t>(before));
         }
     };
     for (const int32_t f : walk.first_nodes)
@@ -719,6 +783,7 @@ void SplitForest::refine_with(const TrieWalk& walk, const Offset* trans_off,
     const std::vector<int32_t>& first = walk.first_nodes;
     std::vector<Offset> stack(walk.max_depth + 1, 0);
     std::vector<int32_t> differing;
+    const ExactDivisor row(n_classes);  // TrieWalk checked the row offsets
     int32_t* items = &out_item_[0];
     int64_t* nexts = &out_next_[0];
     for (int64_t at = 0; at < n; ++at) {
@@ -739,7 +804,7 @@ void SplitForest::refine_with(const TrieWalk& walk, const Offset* trans_off,
             const int64_t size = twins.order_ptr[twin + 1] - twins.order_ptr[twin];
             for (int64_t p = 0; p < size; ++p) pos_[theirs[p]] = static_cast<int32_t>(p);
             for (int64_t r = rec_start_[twin]; r < rec_end_[twin]; ++r) {
-                const int32_t p = pos_[rec_next_[r] / n_classes];
+                const int32_t p = pos_[row.quotient(rec_next_[r])];
                 if (p < 0) continue;
                 rec_id_.push_back(rec_id_[r]);
                 rec_next_.push_back(mine[p] * n_classes);
