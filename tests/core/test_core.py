@@ -702,3 +702,48 @@ def test_refine_entries_spreads_each_entry_over_the_finer_classes_in_order():
     with pytest.raises(ValueError, match="entry_class"):
         _core.refine_entries(state_ptr, np.array([2, 3, 1], i32), np.array([0, 1, 2], i32),
                              coarse_of_fine, np.array([7, 8, 9], i32))
+
+
+@pytest.mark.parametrize("n_classes", [1, 2, 3, 6, 7, 12, 64])
+def test_row_offsets_are_checked_whatever_the_number_of_classes(n_classes):
+    """An offset must be -1 or a multiple of n_classes within the table (checked by a shift
+    and a multiplication, for even and odd counts of classes alike)."""
+    states = 3
+    good = np.full(states * n_classes, -1, i32)
+    good[0] = 2 * n_classes
+
+    def walk(trans_off):
+        return _core.TrieWalk(np.zeros(1, i32), np.ones(1, i32), trans_off, n_classes,
+                              np.zeros(states, bool), -1)
+
+    walk(good)
+    for value in [v for v in range(-3, 4 * states * n_classes) if v != -1]:
+        if 0 <= value < states * n_classes and value % n_classes == 0:
+            continue
+        bad = good.copy()
+        bad[-1] = value
+        with pytest.raises(ValueError, match="offset of a state's row"):
+            walk(bad)
+
+
+def test_component_twins_group_components_read_alike():
+    # classes 0 other, 1 'a', 2 'b', 3 'x', 4 'q'; 1 -a-> 2, 1 -b-> 4; 2 and 4 read 'x' and
+    # stay, 'q' leads out (to 3 or 5, accepting): the components {2} and {4} read alike
+    trans = np.zeros((6, 5), np.int64)
+    trans[1, 1], trans[1, 2] = 2, 4
+    trans[2, 3], trans[2, 4], trans[4, 3], trans[4, 4] = 2, 3, 4, 5
+    trans_off = np.where(trans == 0, -1, trans * 5).reshape(-1).astype(i32)
+    accepting = np.array([False, False, False, True, False, True])
+    args = (np.array([3], i32), np.array([10], i64), trans_off, 5, accepting)
+    group, order_ptr, order_states, shared = _core.component_twins(
+        *args, np.ones(6, bool), 1, 256)
+    assert group[2] == group[4] >= 0 and (group[[0, 1, 3, 5]] == -1).all()
+    assert order_states[order_ptr[2]:order_ptr[3]].tolist() == [2]
+    assert order_states[order_ptr[4]:order_ptr[5]].tolist() == [4] and shared == 10
+    # a candidate alone, a walk too short, a component too large: no group
+    assert (_core.component_twins(*args, np.arange(6) != 4, 1, 256)[0] == -1).all()
+    assert (_core.component_twins(*args, np.ones(6, bool), 11, 256)[0] == -1).all()
+    assert (_core.component_twins(*args, np.ones(6, bool), 1, 0)[0] == -1).all()
+    accepting[4] = True  # 4 may end where 2 may not: read differently
+    assert (_core.component_twins(*args[:4], accepting, np.ones(6, bool), 1, 256)[0]
+            == -1).all()
