@@ -216,7 +216,8 @@ class WalkedElsewhere(Protocol):
     @property
     def token_class(self) -> np.ndarray: ...
 
-    def rows(self, token_class: np.ndarray) -> StateRows: ...
+    def rows(self, token_of_class: np.ndarray) -> StateRows:
+        """Its entries over the grammar's classes, given any token of each (-1: none)."""
 
 
 def walk_entries(dfa: ByteDFA, trie: VocabTrie, vocab_size: int,
@@ -244,22 +245,19 @@ def walk_entries(dfa: ByteDFA, trie: VocabTrie, vocab_size: int,
     eos = sorted(set(eos_token_ids))
     states = np.flatnonzero(~skipped[1:walked]).astype(np.int32) + 1
 
-    def bases_of(first_label, end, first):
-        bases, visits = _core.walk_bases(first_label, (end[first] - first).astype(np.int64),
-                                         trans_off, num_classes, walked)
+    def bases_of(first_label, weight):
+        bases, visits = _core.walk_bases(first_label, weight, trans_off, num_classes, walked)
         # a state walks from its base's records: never from a state not walked here
         bases[(bases >= 0) & skipped[np.maximum(bases, 0)]] = -1
         return bases, visits
 
-    def twins_of(first_label, end, first, bases, visits):
+    def twins_of(first_label, weight, bases, visits, num_nodes):
         # the states whose walks a twin's gives (`_refine_all`), and the visits that saves;
         # none where the walks are few (finding them would cost more than it saves)
-        if visits < _TWINS_AFTER * len(end):
-            return (np.full(num_states, -1, np.int32), np.zeros(num_states + 1, np.int64),
-                    np.zeros(0, np.int32)), 0
+        if visits < _TWINS_AFTER * num_nodes:
+            return None, 0
         candidate = np.zeros(num_states, bool)
         candidate[states] = bases[states] < 0
-        weight = (end[first] - first).astype(np.int64)
         *twins, shared = _core.component_twins(
             first_label, weight, trans_off, num_classes, accepting, candidate,
             int(weight.sum()) // _TWIN_LIVE_SHARE, _TWIN_MOST_STATES)
@@ -269,8 +267,9 @@ def walk_entries(dfa: ByteDFA, trie: VocabTrie, vocab_size: int,
     # (items: the nodes that end a token, plus one item for all EOS tokens)
     end, first = trie.node_end, trie.first_level
     first_label = byte_class[trie.node_byte[first]]
-    bases, visits = bases_of(first_label, end, first)
-    twins, shared = twins_of(first_label, end, first, bases, visits)
+    weight = (end[first] - first).astype(np.int64)  # the trie's nodes below each first one
+    bases, visits = bases_of(first_label, weight)
+    twins, shared = twins_of(first_label, weight, bases, visits, trie.num_nodes)
     visits -= shared
     if visits > _FOLD_COST * trie.num_nodes and _worth_folding(trie, byte_class, visits):
         # many walks: the trie folded over the DFA's byte classes, whose nodes group the
@@ -278,9 +277,9 @@ def walk_entries(dfa: ByteDFA, trie: VocabTrie, vocab_size: int,
         label, depth, end, node_of_byte_node = _core.class_trie(
             trie.node_byte, trie.node_depth, byte_class, num_classes)
         first = np.flatnonzero(depth == 1)
-        first_label = label[first]
-        bases, folded_visits = bases_of(first_label, end, first)
-        twins = twins_of(first_label, end, first, bases, folded_visits)[0]
+        first_label, weight = label[first], (end[first] - first).astype(np.int64)
+        bases, folded_visits = bases_of(first_label, weight)
+        twins = twins_of(first_label, weight, bases, folded_visits, len(label))[0]
         item_of_node = node_of_byte_node[trie.tok_node]
         code = (depth.astype(np.int32) << 16) | (label << 1)
         code[item_of_node] |= 1
@@ -311,9 +310,11 @@ def walk_entries(dfa: ByteDFA, trie: VocabTrie, vocab_size: int,
         has_item = item_of_token >= 0
         canon_of_item = np.zeros_like(canon_of_item)
         canon_of_item[item_of_token[has_item]] = token_class[has_item]
+    token_of_class = np.full(int(token_class.max(initial=0)) + 1, -1, np.int64)
+    token_of_class[token_class] = np.arange(vocab_size)  # any token of each class
     state_ptr, entry_class, entry_next = _expand_all(
         forests, canon_of_item, num_states, num_classes,
-        [part.rows(token_class) for part in elsewhere])
+        [part.rows(token_of_class) for part in elsewhere])
     return TokenEntries(token_class, state_ptr, entry_class, entry_next)
 
 
@@ -367,7 +368,7 @@ def _a_core_is_idle() -> bool:
 
 
 def _refine_all(walk: _core.TrieWalk, bases: np.ndarray,
-                twins: tuple[np.ndarray, np.ndarray, np.ndarray], num_items: int,
+                twins: tuple[np.ndarray, np.ndarray, np.ndarray] | None, num_items: int,
                 num_states: int, states: np.ndarray, threads: int,
                 progress: Callable[[int, int], None] | None) -> list[_core.SplitForest]:
     """Refine over `states` (ascending), on up to `threads` threads, each with its own split
@@ -385,15 +386,16 @@ def _refine_all(walk: _core.TrieWalk, bases: np.ndarray,
     the first bytes where the two differ, and keeps the base's records less what moved: so a
     base and the states walked from it go to one forest, the base first.
 
-    A state of a group of *twins* (`twins`: group, components; inside the strings of a JSON
-    object's values, the states of each string read their string alike) is walked, after
+    A state of a group of *twins* (`twins`, if any: group, components; inside the strings of
+    a JSON object's values, the states of each string read it alike) is walked, after
     the group's first state in the same forest (walked in full), only below the edges out of
     its component: so the states of a group are ordered together.
     """
-    group, order_ptr, order_states = twins
     family = np.where(bases[states] >= 0, bases[states], states)
-    num_groups = int(group.max(initial=-1)) + 1
-    together = np.where(group[family] >= 0, group[family], num_groups + family)
+    group, order_ptr, order_states = twins or (None, None, None)
+    num_groups = 0 if group is None else int(group.max(initial=-1)) + 1
+    together = family if not num_groups else \
+        np.where(group[family] >= 0, group[family], num_groups + family)
     order = np.lexsort((bases[states] >= 0, family, together))
     states, family = states[order], family[order]
     # chunks of about _CHUNK states that end where a family ends
@@ -440,7 +442,7 @@ def _refine_all(walk: _core.TrieWalk, bases: np.ndarray,
     return forests
 
 
-def _twin_of(runs: list[np.ndarray], group: np.ndarray, num_groups: int,
+def _twin_of(runs: list[np.ndarray], group: np.ndarray | None, num_groups: int,
              num_states: int) -> np.ndarray | None:
     """Each grouped state's twin: the first state of its group in its run of states (the
     states one forest refines in turn), -1 for that one; None where no state has a group."""

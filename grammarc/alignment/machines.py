@@ -51,13 +51,10 @@ class KeptMachine:
     def token_class(self) -> np.ndarray:
         return self.entries.token_class
 
-    def rows(self, token_class: np.ndarray) -> StateRows:
-        """The machine's entries in the grammar's numbering, over `token_class` (the
-        grammar's classes, which refine the machine's): each kept entry stands for the
-        finer classes below its class."""
-        num_classes = int(token_class.max(initial=0)) + 1
-        token_of_class = np.full(num_classes, -1, np.int64)
-        token_of_class[token_class] = np.arange(len(token_class))  # any token of each class
+    def rows(self, token_of_class: np.ndarray) -> StateRows:
+        """The machine's entries in the grammar's numbering, over the grammar's classes
+        (which refine the machine's), given any token of each (-1: none): each kept entry
+        stands for the finer classes below its class."""
         own = self.entries
         coarse = np.where(token_of_class >= 0, own.token_class[np.maximum(token_of_class, 0)],
                           0)
