@@ -42,6 +42,9 @@ class FrontendOptions:
     integer_fractions: bool = False    # JSON Schema: "type": "integer" also as 34.0 (draft 6+)
     key_order: str = "schema"          # JSON Schema: object keys in the schema's order, or any
     max_states: int = DEFAULT_MAX_STATES  # bound of every automaton built, intermediate ones too
+    # JSON Schema in any key order: the objects at these JSON pointers keep the schema's order
+    # (the front end's own choice where any order would tell too much apart: `compile_schema`)
+    schema_order_at: frozenset[str] = frozenset()
     notice: Callable[[str], None] = field(default=_warn, compare=False)  # where notices go
     # the bytes of a token a grammar names (`tokenizers.special`); set by the compiler
     tokens: Callable[[int | str], bytes] | None = field(default=None, compare=False)
@@ -65,7 +68,8 @@ class FrontendOptions:
         """The options as recorded in an artifact. `key_order` only where it is not the
         default, so that artifacts compiled before it existed stay byte for byte the same
         (and fresh for `grammarc build`)."""
-        return {k: v for k, v in asdict(self).items() if k not in ("notice", "tokens")
+        return {k: v for k, v in asdict(self).items()
+                if k not in ("notice", "tokens", "schema_order_at")
                 and not (k == "key_order" and v == "schema")}
 
     def token(self, spec: int | str) -> Expr:

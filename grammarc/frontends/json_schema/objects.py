@@ -20,7 +20,7 @@ from .conditions import (
 )
 from .node import KEYWORDS, TYPES, count_keyword, distinct_schemas, types_tested
 from .part import CompilerPart, Document
-from .positions import Position, pattern_properties
+from .positions import Position, TooManyKeyOrders, any_order_fits, pattern_properties
 from .resolution import Ref, escape_token
 from .scalars import Scalars
 
@@ -248,12 +248,12 @@ class Objects(CompilerPart):
         anywhere among them: a state is the set of slots read, the count of members (up to
         `cap`) and the digits of the condition's keys read (`_residual_states`; `verdict`
         tells, for every combination, whether the object is valid). With calls, each value is
-        a machine, so that the states of the sets of keys do not each hold a copy of it."""
-        layout = self.layout
+        a machine, so that the states of the sets of keys do not each hold a copy of it.
+        Past the states `any_order_fits` allows, `TooManyKeyOrders` (before building more)."""
+        layout, max_states = self.layout, self.options.max_states
         if self.calls:
-            pointer = self.registry.pointer(position.closure[0].node)
             slots = [(name, self.machines.value_machine(
-                f"{pointer}/properties/{escape_token(name)}", language), needed)
+                f"{position.pointer}/properties/{escape_token(name)}", language), needed)
                      for name, language, needed in slots]
         min_count, max_count = counts
         required = sum(1 << i for i, (_, _, needed) in enumerate(slots) if needed)
@@ -300,6 +300,8 @@ class Objects(CompilerPart):
                 else:
                     rest = alt(rest, concat(comma, extra, members(read, after_count, state)))
             memo[key] = rest
+            if not any_order_fits(position.ranking, max_states, len(memo)):
+                raise TooManyKeyOrders(position.pointer, len(position.ranking))
             return rest
 
         body = members(0, 0, 0) if following[0] >= 0 else NOTHING

@@ -10,7 +10,7 @@ from graphlib import CycleError, TopologicalSorter
 from heapq import heapify, heappop, heappush
 from typing import Any, Protocol
 
-from ...errors import GrammarError
+from ...errors import GrammarError, TooManyStatesError
 from .. import FrontendOptions
 from .node import SchemaNode
 from .resolution import Ref, Registry
@@ -18,13 +18,27 @@ from .resolution import Ref, Registry
 _MAX_KEY_SETS = 1 << 12    # sets of ranked keys an object in any key order may have read
 
 
-def any_order_fits(keys: Sequence[str], max_states: int) -> bool:
-    """Whether an object with these keys may take them in any order: few enough sets of keys
-    read (each a state) and names still to come (about half of them, each set its own copy),
-    within a quarter of `max_states`."""
-    sets = 1 << len(keys)
+def any_order_fits(keys: Sequence[str], max_states: int, sets: int | None = None) -> bool:
+    """Whether an object with these keys may take them in any order: few enough `sets` of
+    keys read (each a state; every subset of the keys where not given) and names still to
+    come (about half of them, each set its own copy), within a quarter of `max_states`. An
+    object that also counts its members or tests the values of some keys tells more than
+    sets apart: `sets` is then what it tells apart."""
+    sets = 1 << len(keys) if sets is None else sets
     states = sets * (1 + sum(len(json.dumps(k)) + 1 for k in keys) // 2)
     return sets <= _MAX_KEY_SETS and states <= max_states // 4
+
+
+class TooManyKeyOrders(TooManyStatesError):
+    """The objects at `pointer`, in any key order, tell apart more combinations of keys
+    read, member counts and tested values than `any_order_fits` allows: the schema is
+    compiled again with that position in the schema's order (`compile_schema`)."""
+
+    def __init__(self, pointer: str, keys: int) -> None:
+        super().__init__(f"{pointer}: the {keys} properties of objects here, with their "
+                         "property counts or the values they test, are too many to allow "
+                         "in any order")
+        self.pointer = pointer
 
 
 class Schemas(Protocol):
@@ -123,20 +137,26 @@ class Position:
     def any_order(self) -> bool:
         """Whether objects here take their ranked keys in any order (`--key-order any`):
         where the sets of keys an object may have read are too many to tell apart in states,
-        they follow the ranking, with a notice (every object here alike, so that products
-        of them stay exact)."""
+        or the position is in `schema_order_at`, they follow the ranking, with a notice
+        (every object here alike, so that products of them stay exact)."""
         compiler = self.compiler
-        if compiler.options.key_order != "any" or not self.ranking:
+        if compiler.options.key_order != "any" or not self.ranking or \
+                self.pointer in compiler.options.schema_order_at:
             return False
         if any_order_fits(self.ranking, compiler.options.max_states):
             return True
         compiler.options.notice(
-            f"{compiler.registry.pointer(self.closure[0].node)}: the {len(self.ranking)} "
+            f"{self.pointer}: the {len(self.ranking)} "
             f"properties of objects here ({', '.join(self.ranking[:3])}, ...) are too many "
             f"to allow in any order (2^{len(self.ranking)} sets of keys); they follow the "
             "schema's order there (as with --key-order schema); make the object smaller "
             "(nest groups of properties) or raise --max-states")
         return False
+
+    @cached_property
+    def pointer(self) -> str:
+        """The JSON pointer of the first schema here, which notices name."""
+        return self.compiler.registry.pointer(self.closure[0].node)
 
     def child(self, name: str) -> "Position":
         """The position of the value of key `name`."""

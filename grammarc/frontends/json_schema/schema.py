@@ -29,7 +29,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from itertools import combinations
 from typing import Any
@@ -61,7 +61,7 @@ from .node import (
 from .meta import check_against_meta_schema
 from .objects import Objects
 from .numbers import Bounds
-from .positions import Position
+from .positions import Position, TooManyKeyOrders
 from .resolution import (
     ROOT_URI, Ref, Registry, check_spelling, check_supported,
     draft_of, escape_token, subschemas,
@@ -78,6 +78,7 @@ _CUT = Automaton(ByteDFA(np.zeros((2, 1), np.int32), np.zeros(256, np.int32),
                          np.zeros(2, bool)), -1)
 
 
+_KEY_ORDER_RETRIES = 8  # positions put in the schema's key order, one compile each
 _FLAT_STRING_STATES = 256  # string machines this small are inlined where nothing else calls
 
 
@@ -724,7 +725,21 @@ class Compiler:
 
 def compile_schema(root: Any, options: FrontendOptions) -> Expr | MachineSet:
     """The language of the JSON texts of the instances `root` accepts: machines linked by
-    calls where values are left open, unless a boolean operation needs them flat."""
+    calls where values are left open, unless a boolean operation needs them flat. In any key
+    order, the objects of a position that would tell too much apart (`TooManyKeyOrders`)
+    take the schema's order, with a notice, and the document is compiled again (at most
+    `_KEY_ORDER_RETRIES` times; then the error stands, and `compiler.build_automaton` takes
+    the schema's order everywhere)."""
+    for _ in range(_KEY_ORDER_RETRIES):
+        try:
+            return _compiled(root, options)
+        except TooManyKeyOrders as exc:
+            if exc.pointer in options.schema_order_at:
+                raise
+            options.notice(f"{exc.message}; they follow the schema's order there (as with "
+                           "--key-order schema); make the object smaller (nest groups of "
+                           "properties) or raise --max-states")
+            options = replace(options, schema_order_at=options.schema_order_at | {exc.pointer})
     return _compiled(root, options)
 
 

@@ -136,6 +136,41 @@ def test_too_many_properties_for_any_order_keep_the_schema_order_with_a_notice()
     assert not accepts(automaton, '{"big": {"p1": 1, "p0": 2}}')
 
 
+def test_an_object_whose_conditions_tell_too_much_apart_alone_keeps_the_schema_order():
+    """The sets of an object's keys may fit while the values its conditions test multiply
+    them past the limit (JSON Schema Store's minecraft-loot-table spent 13 s building such an
+    object before the whole schema fell back to the schema's order): that position alone
+    takes the schema's order, with its notice, and the document is compiled again; the other
+    objects keep any order, and every text is judged as jsonschema judges it."""
+    props: dict[str, Any] = {"type": {"enum": ["t0", "t1", "t2", "t3"]}}
+    props.update({f"k{i}": {"type": "integer"} for i in range(5)})
+    tagged = {"type": "object", "properties": props, "allOf": [
+        {"if": {"properties": {"type": {"const": f"t{i}"}}}, "then": {"required": [f"k{i}"]}}
+        for i in range(4)]}
+    schema = {"type": "object", "properties": {"d": tagged, "p": {
+        "type": "object", "properties": {"x": {"type": "integer"}, "y": {"type": "integer"}}}}}
+    automaton, notices = dfa_of(schema, key_order="any", max_states=5_000)
+    assert notices == ["#/properties/d: the 6 properties of objects here, with their property "
+                       "counts or the values they test, are too many to allow in any order; "
+                       "they follow the schema's order there (as with --key-order schema); "
+                       "make the object smaller (nest groups of properties) or raise "
+                       "--max-states"]
+    assert accepts(automaton, '{"p": {"y": 1, "x": 2}, "d": {"type": "t1", "k1": 3}}')
+    assert not accepts(automaton, '{"d": {"k1": 3, "type": "t1"}}')
+    assert not accepts(automaton, '{"d": {"type": "t1", "k0": 3}}')
+    rng = random.Random(7)
+    validator = jsonschema.Draft202012Validator(schema)
+    for _ in range(300):
+        d = {k: rng.choice(["t0", "t2", 1, "x"]) if k == "type" else rng.choice([1, "x"])
+             for k in ["type", *(f"k{i}" for i in range(5))] if rng.random() < 0.5}
+        p = {k: rng.choice([1, "x"]) for k in rng.sample("xy", rng.randint(0, 2))}
+        instance = dict(rng.sample([("d", d), ("p", p)], 2))
+        assert accepts(automaton, json.dumps(instance)) == validator.is_valid(instance), instance
+    # within a larger bound the object takes any order
+    automaton, notices = dfa_of(schema, key_order="any", max_states=20_000)
+    assert not notices and accepts(automaton, '{"d": {"k1": 3, "type": "t1"}}')
+
+
 def test_a_notice_is_issued_once_however_often_its_object_is_read():
     """A union of objects read again for each branch difference and each level of a
     recursion met the same object many times, and said so each time (a composer.json schema
