@@ -10,7 +10,7 @@ from graphlib import CycleError, TopologicalSorter
 from heapq import heapify, heappop, heappush
 from typing import Any, Protocol
 
-from ...errors import GrammarError, TooManyStatesError
+from ...errors import GrammarError
 from .. import FrontendOptions
 from .node import SchemaNode
 from .resolution import Ref, Registry
@@ -29,10 +29,12 @@ def any_order_fits(keys: Sequence[str], max_states: int, sets: int | None = None
     return sets <= _MAX_KEY_SETS and states <= max_states // 4
 
 
-class TooManyKeyOrders(TooManyStatesError):
+class TooManyKeyOrders(Exception):
     """The objects at `pointer`, in any key order, tell apart more combinations of keys
-    read, member counts and tested values than `any_order_fits` allows: the schema is
-    compiled again with that position in the schema's order (`compile_schema`)."""
+    read, member counts and tested values than `any_order_fits` allows: the document is
+    compiled again with that position in the schema's order (`schema._compiled`). Not a
+    `GrammarError`, so that no step on the way takes it for one and goes on with a compile
+    it cut short."""
 
     def __init__(self, pointer: str, keys: int) -> None:
         super().__init__(f"{pointer}: the {keys} properties of objects here, with their "

@@ -725,27 +725,37 @@ class Compiler:
 
 def compile_schema(root: Any, options: FrontendOptions) -> Expr | MachineSet:
     """The language of the JSON texts of the instances `root` accepts: machines linked by
-    calls where values are left open, unless a boolean operation needs them flat. In any key
-    order, the objects of a position that would tell too much apart (`TooManyKeyOrders`)
-    take the schema's order, with a notice, and the document is compiled again (at most
-    `_KEY_ORDER_RETRIES` times; then the error stands, and `compiler.build_automaton` takes
-    the schema's order everywhere)."""
-    for _ in range(_KEY_ORDER_RETRIES):
-        try:
-            return _compiled(root, options)
-        except TooManyKeyOrders as exc:
-            if exc.pointer in options.schema_order_at:
-                raise
-            options.notice(f"{exc.message}; they follow the schema's order there (as with "
-                           "--key-order schema); make the object smaller (nest groups of "
-                           "properties) or raise --max-states")
-            options = replace(options, schema_order_at=options.schema_order_at | {exc.pointer})
+    calls where values are left open, unless a boolean operation needs them flat."""
     return _compiled(root, options)
 
 
 def _compiled(root: Any, options: FrontendOptions, open_recursions: bool = True,
               value_machines: bool = False, fallback: MachineSet | None = None
               ) -> Expr | MachineSet:
+    """`_compiled_once`; in any key order, where the objects of a position would tell too
+    much apart (`TooManyKeyOrders`), again with that position in the schema's order (with a
+    notice), up to `_KEY_ORDER_RETRIES` positions; past them, a `TooManyStatesError` (and
+    `compiler.build_automaton` takes the schema's order everywhere). The document is built
+    anew each time: a compile the error cut short is never used."""
+    for _ in range(_KEY_ORDER_RETRIES):
+        try:
+            return _compiled_once(root, options, open_recursions, value_machines, fallback)
+        except TooManyKeyOrders as exc:
+            if exc.pointer in options.schema_order_at:  # not expected: the position was not
+                raise TooManyStatesError(str(exc)) from None  # in any order this time
+            options.notice(f"{exc}; they follow the schema's order there (as with "
+                           "--key-order schema); make the object smaller (nest groups of "
+                           "properties) or raise --max-states")
+            options = replace(options, schema_order_at=options.schema_order_at | {exc.pointer})
+    try:
+        return _compiled_once(root, options, open_recursions, value_machines, fallback)
+    except TooManyKeyOrders as exc:
+        raise TooManyStatesError(f"{exc}, as were those of {_KEY_ORDER_RETRIES} positions "
+                                 "before it") from None
+
+
+def _compiled_once(root: Any, options: FrontendOptions, open_recursions: bool,
+                   value_machines: bool, fallback: MachineSet | None) -> Expr | MachineSet:
     try:
         return _document(Compiler(root, options, True, open_recursions, value_machines,
                                   fallback))

@@ -169,6 +169,21 @@ def test_an_object_whose_conditions_tell_too_much_apart_alone_keeps_the_schema_o
     # within a larger bound the object takes any order
     automaton, notices = dfa_of(schema, key_order="any", max_states=20_000)
     assert not notices and accepts(automaton, '{"d": {"k1": 3, "type": "t1"}}')
+    # eight positions are put in the schema's order so, one compile each; a ninth puts the
+    # whole schema in the schema's order, with one notice
+    for copies, notices_issued in ((8, 9), (9, 1)):
+        many = {"type": "object", "properties": {f"d{j}": tagged for j in range(copies)}}
+        notices = []
+        automaton = build_automaton("json-schema", json.dumps(many), None, FrontendOptions(
+            key_order="any", max_states=5_000, notice=notices.append))
+        assert len(notices) == notices_issued, notices
+        assert accepts(automaton, '{"d0": {"type": "t1", "k1": 3}}')
+        assert not accepts(automaton, '{"d0": {"k1": 3, "type": "t1"}}')
+    assert notices[0].startswith("#/properties/d8: the 6 properties of objects here, with "
+                                 "their property counts or the values they test, are too "
+                                 "many to allow in any order, as were those of 8 positions "
+                                 "before it with the keys of objects in any order; they "
+                                 "follow the schema's order instead")
 
 
 def test_a_notice_is_issued_once_however_often_its_object_is_read():
