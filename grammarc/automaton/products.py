@@ -81,6 +81,11 @@ class Linker(Protocol):
         built that the operands reach are; None where they reach none, or that product is
         the one being computed."""
 
+    @property
+    def failed_builds(self) -> int:
+        """How many machine bodies failed to build so far (a failed body is not known: no
+        product may go on as if it were empty)."""
+
 
 class Ops:
     """Intersection and difference of expressions, with a cache of the DFAs already built (by
@@ -287,9 +292,14 @@ class Ops:
             if not called_names(b):
                 return None
             a, b = b, a
+        failed = self.linker.failed_builds
         try:
             return self._calls_in_step(a, b, op)
         except TooManyStatesError:
+            # a machine built meanwhile (a meet, or one deferred till then) failed: its body
+            # is not known, and the error is not this product's own size
+            if self.linker.failed_builds != failed:
+                raise
             return None
 
     def _calls_in_step(self, a: Expr, b: Expr, op: int) -> Expr | None:

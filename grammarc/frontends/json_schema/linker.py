@@ -56,6 +56,13 @@ class Machines:
         self._value_names: dict[Expr, str] = {}  # machines of values (`value_machine`)
         # whether a property's value or an array's item is read inline (not a call)
         self.inline_values = False
+        # the machines whose body failed to build, and how: asked for again, they fail again
+        # (their body is unknown, never the empty language)
+        self._failures: dict[str, BaseException] = {}
+
+    @property
+    def failed_builds(self) -> int:
+        return len(self._failures)
 
     def value_machine(self, where: str, language: Expr, copy_small: bool = True) -> Expr:
         """A call of a machine of the values `language` (one per language, named after
@@ -107,12 +114,17 @@ class Machines:
 
     def machine(self, name: str, build) -> Call:
         """A call of the machine `name`, its body built by `build()` the first time (a call
-        of it from inside its own body is recursion)."""
+        of it from inside its own body is recursion); where that build failed, its error."""
+        if name in self._failures:
+            raise self._failures[name]
         if name not in self.bodies:
             self.bodies[name] = NOTHING
             self.building.add(name)
             try:
                 self.bodies[name] = build()
+            except BaseException as exc:
+                self._failures[name] = exc
+                raise
             finally:
                 self.building.discard(name)
             self.build_deferred()
@@ -122,7 +134,9 @@ class Machines:
               first: np.ndarray | None) -> Call:
         """A call of the machine `name`, its body built by `build()` once none of the
         machines `needs` is being built (it is being built till then); `first`: a superset
-        of the bytes its values start with, if known."""
+        of the bytes its values start with, if known. Where its build failed, its error."""
+        if name in self._failures:
+            raise self._failures[name]
         if name not in self.bodies:
             self.bodies[name] = NOTHING
             self.building.add(name)
@@ -142,6 +156,9 @@ class Machines:
                     del self.deferred[name]
                     try:
                         self.bodies[name] = build()
+                    except BaseException as exc:
+                        self._failures[name] = exc
+                        raise
                     finally:
                         self.building.discard(name)
                     progress = True

@@ -12,9 +12,13 @@ import jsonschema
 import pytest
 from helpers import accepts, dfa_of
 
+from grammarc.automaton import concat, repeat
+from grammarc.automaton.expr import Call, literal
 from grammarc.automaton.pushdown import PushdownDFA
-from grammarc.errors import GrammarError
+from grammarc.errors import GrammarError, TooManyStatesError
+from grammarc.frontends import FrontendOptions
 from grammarc.frontends.json_schema import canonical_dumps
+from grammarc.frontends.json_schema.schema import Compiler
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -404,3 +408,22 @@ def test_no_value_within_the_unrolled_depth_is_not_called_an_empty_schema():
     for depth in range(8):
         assert accepts(dfa, json.dumps(_chain(depth))) == validator.is_valid(_chain(depth)) == \
             (depth == 5), depth
+
+
+def test_a_machine_whose_body_failed_to_build_is_never_used_as_empty():
+    """A product that keeps calls meets the machines it calls (`Machines.meet`); where that
+    meet is past --max-states, its build fails, and the product tries another way. Asked
+    again, the meet was a call of a machine with an empty body (the empty language: under a
+    `not` or a `oneOf`, values it should have removed would pass). Now it fails again, and a
+    failure while a product is computed is not taken for the product's own size."""
+    compiler = Compiler({}, FrontendOptions(max_states=50), True)
+    machines = compiler.machines
+    machines.machine("A", lambda: repeat(literal("a" * 7), 0, None))   # 7 states
+    machines.machine("B", lambda: repeat(literal("a" * 11), 0, None))  # 11; together 77
+    a, b = concat(literal("["), Call("A")), concat(literal("["), Call("B"))
+    for _ in range(2):
+        with pytest.raises(TooManyStatesError, match="more than --max-states 50"):
+            compiler.ops.intersect(a, b)
+    assert machines.failed_builds == 1
+    with pytest.raises(TooManyStatesError):
+        machines.defer("A & B", {"A", "B"}, lambda: literal("a"), None)
