@@ -16,11 +16,17 @@ from ..charsets import walk_bytes
 
 @dataclass(frozen=True)
 class DFATable:
-    """The table of a complete DFA over bytes (dead = 0, start = 1)."""
+    """The table of a complete DFA over bytes (dead = 0, start = 1). Its arrays are read-only
+    (automata are shared: by the front ends' per-process caches, by products and machines)."""
 
     trans: np.ndarray       # int32 [num_states, num_classes]
     byte_class: np.ndarray  # int32 [256]: the class of each byte value
     accepting: np.ndarray   # bool [num_states]
+
+    def __post_init__(self) -> None:
+        for array in vars(self).values():
+            if isinstance(array, np.ndarray):
+                array.flags.writeable = False
 
     @property
     def num_states(self) -> int:
