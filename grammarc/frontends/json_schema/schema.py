@@ -741,8 +741,9 @@ def _compiled(root: Any, options: FrontendOptions, open_recursions: bool = True,
         try:
             return _compiled_once(root, options, open_recursions, value_machines, fallback)
         except TooManyKeyOrders as exc:
-            if exc.pointer in options.schema_order_at:  # not expected: the position was not
-                raise TooManyStatesError(str(exc)) from None  # in any order this time
+            if exc.pointer in options.schema_order_at:
+                # not expected: objects in the schema's order tell no sets of keys apart
+                raise TooManyStatesError(str(exc)) from None
             options.notice(f"{exc}; they follow the schema's order there (as with "
                            "--key-order schema); make the object smaller (nest groups of "
                            "properties) or raise --max-states")
