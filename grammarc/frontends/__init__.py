@@ -43,7 +43,8 @@ class FrontendOptions:
     key_order: str = "schema"          # JSON Schema: object keys in the schema's order, or any
     max_states: int = DEFAULT_MAX_STATES  # bound of every automaton built, intermediate ones too
     # JSON Schema in any key order: the objects at these JSON pointers keep the schema's order
-    # (the front end's own choice where any order would tell too much apart: `compile_schema`)
+    # (the front end's own choice where any order would tell too much apart, made again from
+    # the schema and the other options at each compile: `json_schema.schema._compiled`)
     schema_order_at: frozenset[str] = frozenset()
     notice: Callable[[str], None] = field(default=_warn, compare=False)  # where notices go
     # the bytes of a token a grammar names (`tokenizers.special`); set by the compiler
@@ -67,7 +68,7 @@ class FrontendOptions:
     def to_metadata(self) -> dict[str, Any]:
         """The options as recorded in an artifact. `key_order` only where it is not the
         default, so that artifacts compiled before it existed stay byte for byte the same
-        (and fresh for `grammarc build`)."""
+        (and fresh for `grammarc build`); never `schema_order_at`, which a compile derives."""
         return {k: v for k, v in asdict(self).items()
                 if k not in ("notice", "tokens", "schema_order_at")
                 and not (k == "key_order" and v == "schema")}
