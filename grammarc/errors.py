@@ -43,6 +43,10 @@ class UnsupportedError(GrammarError):
     """A construct grammarc cannot compile exactly (lookaround, unevaluatedProperties, ...)."""
 
 
+class EmptyLanguageError(GrammarError):
+    """A grammar, or a machine of it, matches no string at all."""
+
+
 class TooManyStatesError(GrammarError):
     """The automaton grew past the --max-states limit."""
 

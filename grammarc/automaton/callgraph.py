@@ -11,7 +11,7 @@ back out of the DFA as call edges `(state, machine, return state)` (`code_paths`
 
 from __future__ import annotations
 
-from typing import Callable, Collection
+from typing import Callable, Collection, Hashable, Iterable, Mapping, TypeVar
 
 import numpy as np
 
@@ -27,6 +27,8 @@ CALL_PREFIX = 0xFF
 CALL_DIGITS = bytes([0xC0, 0xC1, *range(0xF5, 0xFE)])  # never in UTF-8 text, like 0xFF
 CODE_BYTES = np.array([CALL_PREFIX, *CALL_DIGITS])  # every byte a call code uses
 DIGIT_BYTES = CODE_BYTES[1:]  # the digits, as an array
+
+Node = TypeVar("Node", bound=Hashable)
 
 
 def call_codes(names: list[str]) -> dict[str, bytes]:
@@ -164,6 +166,52 @@ def reachable_machines(names: set[str], bodies: dict[str, Expr]) -> set[str]:
             reached.add(name)
             todo.extend(called_names(bodies[name]))
     return reached
+
+
+def strongly_connected(graph: Mapping[Node, Iterable[Node]]) -> list[list[Node]]:
+    """The strongly connected components of `graph` (node -> successors), each after the
+    components it reaches (Tarjan's algorithm, iterative: call graphs may be deep)."""
+    index: dict[Node, int] = {}
+    low: dict[Node, int] = {}
+    on_stack: set[Node] = set()
+    stack: list[Node] = []
+    out: list[list[Node]] = []
+    for root in graph:
+        if root in index:
+            continue
+        work = [(root, iter(graph[root]))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is None:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    members = []
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        members.append(member)
+                        if member == node:
+                            break
+                    out.append(members)
+            elif child not in index:
+                index[child] = low[child] = len(index)
+                stack.append(child)
+                on_stack.add(child)
+                work.append((child, iter(graph[child])))
+            elif child in on_stack:
+                low[node] = min(low[node], index[child])
+    return out
+
+
+def is_cyclic(members: list[Node], graph: Mapping[Node, Collection[Node]]) -> bool:
+    """Whether a strongly connected component of `graph` holds a cycle."""
+    return len(members) > 1 or members[0] in graph[members[0]]
 
 
 def recursive_machines(bodies: dict[str, Expr]) -> set[str]:

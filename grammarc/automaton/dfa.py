@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import _core
-from ..errors import AmbiguityError, GrammarError, TooManyStatesError
+from ..errors import AmbiguityError, EmptyLanguageError, TooManyStatesError
 from . import DEFAULT_MAX_STATES
 from .bytedfa import ByteDFA, DFATable
 from .expr import Expr
@@ -63,7 +63,7 @@ class SubsetDFA(DFATable):
     minimised anyway)."""
 
     def minimal(self, max_states: int = _NO_LIMIT) -> ByteDFA:
-        """The canonical minimal DFA (`GrammarError` for the empty language,
+        """The canonical minimal DFA (`EmptyLanguageError` for the empty language,
         `TooManyStatesError` past `max_states` states)."""
         return _within(minimize(self.trans, self.byte_class, self.accepting), max_states)
 
@@ -181,7 +181,7 @@ def minimize(trans: np.ndarray, byte_class: np.ndarray, accepting: np.ndarray,
         np.ascontiguousarray(accepting, dtype=np.bool_),
         _NO_LABELS if labels is None else np.ascontiguousarray(labels, dtype=np.int32))
     if status:
-        raise GrammarError("the grammar matches no string at all (its language is empty)")
+        raise EmptyLanguageError("the grammar matches no string at all (its language is empty)")
     if labels is None:
         return ByteDFA(trans, byte_class, accepting)
     state_labels = np.asarray(labels, dtype=np.int32)[rep]

@@ -9,13 +9,17 @@ machines, if it offers some, then one flat automaton.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Callable
 
-from ..errors import GrammarError, TooManyStatesError
+import numpy as np
+
+from .. import _core
+from ..errors import EmptyLanguageError, GrammarError, TooManyStatesError
 from .bytedfa import ByteDFA
 from .callgraph import (
-    call_codes, called_names, code_paths, reachable_machines, recursive_machines,
-    replace_calls, without_codes,
+    call_codes, called_names, code_paths, is_cyclic, reachable_machines, recursive_machines,
+    replace_calls, strongly_connected, without_codes,
 )
 from .counters import is_counted, most_counted
 from .dfa import build_dfa
@@ -104,7 +108,11 @@ def deterministic_pushdown(machines: MachineSet, max_states: int,
     while True:
         try:
             machines = _without_copies(machines, max_states, built, codes)
-            return build_pushdown(machines, max_states, built, codes, unions=unite)
+            pd = build_pushdown(machines, max_states, built, codes, unions=unite)
+            unproductive = _unproductive_machines(pd) & {name for name, _ in machines.machines}
+            if not unproductive:
+                return pd
+            machines = _without_machines(machines, unproductive)
         except NotDeterministicError as exc:
             bodies = dict(machines.machines)
             counted = [name for name in exc.machines if name in bodies and
@@ -147,15 +155,27 @@ def _without_copies(machines: MachineSet, max_states: int, built: dict[tuple, tu
     callers of merged machines may become equal in turn). A machine that recurses and one
     that does not are never merged: the latter stays free to be inlined. A machine whose DFA
     is the root's lends the root its body, so that the two, rewritten alike by later
-    inlining, are built once (`build_pushdown` links that machine as the root)."""
+    inlining, are built once (`build_pushdown` links that machine as the root).
+
+    A machine that matches no text (its body is empty once built: the `oneOf` of two equal
+    schemas, or only calls of such machines) is dropped and its calls become NOTHING, so the
+    branches that call it are dead and the rest of the grammar is kept."""
     while True:
         first_of: dict[tuple, str] = {}
         alias: dict[str, str] = {}
         keys: dict[str, tuple] = {}
+        empty: set[str] = set()
         recursive = recursive_machines(dict(machines.machines))
         for name, body in machines.machines:
-            keys[name] = built_dfa(body, True, max_states, built, codes)[3]
+            try:
+                keys[name] = built_dfa(body, True, max_states, built, codes)[3]
+            except EmptyLanguageError:
+                empty.add(name)
+                continue
             alias[name] = first_of.setdefault((name in recursive, *keys[name]), name)
+        if empty:
+            machines = _without_machines(machines, empty)
+            continue
         if all(name == kept for name, kept in alias.items()):
             root_key = built_dfa(machines.root, False, max_states, built, codes)[3]
             copy = next((body for name, body in machines.machines if keys[name] == root_key),
@@ -171,6 +191,99 @@ def _without_copies(machines: MachineSet, max_states: int, built: dict[tuple, tu
             replace_calls(machines.root, renamed, merged),
             tuple((name, replace_calls(body, renamed, merged)) for name, body in machines.machines
                   if alias[name] == name), machines.unrolled, machines.alternative)
+
+
+def _unproductive_machines(pd: PushdownDFA) -> set[str]:
+    """The machines of `pd` that can never return: no path from their start reaches one of
+    their final states through their own text and calls of machines that can (the
+    productive symbols of a context-free grammar, the least fixpoint). A call of one can
+    never be completed, so no token may enter it: such a machine is the `$ref` of an object
+    that requires itself, `{"required": ["n"], "properties": {"n": {"$ref": "#"}}}`.
+
+    Machines are decided callees first, a strongly connected group of them at a time. One
+    in no cycle that calls only machines that can return can (its minimal DFA has a path to
+    a final state, and each call on it returns): no walk. The others are walked
+    (`_returning`). Counts are not read, and a union's site returns by any exit class, so a
+    machine is found unproductive only where it is. Where the root (machine 0) is one, the
+    language is empty."""
+    num_machines = len(pd.machine_names)
+    callers = np.repeat(np.arange(pd.num_states), np.diff(pd.call_ptr))
+    # each call's return states: its return state, or the returns of its site by exit class
+    ret = pd.call_return.astype(np.int64)
+    site_size = np.diff(pd.site_ptr)[ret]
+    fan = np.maximum(site_size, 1)
+    edge = np.repeat(np.arange(len(ret)), fan)
+    nth = np.arange(len(edge)) - np.repeat(np.cumsum(fan) - fan, fan)
+    target = ret[edge]
+    at_site = site_size[edge] > 0
+    target[at_site] = pd.site_next[pd.site_ptr[target[at_site]] + nth[at_site]]
+    calls = _Calls(callers[edge], pd.state_machine[callers[edge]], pd.call_machine[edge],
+                   target)
+    callees: dict[int, set[int]] = {machine: set() for machine in range(num_machines)}
+    for caller, callee in set(zip(calls.caller.tolist(), calls.callee.tolist())):
+        callees[caller].add(callee)
+    productive = np.zeros(num_machines, bool)
+    for group in strongly_connected(callees):  # callees first
+        group.sort()
+        if not is_cyclic(group, callees) and all(productive[c] for c in callees[group[0]]):
+            productive[group[0]] = True
+            continue
+        while True:  # from none of the group, until no more of it is found productive
+            found = _returning(pd, calls, group, productive)
+            if (found == productive[group]).all():
+                break
+            productive[group] = found
+            if found.all():
+                break
+    if not productive[0]:
+        raise EmptyLanguageError("the grammar matches no string at all (its language is "
+                                 "empty: every text calls a machine that never returns)")
+    return {name for name, ok in zip(pd.machine_names, productive.tolist()) if not ok}
+
+
+@dataclass(frozen=True)
+class _Calls:
+    """The call edges of a pushdown automaton, one per return state they may lead to."""
+
+    source: np.ndarray  # the calling state
+    caller: np.ndarray  # its machine
+    callee: np.ndarray  # the machine called
+    target: np.ndarray  # a state the call may return to
+
+
+def _returning(pd: PushdownDFA, calls: _Calls, group: list[int],
+               productive: np.ndarray) -> np.ndarray:
+    """For each machine of `group`, whether its start reaches a final state through its text
+    and the calls of `productive` machines (one walk over the group's states)."""
+    in_group = pd.state_machine == group[0] if len(group) == 1 else \
+        np.isin(pd.state_machine, group)
+    states = np.flatnonzero(in_group)
+    # the group's states numbered from 1; every state outside it is the dead state 0
+    local = np.zeros(pd.num_states, np.int32)
+    local[states] = np.arange(1, len(states) + 1, dtype=np.int32)
+    text = local[pd.dfa.trans[states]]
+    mine = np.flatnonzero(in_group[calls.source])
+    returns = np.where(productive[calls.callee[mine]], local[calls.target[mine]], 0)
+    owner = np.concatenate([np.repeat(np.arange(1, len(states) + 1), text.shape[1]),
+                            local[calls.source[mine]]])
+    order = np.argsort(owner, kind="stable")
+    ptr = np.zeros(len(states) + 2, np.int64)
+    np.cumsum(np.bincount(owner, minlength=len(states) + 1), out=ptr[1:])
+    distances = _core.min_tokens_to_accept(
+        ptr, np.concatenate([text.reshape(-1), returns]).astype(np.int32)[order],
+        np.concatenate([[False], pd.dfa.accepting[states]]))
+    return distances[local[pd.machine_start[group]]] >= 0
+
+
+def _without_machines(machines: MachineSet, names: set[str]) -> MachineSet:
+    """The machine set without the machines `names`, each of their calls NOTHING."""
+    def dead(name: str) -> Expr:
+        return NOTHING
+
+    return MachineSet(replace_calls(machines.root, dead, names),
+                      tuple((name, replace_calls(body, dead, names))
+                            for name, body in machines.machines if name not in names),
+                      machines.unrolled, machines.alternative)
 
 
 def _inlined(machines: MachineSet, names: frozenset[str], built: dict[tuple, tuple],

@@ -26,6 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterable
 
+from ..automaton.callgraph import is_cyclic, strongly_connected
 from ..automaton.expr import (
     EMPTY, NOTHING, Alt, Call, Concat, Expr, MachineSet, Repeat, alt, concat, nullable, repeat,
 )
@@ -93,10 +94,10 @@ class _Heads:
         self.component: dict[str, int] = {}
         self.heads: set[str] = set()
         self.recursive: set[str] = set()
-        for index, members in enumerate(_components(graph)):
+        for index, members in enumerate(strongly_connected(graph)):
             for name in members:
                 self.component[name] = index
-            if _is_cyclic(members, graph):
+            if is_cyclic(members, graph):
                 self.recursive.update(members)
                 self.heads.update(_cycle_heads(members, graph, rank))
         self._inlined: dict[str, Expr] = {}
@@ -151,8 +152,8 @@ def _with_bracketed_spans(rules: dict[str, Expr], refs: "_RefCache") -> dict[str
     own (`__span1`, ...: `statement* "}"` out of `"{" statement* "}"`), equal spans shared."""
     succ = {name: sorted(refs(body)) for name, body in rules.items()}
     group_of: dict[str, frozenset[str]] = {}
-    for members in _components(succ):
-        if _is_cyclic(members, succ):
+    for members in strongly_connected(succ):
+        if is_cyclic(members, succ):
             for name in members:
                 group_of[name] = frozenset(members)
     spans: dict[Expr, str] = {}
@@ -289,50 +290,6 @@ def _reachable(start: str, succ: dict[str, list[str]]) -> set[str]:
     return seen
 
 
-def _components(graph: dict[str, list[str]]) -> list[list[str]]:
-    """Strongly connected components (Tarjan's algorithm, iterative)."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    on_stack: set[str] = set()
-    stack: list[str] = []
-    out: list[list[str]] = []
-    for root in graph:
-        if root in index:
-            continue
-        work = [(root, iter(graph[root]))]
-        index[root] = low[root] = len(index)
-        stack.append(root)
-        on_stack.add(root)
-        while work:
-            node, children = work[-1]
-            child = next(children, None)
-            if child is None:
-                work.pop()
-                if work:
-                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
-                if low[node] == index[node]:
-                    members = []
-                    while True:
-                        member = stack.pop()
-                        on_stack.discard(member)
-                        members.append(member)
-                        if member == node:
-                            break
-                    out.append(members)
-            elif child not in index:
-                index[child] = low[child] = len(index)
-                stack.append(child)
-                on_stack.add(child)
-                work.append((child, iter(graph[child])))
-            elif child in on_stack:
-                low[node] = min(low[node], index[child])
-    return out
-
-
-def _is_cyclic(members: list[str], graph: dict[str, list[str]]) -> bool:
-    return len(members) > 1 or members[0] in graph[members[0]]
-
-
 def _cycle_heads(members: Iterable[str], graph: dict[str, list[str]],
                  rank: dict[str, tuple]) -> list[str]:
     """Rules that every cycle inside `members` passes through, chosen greedily until no cycle
@@ -343,7 +300,7 @@ def _cycle_heads(members: Iterable[str], graph: dict[str, list[str]],
     heads: list[str] = []
     while True:
         sub = {n: [s for s in graph[n] if s in remaining] for n in remaining}
-        cyclic = [c for c in _components(sub) if _is_cyclic(c, sub)]
+        cyclic = [c for c in strongly_connected(sub) if is_cyclic(c, sub)]
         if not cyclic:
             return heads
         for group in cyclic:

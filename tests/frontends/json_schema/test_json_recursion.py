@@ -9,13 +9,16 @@ from pathlib import Path
 from typing import Any
 
 import jsonschema
+import numpy as np
 import pytest
 from helpers import accepts, dfa_of
 
-from grammarc.automaton import concat, repeat
-from grammarc.automaton.expr import Call, literal
+import grammarc
+from grammarc.automaton import ByteDFA, concat, repeat
+from grammarc.automaton.expr import Automaton, Call, MachineSet, alt, literal
+from grammarc.automaton.linking import language_automaton
 from grammarc.automaton.pushdown import PushdownDFA
-from grammarc.errors import GrammarError, TooManyStatesError
+from grammarc.errors import EmptyLanguageError, GrammarError, TooManyStatesError
 from grammarc.frontends import FrontendOptions
 from grammarc.frontends.json_schema import canonical_dumps
 from grammarc.frontends.json_schema.schema import Compiler
@@ -427,3 +430,59 @@ def test_a_machine_whose_body_failed_to_build_is_never_used_as_empty():
     assert machines.failed_builds == 1
     with pytest.raises(TooManyStatesError):
         machines.defer("A & B", {"A", "B"}, lambda: literal("a"), None)
+
+
+# an object that requires a value of itself has no instance: only texts of infinite depth
+ENDLESS = {"type": "object", "required": ["next"],
+           "properties": {"next": {"$ref": "#/$defs/endless"}}}
+
+
+def _no_dead_ends(grammar, prefixes: list[bytes]) -> int:
+    """Assert that after each prefix every token the mask allows (EOS aside) leads to a state
+    from which the text can still end; how many tokens were checked."""
+    checked = 0
+    for prefix in prefixes:
+        state = grammar.walk_bytes(prefix)
+        assert state, prefix
+        for token in np.flatnonzero(grammar.mask(state)).tolist():
+            if token in grammar.eos_token_ids:
+                continue
+            after = grammar.next_state(state, token)
+            assert after and grammar.tokens_to_accept(after) >= 0, (prefix, token)
+            checked += 1
+    return checked
+
+
+def test_a_machine_that_never_returns_is_never_entered(smollm2):
+    """A `$ref` to an object that requires itself has no instance (its machine can never
+    return), so a key whose value is one can never be written: the tokens that would enter
+    it (after `{"a`, the `"` or `":` that end the key) are not allowed, while `"ab"`, an
+    additional key, stays. Before, they were: the text then had no way to end. The real
+    schema this comes from (maskbench's o74424) requires such keys at its root, where no
+    object is valid at all (a string still is); a root that is one has no text."""
+    schema = {"$defs": {"endless": ENDLESS}, "type": "object",
+              "properties": {"a": {"$ref": "#/$defs/endless"}, "b": {"type": "integer"}}}
+    grammar = grammarc.compile_json_schema(schema, smollm2)
+    assert _no_dead_ends(grammar, [b"{", b'{"', b'{"a', b'{"b": 1, "a']) > 100
+    validator = jsonschema.Draft202012Validator(schema)
+    for text in [b"{}", b'{"b": 1}', b'{"ab": {"next": 1}}', b'{"a": {}}', b'{"a": {"next": {}}}']:
+        assert grammar.matches(text) == validator.is_valid(json.loads(text)), text
+    rooted = {"$defs": {"endless": ENDLESS}, "required": ["a"],
+              "properties": {"a": {"$ref": "#/$defs/endless"}}}
+    grammar = grammarc.compile_json_schema(rooted, smollm2)
+    assert not grammar.walk_bytes(b"{") and grammar.matches(b'"text"')
+    with pytest.raises(EmptyLanguageError, match="a machine that never returns"):
+        grammarc.compile_json_schema({"$defs": {"endless": ENDLESS}, "$ref": "#/$defs/endless",
+                                      "type": "object"}, smollm2)
+
+
+def test_a_machine_whose_text_is_empty_is_dropped_with_its_calls():
+    """A machine whose body's automaton accepts nothing (its texts all ruled out once built)
+    takes with it only the branches that call it; the language was refused as empty."""
+    nothing = Automaton(ByteDFA(np.zeros((2, 1), np.int32), np.zeros(256, np.int32),
+                                np.zeros(2, bool)))
+    machines = MachineSet(alt(literal("b"), concat(literal("a"), Call("m"), literal("c"))),
+                          (("m", concat(literal("x"), nothing)),))
+    automaton = language_automaton(machines, 1_000, 4, lambda message: None)
+    assert [automaton.accepts(text) for text in (b"b", b"a", b"ax", b"axc")] == \
+        [True, False, False, False]
