@@ -6,7 +6,9 @@ Every case must end in one of two ways: it compiles (or loads), or it raises a o
 worker died), a hang (past the time limit). Where a case compiles, strings sampled from its
 table are checked by an independent oracle (Python's `re`, `jsonschema`, Lark's Earley parser,
 for GBNF on the tests' own rewriting into Lark, for state-machine specs a walk of their
-transitions with `re`): an *invalid accepted* is a sampled string the oracle rejects.
+transitions with `re`): an *invalid accepted* is a sampled string the oracle rejects. Every
+table is also checked for *dead ends*: entries (tokens a mask allows) that lead from a state
+that can still accept to one that cannot, after which the text has no way to end.
 
 A number is a value, whatever its spelling: the kind `json-numbers` is random schemas of number
 keywords under every applicator that subtracts (`not`, `oneOf`, `if`, `contains`, conditions
@@ -23,7 +25,7 @@ order (no notice says so), the values are also written with the keys of every ob
 
 Seeds are the examples in grammars/ and artifacts/ (and the llama.cpp grammars of
 ../shared/conformance/gbnf when present). Exit status 1 when any traceback, crash, hang,
-invalid accepted or valid refused was seen.
+invalid accepted, valid refused or dead end was seen.
 """
 
 from __future__ import annotations
@@ -49,8 +51,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 from grammar_oracles import (  # the tests' independent GBNF reader and JSON number oracle
-    exact_json, exact_validator, gbnf_to_lark, modest, number_instances, random_number_schema,
-    spelled_json,
+    dead_end_entries, exact_json, exact_validator, gbnf_to_lark, modest, number_instances,
+    random_number_schema, spelled_json,
 )
 
 SHARED_GBNF = ROOT.parent / "shared" / "conformance" / "gbnf"
@@ -249,6 +251,7 @@ def run_case(kind: str, source: str | bytes, seed: int) -> dict:
                 "seconds": time.perf_counter() - started}
     compiled = time.perf_counter() - started
     invalid, refused, checked, samples = [], [], 0, []
+    dead_ends = dead_end_entries(grammar.table)
     rng = np.random.default_rng(seed)
     for _ in range(3):
         try:
@@ -277,7 +280,7 @@ def run_case(kind: str, source: str | bytes, seed: int) -> dict:
         invalid += respelled[1]
         refused += respelled[2]
     return {"outcome": "compiled", "checked": checked, "invalid": invalid, "refused": refused,
-            "seconds": compiled, "key_order": key_order}
+            "dead_ends": dead_ends, "seconds": compiled, "key_order": key_order}
 
 
 def _check_spellings(grammar: Any, source: str, samples: list[bytes], rng: random.Random,
@@ -448,7 +451,7 @@ def report(results: list[dict]) -> bool:
     bad_outcomes = ("traceback", "multi-line error", "crash", "hang")
     print(f"{'kind':12} {'cases':>6} {'compiled':>9} {'errors':>7} {'traceback':>10} "
           f"{'crash':>6} {'hang':>5} {'checked':>8} {'invalid':>8} {'refused':>8} "
-          f"{'max s':>7}")
+          f"{'dead end':>8} {'max s':>7}")
     clean = True
     for kind in [*KINDS, "TOTAL"]:
         mine = [r for r in results if kind in ("TOTAL", r["kind"])]
@@ -458,18 +461,20 @@ def report(results: list[dict]) -> bool:
         checked = sum(r.get("checked", 0) for r in mine)
         invalid = sum(len(r.get("invalid", [])) for r in mine)
         refused = sum(len(r.get("refused", [])) for r in mine)
+        dead_ends = sum(1 for r in mine if r.get("dead_ends"))
         slowest = max((r.get("seconds", 0.0) for r in mine), default=0.0)
         tracebacks = count["traceback"] + count["multi-line error"]
         print(f"{kind:12} {len(mine):6} {count['compiled']:9} {count['error']:7} "
               f"{tracebacks:10} {count['crash']:6} {count['hang']:5} {checked:8} "
-              f"{invalid:8} {refused:8} {slowest:7.1f}")
+              f"{invalid:8} {refused:8} {dead_ends:8} {slowest:7.1f}")
     for r in results:
-        if r["outcome"] in bad_outcomes or r.get("invalid") or r.get("refused"):
+        if r["outcome"] in bad_outcomes or r.get("invalid") or r.get("refused") or \
+                r.get("dead_ends"):
             clean = False
             order = f", key order {r['key_order']}" if r.get("key_order") == "any" else ""
             print(f"\n{r['outcome']} ({r['kind']}{order}): {r.get('detail', '')}\n  invalid: "
-                  f"{r.get('invalid', [])}\n  refused: {r.get('refused', [])}\n  source: "
-                  f"{r['source']!r}")
+                  f"{r.get('invalid', [])}\n  refused: {r.get('refused', [])}\n  dead-end "
+                  f"entries: {r.get('dead_ends', 0)}\n  source: {r['source']!r}")
     return clean
 
 

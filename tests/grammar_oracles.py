@@ -153,6 +153,26 @@ def token_walk(grammar, rng: random.Random, budget: int = 40) -> list[int]:
         ids.append(token)
 
 
+def dead_end_entries(table) -> int:
+    """Entries of a compiled `TokenTable` (its ordinary rows, and its stack tokens where it
+    has calls) that lead from a state that can still accept to one that cannot
+    (`min_tokens_to_accept` -1): each is a token some mask allows with no way to end the
+    text. An exact table has none."""
+    cost = table.min_tokens_to_accept
+    sizes = np.diff(table.row_ptr)[table.state_row]
+    owner = np.repeat(np.arange(len(sizes)), sizes)
+    first = np.repeat(table.row_ptr[table.state_row] - np.cumsum(sizes) + sizes, sizes)
+    following = owner + table.row_delta[first + np.arange(len(owner))]
+    found = int(np.count_nonzero((cost[owner] >= 0) & (cost[following] < 0)))
+    if table.calls is not None:
+        calls = table.calls
+        owner = np.repeat(np.arange(len(calls.stack_ptr) - 1), np.diff(calls.stack_ptr))
+        pushed = calls.stack_next >= 0  # -1: a return, decided by the stack
+        found += int(np.count_nonzero((cost[owner[pushed]] >= 0) &
+                                      (cost[calls.stack_next[pushed]] < 0)))
+    return found
+
+
 def greedy_tokens(tokenizer, text: str) -> list[int]:
     """`text` cut into vocabulary tokens, longest match first (any valid tokenisation will do:
     the table must accept every one)."""

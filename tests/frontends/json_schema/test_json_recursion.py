@@ -11,7 +11,8 @@ from typing import Any
 import jsonschema
 import numpy as np
 import pytest
-from helpers import accepts, dfa_of
+from grammar_oracles import dead_end_entries
+from helpers import accepts, dfa_of, table_grammar
 
 import grammarc
 from grammarc.automaton import ByteDFA, concat, repeat
@@ -464,6 +465,7 @@ def test_a_machine_that_never_returns_is_never_entered(smollm2):
               "properties": {"a": {"$ref": "#/$defs/endless"}, "b": {"type": "integer"}}}
     grammar = grammarc.compile_json_schema(schema, smollm2)
     assert _no_dead_ends(grammar, [b"{", b'{"', b'{"a', b'{"b": 1, "a']) > 100
+    assert dead_end_entries(grammar.table) == 0
     validator = jsonschema.Draft202012Validator(schema)
     for text in [b"{}", b'{"b": 1}', b'{"ab": {"next": 1}}', b'{"a": {}}', b'{"a": {"next": {}}}']:
         assert grammar.matches(text) == validator.is_valid(json.loads(text)), text
@@ -471,9 +473,23 @@ def test_a_machine_that_never_returns_is_never_entered(smollm2):
               "properties": {"a": {"$ref": "#/$defs/endless"}}}
     grammar = grammarc.compile_json_schema(rooted, smollm2)
     assert not grammar.walk_bytes(b"{") and grammar.matches(b'"text"')
+    assert dead_end_entries(grammar.table) == 0
     with pytest.raises(EmptyLanguageError, match="a machine that never returns"):
         grammarc.compile_json_schema({"$defs": {"endless": ENDLESS}, "$ref": "#/$defs/endless",
                                       "type": "object"}, smollm2)
+
+
+def test_the_dead_end_oracle_finds_a_token_with_no_way_to_end():
+    """`dead_end_entries` (the tests' and fuzz.py's check of a table) counts an entry into a
+    state that cannot accept: here 'b' from the start, beside `a{1,3}`."""
+    dense = np.zeros((6, 4), np.int64)
+    dense[1, [1, 2, 3]] = [2, 3, 5]
+    dense[2, [0, 1, 2]] = [2, 3, 4]
+    dense[3, [0, 1]] = [3, 4]
+    dense[4, [0]] = [4]
+    assert dead_end_entries(table_grammar(dense, [2, 3, 4], [1, 2, 3, 4]).table) == 1
+    dense[1, 3] = 0
+    assert dead_end_entries(table_grammar(dense, [2, 3, 4], [1, 2, 3, 4]).table) == 0
 
 
 def test_a_machine_whose_text_is_empty_is_dropped_with_its_calls():
