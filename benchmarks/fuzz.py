@@ -63,6 +63,13 @@ SUFFIX_KIND = {".regex": "regex", ".schema.json": "json-schema", ".lark": "lark"
 EXTRA_REGEXES = [r"[a-z]+(\.[a-z]+)*@[a-z]+", r"(?:\d{1,3}\.){3}\d{1,3}", r"(ab|a)*c?",
                  r"[^\s,]{2,8}(,[^\s,]{2,8}){0,3}", r"(?i:hello) (world|there)!?",
                  r"\w+\s*=\s*\"[^\"]*\"", r"x{2,5}y{0,3}|z+", r"(?!ab)[a-c]{2}\d"]
+# a value that requires itself (no instance: its machine never returns) beside a union of
+# it with a recursion that does end; mutations make either of them end or not
+EXTRA_SCHEMAS = [json.dumps({
+    "$defs": {"node": {"type": "object", "required": ["next"], "properties": {
+        "next": {"$ref": "#/$defs/node"}, "leaf": {"type": "integer"}}}},
+    "type": "object", "properties": {"a": {"$ref": "#/$defs/node"}, "b": {"anyOf": [
+        {"$ref": "#/$defs/node"}, {"type": "array", "items": {"$ref": "#"}}]}}})]
 JSON_KEYWORDS = ["type", "enum", "const", "minimum", "maximum", "exclusiveMinimum",
                  "minLength", "maxLength", "pattern", "items", "prefixItems", "properties",
                  "required", "additionalProperties", "anyOf", "allOf", "oneOf", "not", "$ref",
@@ -92,6 +99,7 @@ def seeds() -> dict[str, list[str | bytes]]:
             text = path.read_text(encoding="utf-8")
             found[kind].append(text.rstrip("\n") if kind == "regex" else text)
     found["regex"] += EXTRA_REGEXES
+    found["json-schema"] += EXTRA_SCHEMAS
     found["json-numbers"] = [""]  # each case is a new random schema
     return found
 
