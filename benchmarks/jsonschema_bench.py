@@ -31,9 +31,11 @@ each behind the same adapter, in their own workers with the same limits.
 600 or 2,000 tokens, else twice the fewest the schema needs) and judges their texts by the
 tests' exact `jsonschema` oracle (`tests/grammar_oracles.py`: the schema's draft, numbers read
 exactly, patterns as ECMA-262, the formats grammarc asserts): a text that does not parse or
-validate is a *sampled invalid*, a mask error the corpus's own instances did not show. A
-schema with one does not pass. Under `multipleOf`, a text with a number past 10^±100 is left
-unjudged.
+validate is a *sampled invalid*, a mask error the corpus's own instances did not show. Each
+table is also checked for *dead ends* (`grammar_oracles.dead_end_entries`: tokens a mask
+allows after which the text cannot end, which a sampled walk only shows by stopping). A
+schema with either does not pass. Under `multipleOf`, a text with a number past 10^±100 is
+left unjudged.
 """
 
 from __future__ import annotations
@@ -199,6 +201,12 @@ class GrammarcEngine:
 
     def matcher(self, compiled: Any) -> Matcher:
         return GrammarcMatcher(compiled)
+
+    def dead_ends(self, compiled: Any) -> int:
+        """The table's entries into states that cannot accept from ones that can."""
+        from grammar_oracles import dead_end_entries
+
+        return dead_end_entries(compiled.table)
 
     def sample(self, compiled: Any, rng: np.random.Generator) -> bytes | None:
         """A random text of the grammar (`sample_tokens`), within the first budget of
@@ -411,14 +419,15 @@ def run_case(engine: Engine, case: Case, send: Callable[[tuple[str, Any]], None]
     except Exception as exc:
         return {"status": "crash", "error": f"while matching: {first_line(exc)}"}
     samples = int(os.environ.get("GRAMMARC_BENCH_SAMPLE", "0"))
-    sampled, sampled_invalid = 0, []
+    sampled, sampled_invalid, dead_ends = 0, [], 0
     if samples and hasattr(engine, "sample"):
         try:
             sampled, sampled_invalid = check_samples(engine, compiled, case, samples)
+            dead_ends = engine.dead_ends(compiled)
         except Exception as exc:
             return {"status": "crash", "error": f"while sampling: {first_line(exc)}"}
     return {"status": "ok", "wrong": refused, "sampled": sampled,
-            "sampled_invalid": sampled_invalid,
+            "sampled_invalid": sampled_invalid, "dead_ends": dead_ends,
             "tbm_us": np.array(times.wall, dtype=np.float64) / 1e3,
             "tbm_after_first_us": np.array(times.after_first, dtype=np.float64) / 1e3,
             "tbm_work_max_us": times.work_max / 1e3, "tbm_gc_max_us": times.gc_max / 1e3,
@@ -528,13 +537,14 @@ class Outcome:
     tbm_gc_kind: str = ""  # its generation and the objects it freed
     sampled: int = 0  # sampled texts judged (--sample)
     sampled_invalid: list[dict] = field(default_factory=list)  # those jsonschema refused
+    dead_ends: int = 0  # (--sample) table entries after which the text cannot end
     tbm_us: np.ndarray = field(default_factory=lambda: np.zeros(0), repr=False)
     tbm_after_first_us: np.ndarray = field(default_factory=lambda: np.zeros(0), repr=False)
 
     @property
     def passed(self) -> bool:
         return self.status == "ok" and not self.valid_rejected and \
-            not self.invalid_accepted and not self.sampled_invalid
+            not self.invalid_accepted and not self.sampled_invalid and not self.dead_ends
 
     def record(self) -> dict:
         data = asdict(self)
@@ -557,6 +567,7 @@ def make_outcome(case: Case, engine: str, result: dict, compile_s: float | None,
             outcome.invalid_accepted.append(instance.index)
     outcome.sampled = result.get("sampled", 0)
     outcome.sampled_invalid = result.get("sampled_invalid", [])
+    outcome.dead_ends = result.get("dead_ends", 0)
     times = result.get("tbm_us")
     if times is not None and len(times):
         outcome.tbm_us, outcome.tbm_after_first_us = times, result["tbm_after_first_us"]
@@ -771,6 +782,9 @@ def details(outcomes: list[Outcome], engines: list[str], top: int = 10) -> str:
                          "files")
             lines += [f"    {o.file}: {o.sampled_invalid[0]['why']} in "
                       f"{o.sampled_invalid[0]['text'][:120]!r}" for o in wrong]
+            stuck = [o for o in mine if o.dead_ends]
+            lines.append(f"{engine}: {len(stuck)} tables with dead ends"
+                         + "".join(f"\n    {o.file}: {o.dead_ends} entries" for o in stuck))
     return "\n".join(lines)
 
 

@@ -35,6 +35,7 @@ def test_sampled_texts_of_corpus_schemas_validate():
     assert found, result.stdout[-3000:]
     texts, schemas, invalid = (int(x) for x in found.groups())
     assert schemas >= 10 and texts >= 4 * schemas - 4 and invalid == 0, result.stdout[-3000:]
+    assert "grammarc: 0 tables with dead ends" in result.stdout, result.stdout[-3000:]
 
 
 def test_the_sampling_check_refuses_what_the_schema_forbids():
