@@ -166,10 +166,18 @@ def dead_end_entries(table) -> int:
     found = int(np.count_nonzero((cost[owner] >= 0) & (cost[following] < 0)))
     if table.calls is not None:
         calls = table.calls
+        # a push sequence whose return states cannot all end stops the text as surely
+        pushes = np.diff(calls.push_ptr)
+        stuck = np.bincount(np.repeat(np.arange(len(pushes)), pushes),
+                            cost[calls.push_states] < 0, len(pushes)) > 0
         owner = np.repeat(np.arange(len(calls.stack_ptr) - 1), np.diff(calls.stack_ptr))
-        pushed = calls.stack_next >= 0  # -1: a return, decided by the stack
-        found += int(np.count_nonzero((cost[owner[pushed]] >= 0) &
-                                      (cost[calls.stack_next[pushed]] < 0)))
+        pushed = calls.stack_next >= 1  # -1: a return, its suffix read further down
+        found += int(np.count_nonzero((cost[owner[pushed]] >= 0) & (
+            (cost[calls.stack_next[pushed]] < 0) | stuck[calls.stack_arg[pushed]])))
+        # a suffix read from a return state that can end, into a state that cannot
+        pushed = calls.suffix_next >= 1
+        found += int(np.count_nonzero((cost[calls.suffix_state[pushed]] >= 0) & (
+            (cost[calls.suffix_next[pushed]] < 0) | stuck[calls.suffix_arg[pushed]])))
     return found
 
 
