@@ -31,11 +31,14 @@ each behind the same adapter, in their own workers with the same limits.
 600 or 2,000 tokens, else twice the fewest the schema needs) and judges their texts by the
 tests' exact `jsonschema` oracle (`tests/grammar_oracles.py`: the schema's draft, numbers read
 exactly, patterns as ECMA-262, the formats grammarc asserts): a text that does not parse or
-validate is a *sampled invalid*, a mask error the corpus's own instances did not show. Each
-table is also checked for *dead ends* (`grammar_oracles.dead_end_entries`: tokens a mask
-allows after which the text cannot end, which a sampled walk only shows by stopping). A
-schema with either does not pass. Under `multipleOf`, a text with a number past 10^±100 is
-left unjudged.
+validate is a *sampled invalid*, a mask error the corpus's own instances did not show. A
+schema with one does not pass. Under `multipleOf`, a text with a number past 10^±100 is left
+unjudged.
+
+Every grammarc table is checked for *dead ends* (`grammar_oracles.dead_end_entries`: tokens a
+mask allows after which the text cannot end, a mask error that neither the corpus's
+instances nor a sampled walk, which only stops, would show): a schema with one does not
+pass, and the summary names it.
 """
 
 from __future__ import annotations
@@ -63,7 +66,7 @@ from typing import Any, Protocol
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))  # the tests' jsonschema oracle, for --sample
+sys.path.insert(0, str(ROOT / "tests"))  # the tests' oracles: dead ends, jsonschema (--sample)
 DEFAULT_CORPUS = ROOT.parent / "shared" / "conformance" / "maskbench-dev"
 TOKENIZER = "smollm2"
 PEERS = ("llguidance", "xgrammar")
@@ -418,12 +421,12 @@ def run_case(engine: Engine, case: Case, send: Callable[[tuple[str, Any]], None]
                 refused.append((index, pos))
     except Exception as exc:
         return {"status": "crash", "error": f"while matching: {first_line(exc)}"}
+    dead_ends = engine.dead_ends(compiled) if hasattr(engine, "dead_ends") else 0
     samples = int(os.environ.get("GRAMMARC_BENCH_SAMPLE", "0"))
-    sampled, sampled_invalid, dead_ends = 0, [], 0
+    sampled, sampled_invalid = 0, []
     if samples and hasattr(engine, "sample"):
         try:
             sampled, sampled_invalid = check_samples(engine, compiled, case, samples)
-            dead_ends = engine.dead_ends(compiled)
         except Exception as exc:
             return {"status": "crash", "error": f"while sampling: {first_line(exc)}"}
     return {"status": "ok", "wrong": refused, "sampled": sampled,
@@ -537,7 +540,7 @@ class Outcome:
     tbm_gc_kind: str = ""  # its generation and the objects it freed
     sampled: int = 0  # sampled texts judged (--sample)
     sampled_invalid: list[dict] = field(default_factory=list)  # those jsonschema refused
-    dead_ends: int = 0  # (--sample) table entries after which the text cannot end
+    dead_ends: int = 0  # table entries after which the text cannot end (grammarc)
     tbm_us: np.ndarray = field(default_factory=lambda: np.zeros(0), repr=False)
     tbm_after_first_us: np.ndarray = field(default_factory=lambda: np.zeros(0), repr=False)
 
@@ -782,6 +785,7 @@ def details(outcomes: list[Outcome], engines: list[str], top: int = 10) -> str:
                          "files")
             lines += [f"    {o.file}: {o.sampled_invalid[0]['why']} in "
                       f"{o.sampled_invalid[0]['text'][:120]!r}" for o in wrong]
+        if engine == "grammarc":
             stuck = [o for o in mine if o.dead_ends]
             lines.append(f"{engine}: {len(stuck)} tables with dead ends"
                          + "".join(f"\n    {o.file}: {o.dead_ends} entries" for o in stuck))
