@@ -99,7 +99,8 @@ def deterministic_pushdown(machines: MachineSet, max_states: int,
     caller's own text) would spell out more than `SPELLED_COUNTS` repetitions, or (with
     `past_limit`) ends past `max_states`, the front end's alternative machines are linked
     instead if it offers some (with `alternatives`: every value a machine of its own, whose
-    unions keep the count)."""
+    unions keep the count). Machines that can never return are dropped, their calls dead,
+    before the result is returned (`_unproductive_machines`)."""
     built: dict[tuple, tuple] = {}
     codes = call_codes(["", *(name for name, _ in machines.machines)])
     unite = False
